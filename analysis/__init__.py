@@ -1,0 +1,1 @@
+"""Analysis of run directories: window metrics, miss decomposition, comparisons, reports."""

@@ -1,0 +1,1 @@
+"""The Streamlit dashboard over run directories (built on `analysis` and `pricing` only)."""

@@ -1,0 +1,52 @@
+"""The `replay` command line: the root app, with one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from replay import __version__
+from replay.commands import (
+    dashboard,
+    engines,
+    price,
+    report,
+    run,
+    serve_sim,
+    simulate,
+    traces,
+)
+
+app = typer.Typer(
+    name="replay",
+    help="Replay coding-agent traces against LLM engines, measure prefix caching, price it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"replay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Agent-trace replay harness."""
+
+
+for module in (run, simulate, serve_sim, traces, price, report, dashboard, engines):
+    module.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

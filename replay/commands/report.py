@@ -1,0 +1,16 @@
+"""`replay report`: not built yet."""
+
+from __future__ import annotations
+
+import typer
+
+from replay.commands.common import not_built
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "report", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )
+    def _cmd() -> None:
+        """Not built yet."""
+        not_built("replay report", "see the open issues")

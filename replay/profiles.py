@@ -1,0 +1,109 @@
+"""Model profiles: an engine's memory and cost model in its own units (`configs/models/`).
+
+A profile is what the simulator and the emulators need to know about a model served on a
+given GPU pair: how big a KV block is, how many fit, what a recurrent checkpoint costs, and
+how long prefill and decode take. Add a profile by dropping a YAML file with these fields
+into `configs/models/`; the file's stem is its name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from replay.config_paths import config_subdir
+
+
+class ProfileError(Exception):
+    """A profile that is missing or malformed; the message names the file and field."""
+
+
+class ModelProfile(BaseModel):
+    """One model on one engine configuration, in the engine's units (per engine, not per GPU,
+    unless a field says otherwise)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="profile name (the YAML file's stem)")
+    model: str = Field(description="the model served, e.g. GLM-5.3-Flash NVFP4")
+    source: str = Field("", description="where the numbers come from")
+    gpus: int = Field(2, gt=0, description="GPUs per engine (tensor parallel size)")
+    gpu_type: str = Field("B200", description="GPU model, matches a rate in configs/pricing")
+    block_tokens: int = Field(gt=0, description="tokens of attention KV per cache block")
+    blocks_per_gpu: int = Field(gt=0, description="cache blocks per GPU")
+    checkpoint_blocks: int = Field(
+        gt=0, description="blocks one recurrent-state checkpoint occupies"
+    )
+    prefill_cost_d: float = Field(gt=0, description="D: seconds per prefilled token (linear term)")
+    prefill_cost_e: float = Field(
+        ge=0, description="E: quadratic attention term, see cost_unit_tokens"
+    )
+    cost_unit_tokens: int = Field(
+        10_000,
+        gt=0,
+        description=(
+            "positions in the E term are measured in units of this many tokens: "
+            "cost(a,b) = D·(b−a) + E·((b/u)²−(a/u)²)/2 · u. The source gives D and E without units; "
+            "with u = 10,000 a cold 142K prefill costs ≈ 6 s on GLM-5.3-Flash."
+        ),
+    )
+    decode_s_per_step: float = Field(0.02, gt=0, description="seconds per decode step at batch 1")
+    decode_s_per_seq: float = Field(
+        0.0002, ge=0, description="extra seconds per decode step for each running sequence"
+    )
+    chunk_tokens: int = Field(8704, gt=0, description="prefill chunk size (long-prefill threshold)")
+    max_batch: int = Field(256, gt=0, description="most sequences decoding at once")
+    context_tokens: int = Field(1_048_576, gt=0, description="maximum model length")
+    vocab_size: int = Field(151_552, gt=0, description="vocabulary size for synthesised token ids")
+
+    @property
+    def blocks_per_engine(self) -> int:
+        return self.blocks_per_gpu * self.gpus
+
+    @property
+    def capacity_tokens(self) -> int:
+        """KV tokens the whole engine can hold."""
+        return self.blocks_per_engine * self.block_tokens
+
+    def prefill_seconds(self, a: float, b: float) -> float:
+        """Seconds to prefill positions [a, b) given [0, a) is cached."""
+        if b <= a:
+            return 0.0
+        u = float(self.cost_unit_tokens)
+        return (
+            self.prefill_cost_d * (b - a)
+            + self.prefill_cost_e * ((b / u) ** 2 - (a / u) ** 2) / 2 * u
+        )
+
+
+def profiles_dir() -> Path:
+    return config_subdir("models")
+
+
+def list_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> ModelProfile:
+    """A profile by name (a file in configs/models/) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = profiles_dir() / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = ", ".join(list_profiles()) or "none"
+        raise ProfileError(f"model profile '{name_or_path}' not found ({path}); known: {known}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of profile fields")
+    data.setdefault("name", path.stem)
+    try:
+        return ModelProfile.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ProfileError(f"{path}: field '{loc}': {first['msg']}") from e

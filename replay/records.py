@@ -1,0 +1,98 @@
+"""The request record: one row of `requests.parquet`, shared by every executor.
+
+A live run, an emulated run and a simulated run all write these columns, so analysis never
+asks which executor produced a run. Columns the executor cannot know are left null.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+Status = Literal["ok", "error", "timeout", "cancelled", "overflow"]
+STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "cancelled", "overflow")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the executor saw it. Times are seconds from run start."""
+
+    engine: str
+    session: int  # the replay session slot (0..N-1) that sent it
+    trajectory: str  # trajectory id (a subagent's id names its parent)
+    agent: str  # "main" or the subagent's agent id
+    turn: int  # request index inside the trajectory
+    scheduled_s: float  # when the workload said to send it
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    done_s: float | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int | None = None  # as the engine reported
+    ideal_cached_tokens: int = 0  # longest prefix any earlier request of this engine computed
+    output_tokens: int = 0
+    expected_output_tokens: int = 0
+    finish_reason: str | None = None
+    status: Status = "ok"
+    error: str | None = None
+    # Known to the simulator (and the emulator); null for real engines.
+    resume_pos: int | None = None
+    checkpoint_pos: int | None = None
+    resident_pos: int | None = None
+    placement_miss: int | None = None
+    dependency_miss: int | None = None
+    capacity_miss: int | None = None
+    # Extras every executor knows.
+    tool_gap_s: float = 0.0  # the (capped) idle time the session waited before this request
+    priming: bool = False  # the warm-up request of a session start; not measured
+    attempt: int = 0  # retries of this turn before this record
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+
+_INT = pa.int64()
+_F = pa.float64()
+_S = pa.string()
+REQUEST_SCHEMA = pa.schema(
+    [
+        ("engine", _S),
+        ("session", _INT),
+        ("trajectory", _S),
+        ("agent", _S),
+        ("turn", _INT),
+        ("scheduled_s", _F),
+        ("sent_s", _F),
+        ("first_token_s", _F),
+        ("done_s", _F),
+        ("prompt_tokens", _INT),
+        ("cached_tokens", _INT),
+        ("ideal_cached_tokens", _INT),
+        ("output_tokens", _INT),
+        ("expected_output_tokens", _INT),
+        ("finish_reason", _S),
+        ("status", _S),
+        ("error", _S),
+        ("resume_pos", _INT),
+        ("checkpoint_pos", _INT),
+        ("resident_pos", _INT),
+        ("placement_miss", _INT),
+        ("dependency_miss", _INT),
+        ("capacity_miss", _INT),
+        ("tool_gap_s", _F),
+        ("priming", pa.bool_()),
+        ("attempt", _INT),
+    ]
+)
+assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"
+
+
+def records_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts with the record's keys) to an Arrow table with the request schema."""
+    cols = {name: [r.get(name) for r in rows] for name in RECORD_FIELDS}
+    return pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)

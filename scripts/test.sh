@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up everything and run the whole test suite: lint (ruff), types (mypy), tests (pytest:
+# unit, integration against the emulator and the real CPU vLLM, browser). Extra arguments go
+# to pytest. Exit code 5 from pytest (no tests collected) is a failure, not a pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test || exit 1
+
+echo "== ruff"; .venv/bin/ruff check . || exit 1
+echo "== mypy"; .venv/bin/mypy || exit 1
+echo "== pytest"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+if [[ $rc == 5 ]]; then
+  echo "pytest collected no tests: treating that as a failure"
+  exit 1
+fi
+exit $rc
