@@ -1,0 +1,1 @@
+"""Engine emulators: the simulator's engine model behind a real HTTP server."""
