@@ -1,0 +1,166 @@
+"""The replay rules: which trajectory each session replays, from where, and with what waits.
+
+The paper's benchmark, as defaults (DESIGN.md, "Replay rules"): N concurrent sessions; each
+takes a trajectory and starts it at a uniformly random request between 25% and 75% of it, the
+context before that point warmed by one priming request that is not measured; between turns
+a session waits the recorded tool time capped at 300 s; when a trajectory ends the session
+takes the next one. A run lasts 45 minutes and measures minutes 15–45.
+
+Everything here is a pure function of the trace and the seed, never of timing, so every
+engine replayed with the same seed gets the same trajectories in the same session slots:
+slot s takes positions s, s+N, s+2N, … of a seeded shuffle of the trace (reshuffled each
+time the trace is exhausted), and each assignment's start point has its own seeded stream.
+Executors (the simulator, the live client) drive time themselves: they ask an `Assignment`
+for its `turns()` and `spawns()`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from replay.traces.model import Trace, Trajectory
+
+
+class WorkloadError(ValueError):
+    """A workload setting that cannot work; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """Replay settings. Times are seconds of the replayed (unscaled) clock."""
+
+    sessions: int
+    duration_s: float = 2700.0
+    window: tuple[float, float] = (900.0, 2700.0)
+    gap_cap_s: float = 300.0
+    start_lo: float = 0.25
+    start_hi: float = 0.75
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sessions < 1:
+            raise WorkloadError(f"sessions must be at least 1 (got {self.sessions})")
+        if not self.duration_s > 0:
+            raise WorkloadError(f"duration must be positive (got {self.duration_s} s)")
+        a, b = self.window
+        if not 0 <= a < b <= self.duration_s:
+            raise WorkloadError(
+                f"window {a:g}-{b:g} s must satisfy 0 ≤ start < end ≤ duration ({self.duration_s:g} s)"
+            )
+        if self.gap_cap_s < 0:
+            raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})")
+        if not 0 <= self.start_lo <= self.start_hi <= 1:
+            raise WorkloadError(
+                f"start range {self.start_lo}-{self.start_hi} must satisfy 0 ≤ lo ≤ hi ≤ 1"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One request to send: its index in the trajectory, the capped tool gap to wait after
+    the previous request of the same trajectory completes, and whether it only primes."""
+
+    index: int
+    gap_s: float
+    priming: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    """A subagent to start `delay_s` after request `after_turn` of its parent completes
+    (`after_turn == -1`: at the parent's start). It runs its whole trajectory."""
+
+    after_turn: int
+    delay_s: float
+    trajectory: Trajectory
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Trajectory `trajectory` replayed by session `slot` as its `ordinal`-th assignment,
+    measured from request `start` (a subagent assignment always has start 0)."""
+
+    slot: int
+    ordinal: int
+    trajectory: Trajectory
+    start: int
+    gap_cap_s: float = 300.0
+
+    @property
+    def first_index(self) -> int:
+        """The first request sent: the priming request when there is one."""
+        return max(self.start - 1, 0)
+
+    def turns(self) -> list[Turn]:
+        tr, cap = self.trajectory, self.gap_cap_s
+        out: list[Turn] = []
+        if self.start > 0:
+            out.append(Turn(self.start - 1, 0.0, priming=True))
+            out.append(Turn(self.start, tr.gap_before(self.start, cap)))
+        else:
+            out.append(Turn(0, 0.0))
+        out.extend(Turn(i, tr.gap_before(i, cap)) for i in range(self.start + 1, tr.num_requests))
+        return out
+
+    def spawns(self) -> list[Spawn]:
+        """Subagents that branch off at or after the first request this assignment sends."""
+        tr, cap = self.trajectory, self.gap_cap_s
+        out: list[Spawn] = []
+        for sub in tr.subagents:
+            after = sub.spawn_index - 1
+            if after < 0:
+                if self.start > 0:
+                    continue
+                delay = sub.spawn_t - (float(tr.t[0]) if tr.num_requests else 0.0)
+            else:
+                if after < self.first_index:
+                    continue
+                api = float(tr.api_time[after])
+                end = float(tr.t[after]) + (0.0 if math.isnan(api) else api)
+                delay = sub.spawn_t - end
+            out.append(Spawn(after, min(max(delay, 0.0), cap), sub))
+        out.sort(key=lambda s: (s.after_turn, s.delay_s, s.trajectory.id))
+        return out
+
+    def child(self, spawn: Spawn) -> Assignment:
+        """The assignment of a spawned subagent: same slot and ordinal, whole trajectory."""
+        return Assignment(self.slot, self.ordinal, spawn.trajectory, 0, self.gap_cap_s)
+
+
+class Workload:
+    """The seeded, engine-independent assignment of trajectories to session slots."""
+
+    def __init__(self, trace: Trace, cfg: WorkloadConfig):
+        self.cfg = cfg
+        self.trajectories = [tr for tr in trace.trajectories if tr.num_requests > 0]
+        if not self.trajectories:
+            raise WorkloadError(f"trace {trace.source} has no trajectory with a request to replay")
+
+    @cache  # noqa: B019 - one small permutation per epoch, bounded by the run's length
+    def _epoch(self, epoch: int) -> np.ndarray:
+        rng = np.random.default_rng([self.cfg.seed, 0x5EED, epoch])
+        return rng.permutation(len(self.trajectories))
+
+    def assignment(self, slot: int, ordinal: int) -> Assignment:
+        """Session `slot`'s `ordinal`-th trajectory and its start point."""
+        if not 0 <= slot < self.cfg.sessions:
+            raise WorkloadError(f"session slot {slot} outside 0..{self.cfg.sessions - 1}")
+        n_traj = len(self.trajectories)
+        g = slot + ordinal * self.cfg.sessions
+        tr = self.trajectories[int(self._epoch(g // n_traj)[g % n_traj])]
+        rng = np.random.default_rng([self.cfg.seed, 0x57A7, slot, ordinal])
+        u = rng.uniform(self.cfg.start_lo, self.cfg.start_hi)
+        start = min(math.floor(u * tr.num_requests), tr.num_requests - 1)
+        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s)
+
+    def session_assignments(self, slot: int) -> Iterator[Assignment]:
+        """An endless sequence of assignments for session `slot`."""
+        ordinal = 0
+        while True:
+            yield self.assignment(slot, ordinal)
+            ordinal += 1
