@@ -1,0 +1,297 @@
+"""Window metrics per engine, defined as in the paper (and DESIGN.md).
+
+Every metric reads the measured requests only: priming requests (``priming == True``) warm a
+session's earlier context and are excluded. For a window [start, end):
+
+- *served* requests are those whose first token lands in the window; they give ``requests``,
+  prefill throughput (their prompt tokens, cached and computed alike), the hit rates, TTFT,
+  uncached and redundant tokens and the miss split;
+- output tokens are counted where they were generated: a request's tokens are spread evenly
+  from its first token to its end, and the part inside the window counts;
+- end-to-end latency reads served requests that finished ``ok``;
+- error and overflow rates read the requests *scheduled* in the window (cancelled ones, cut
+  off by the run's end, are left out of the denominator);
+- a trajectory counts as finished when its session moved on to another trajectory (the
+  replay rules), at the end of its last request; it counts if that end is in the window.
+
+TTFT and end-to-end latency are measured from the request's *scheduled* time, so queueing in
+the client is part of them. Rates are per minute; ``_per_gpu`` divides by the engine's GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.counters import counter_hit_rate
+from analysis.manifest import Window, manifest_sessions, manifest_working_set_ratio
+from analysis.runs import Run
+
+ERROR_STATUSES = ("error", "timeout")
+
+# name -> (label, unit, description): what tables and figures print.
+METRICS: dict[str, tuple[str, str, str]] = {
+    "requests": ("Requests", "", "measured requests with the first token in the window"),
+    "output_tokens_per_min_per_gpu": ("Output", "tok/min/GPU", "output tokens per minute per GPU"),
+    "prefill_tokens_per_min_per_gpu": (
+        "Prefill",
+        "tok/min/GPU",
+        "prompt tokens (cached and computed) per minute per GPU",
+    ),
+    "hit_rate": ("Hit rate", "%", "reported cached ÷ prompt tokens"),
+    "ideal_hit_rate": ("Ideal hit", "%", "ideal cached ÷ prompt tokens"),
+    "counter_hit_rate": ("Counter hit", "%", "engine counters' hits ÷ queries over the window"),
+    "ttft_p50": ("TTFT p50", "s", "time to first token from scheduled time, median"),
+    "ttft_p90": ("TTFT p90", "s", "time to first token from scheduled time, 90th percentile"),
+    "ttft_p99": ("TTFT p99", "s", "time to first token from scheduled time, 99th percentile"),
+    "e2e_p50": ("E2E p50", "s", "end-to-end latency from scheduled time, median"),
+    "e2e_mean": ("E2E mean", "s", "end-to-end latency from scheduled time, mean"),
+    "trajectories_finished": ("Finished", "", "trajectories finished in the window"),
+    "error_rate": ("Errors", "%", "errors and timeouts ÷ requests scheduled in the window"),
+    "overflow_rate": ("Overflow", "%", "prompts over the context ÷ requests scheduled"),
+    "uncached_tokens_per_request": ("Uncached", "tok/req", "prompt − cached tokens, mean"),
+    "uncached_tokens_p50": ("Uncached p50", "tok/req", "prompt − cached tokens, median"),
+    "redundant_prefill_per_request": (
+        "Redundant",
+        "tok/req",
+        "ideal − actual resume position, mean",
+    ),
+    "placement_miss_per_request": ("Placement", "tok/req", "placement misses, mean"),
+    "dependency_miss_per_request": ("Dependency", "tok/req", "dependency misses, mean"),
+    "capacity_miss_per_request": ("Capacity", "tok/req", "capacity misses, mean"),
+}
+
+# Columns of `window_metrics` besides METRICS (identity and raw totals).
+ID_COLUMNS = (
+    "engine",
+    "gpus",
+    "gpu_type",
+    "sessions",
+    "window_start_s",
+    "window_end_s",
+    "window_s",
+)
+
+
+@dataclass
+class EngineData:
+    """One engine's measured requests as float arrays (NaN for null), ready for masking."""
+
+    name: str
+    scheduled: np.ndarray
+    first: np.ndarray
+    done: np.ndarray
+    prompt: np.ndarray
+    cached: np.ndarray
+    ideal: np.ndarray
+    output: np.ndarray
+    resume: np.ndarray
+    placement: np.ndarray
+    dependency: np.ndarray
+    capacity: np.ndarray
+    tool_gap: np.ndarray
+    turn: np.ndarray
+    session: np.ndarray
+    status: np.ndarray
+    finish_times: np.ndarray  # when each finished trajectory ended
+
+
+def _floats(df: pd.DataFrame, col: str) -> np.ndarray:
+    return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def finish_times(df: pd.DataFrame) -> np.ndarray:
+    """End times of trajectories whose session moved on to another one (main agent only)."""
+    main = df[df["agent"].fillna("main") == "main"]
+    if main.empty:
+        return np.empty(0)
+    main = main.sort_values(["session", "scheduled_s"], kind="stable")
+    traj = main["trajectory"].astype(str).to_numpy()
+    sess = main["session"].to_numpy()
+    new_block = np.ones(len(main), dtype=bool)
+    new_block[1:] = (traj[1:] != traj[:-1]) | (sess[1:] != sess[:-1])
+    block = np.cumsum(new_block)
+    done = pd.to_numeric(main["done_s"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    last_row = np.ones(len(main), dtype=bool)
+    last_row[:-1] = block[1:] != block[:-1]
+    session_end = np.ones(len(main), dtype=bool)
+    session_end[:-1] = sess[1:] != sess[:-1]
+    # The last trajectory of each session was still running (or cut off) at the run's end;
+    # one whose last request failed was abandoned, not finished.
+    status = main["status"].fillna("ok").astype(str).to_numpy()
+    dropped = np.union1d(block[session_end], block[last_row & (status != "ok")])
+    ends = pd.Series(done).groupby(block).max()
+    finished = ends[~ends.index.isin(dropped)]
+    return finished.dropna().to_numpy(dtype=float)
+
+
+def engine_data(run: Run, engine: str) -> EngineData:
+    df = run.requests[run.requests["engine"] == engine]
+    finished = finish_times(df)
+    measured = df[~df["priming"].fillna(False).astype(bool)]
+    return EngineData(
+        name=engine,
+        scheduled=_floats(measured, "scheduled_s"),
+        first=_floats(measured, "first_token_s"),
+        done=_floats(measured, "done_s"),
+        prompt=_floats(measured, "prompt_tokens"),
+        cached=_floats(measured, "cached_tokens"),
+        ideal=_floats(measured, "ideal_cached_tokens"),
+        output=_floats(measured, "output_tokens"),
+        resume=_floats(measured, "resume_pos"),
+        placement=_floats(measured, "placement_miss"),
+        dependency=_floats(measured, "dependency_miss"),
+        capacity=_floats(measured, "capacity_miss"),
+        tool_gap=_floats(measured, "tool_gap_s"),
+        turn=_floats(measured, "turn"),
+        session=_floats(measured, "session"),
+        status=measured["status"].fillna("ok").astype(str).to_numpy(),
+        finish_times=finished,
+    )
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    values = values[~np.isnan(values)]
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
+def _mean(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else math.nan
+
+
+def output_tokens_in(d: EngineData, start: float, end: float) -> float:
+    """Output tokens generated inside [start, end): each request's tokens spread evenly from
+    its first token to its end (all at the first token when the two coincide)."""
+    ok = ~np.isnan(d.first) & (d.output > 0)
+    f, n = d.first[ok], d.output[ok]
+    e = np.where(np.isnan(d.done[ok]), f, d.done[ok])
+    span = e - f
+    overlap = np.clip(np.minimum(e, end) - np.maximum(f, start), 0.0, None)
+    point = (f >= start) & (f < end)
+    share = np.where(span > 0, overlap / np.where(span > 0, span, 1.0), point.astype(float))
+    return float((n * share).sum())
+
+
+def redundant_tokens(d: EngineData, mask: np.ndarray) -> tuple[np.ndarray, str]:
+    """Per served request: ideal − actual resume position (the simulator's `resume_pos`
+    where known, else the reported cached tokens), floored at 0; and where it came from."""
+    resume = d.resume[mask]
+    actual = np.where(np.isnan(resume), d.cached[mask], resume)
+    red = np.clip(d.ideal[mask] - actual, 0.0, None)
+    known = ~np.isnan(resume)
+    source = "simulated" if known.all() else ("ideal − reported" if not known.any() else "mixed")
+    return red, source
+
+
+def engine_metrics(d: EngineData, window: Window, gpus: int) -> dict[str, Any]:
+    """The window metrics of one engine (see the module docstring for the definitions)."""
+    start, end = window.start_s, window.end_s
+    minutes = window.duration_s / 60.0
+    served = (d.first >= start) & (d.first < end)
+    prompt = d.prompt[served]
+    cached = d.cached[served]
+    has_cached = ~np.isnan(cached)
+    ok = served & (d.status == "ok") & ~np.isnan(d.done)
+    scheduled = (d.scheduled >= start) & (d.scheduled < end)
+    status = d.status[scheduled]
+    attempted = int((status != "cancelled").sum())
+    red, source = redundant_tokens(d, served)
+    out_tokens = output_tokens_in(d, start, end)
+    ttft = d.first[served] - d.scheduled[served]
+    e2e = d.done[ok] - d.scheduled[ok]
+    return {
+        "requests": int(served.sum()),
+        "requests_scheduled": int(scheduled.sum()),
+        "prompt_tokens": float(prompt.sum()),
+        "cached_tokens": float(cached[has_cached].sum()),
+        "ideal_cached_tokens": float(d.ideal[served].sum()),
+        "output_tokens": out_tokens,
+        "output_tokens_per_min": out_tokens / minutes,
+        "output_tokens_per_min_per_gpu": out_tokens / minutes / gpus,
+        "prefill_tokens_per_min_per_gpu": float(prompt.sum()) / minutes / gpus,
+        "hit_rate": _ratio(float(cached[has_cached].sum()), float(prompt[has_cached].sum())),
+        "ideal_hit_rate": _ratio(float(d.ideal[served].sum()), float(prompt.sum())),
+        "ttft_p50": _pct(ttft, 50),
+        "ttft_p90": _pct(ttft, 90),
+        "ttft_p99": _pct(ttft, 99),
+        "e2e_p50": _pct(e2e, 50),
+        "e2e_mean": _mean(e2e),
+        "trajectories_finished": int(((d.finish_times >= start) & (d.finish_times < end)).sum()),
+        "errors": int(np.isin(status, ERROR_STATUSES).sum()),
+        "error_rate": _ratio(float(np.isin(status, ERROR_STATUSES).sum()), attempted),
+        "overflow_rate": _ratio(float((status == "overflow").sum()), attempted),
+        "uncached_tokens_per_request": _mean(prompt - cached),
+        "uncached_tokens_p50": _pct(prompt - cached, 50),
+        "redundant_prefill_per_request": _mean(red),
+        "miss_source": source,
+        "placement_miss_per_request": _mean(d.placement[served]),
+        "dependency_miss_per_request": _mean(d.dependency[served]),
+        "capacity_miss_per_request": _mean(d.capacity[served]),
+    }
+
+
+def resolve_window(run: Run, window: Window | tuple[float, float] | None) -> Window:
+    if window is None:
+        return run.default_window()
+    if isinstance(window, Window):
+        return window
+    return Window(float(window[0]), float(window[1]), "argument")
+
+
+def window_metrics(run: Run, window: Window | tuple[float, float] | None = None) -> pd.DataFrame:
+    """One row per engine: identity columns (`ID_COLUMNS`), then every metric in `METRICS`
+    plus raw totals (`prompt_tokens`, `output_tokens`, ...), `miss_source`,
+    `working_set_ratio` and `run_id`. The window defaults to the manifest's."""
+    win = resolve_window(run, window)
+    sessions = manifest_sessions(run.manifest)
+    if sessions is None:
+        sessions = int(run.requests["session"].nunique())
+    rows = []
+    for engine in run.engines:
+        info = run.engine_info(engine)
+        row: dict[str, Any] = {
+            "engine": engine,
+            "gpus": info.gpus,
+            "gpu_type": info.gpu_type,
+            "sessions": sessions,
+            "window_start_s": win.start_s,
+            "window_end_s": win.end_s,
+            "window_s": win.duration_s,
+        }
+        row.update(engine_metrics(engine_data(run, engine), win, info.gpus))
+        row["counter_hit_rate"] = counter_hit_rate(run.server_metrics, engine, win)
+        row["working_set_ratio"] = working_set_ratio(run, engine)
+        row["run_id"] = run.run_id
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def working_set_ratio(run: Run, engine: str) -> float:
+    """Working set ÷ cache capacity, from summary.json (per engine) or the manifest."""
+    engines = (run.summary or {}).get("engines")
+    if isinstance(engines, dict) and isinstance(engines.get(engine), dict):
+        value = engines[engine].get("working_set_ratio")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    value = manifest_working_set_ratio(run.manifest, engine)
+    return math.nan if value is None else value
+
+
+__all__ = [
+    "ID_COLUMNS",
+    "METRICS",
+    "EngineData",
+    "engine_data",
+    "engine_metrics",
+    "resolve_window",
+    "window_metrics",
+]

@@ -1,0 +1,91 @@
+"""`summary.json`: per-engine window metrics as a JSON-able dict.
+
+Executors call `build_summary(run)` at the end of a run and write it with
+`RunWriter.write_summary`; `replay report` rewrites it. Keys this module does not compute but
+an executor put in an earlier summary's engine entry (the simulator's `working_set_ratio`,
+`resident_checkpoints`, ...) are kept.
+
+```
+{"schema_version": 1, "run_id": ..., "window": [start_s, end_s], "window_source": ...,
+ "bin_s": 60, "notes": [...],
+ "engines": {name: {metric: value, "<metric>_se": standard error, ...}}}
+```
+NaN becomes null.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from analysis.manifest import Window
+from analysis.metrics import resolve_window, window_metrics
+from analysis.runs import Run, load_run
+from analysis.uncertainty import SE_METRICS, binned_standard_errors
+from replay.rundir import SUMMARY, write_json_atomic
+
+SUMMARY_SCHEMA_VERSION = 1
+OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def build_summary(
+    run: Run, window: Window | tuple[float, float] | None = None, bin_s: float = 60.0
+) -> dict[str, Any]:
+    """Per-engine window metrics with time-bin standard errors, ready for `summary.json`."""
+    win = resolve_window(run, window)
+    table = window_metrics(run, win)
+    ses = binned_standard_errors(run, win, bin_s)
+    previous = (run.summary or {}).get("engines")
+    previous = previous if isinstance(previous, dict) else {}
+    engines: dict[str, dict[str, Any]] = {}
+    notes = list(run.notes)
+    for row in table.to_dict(orient="records"):
+        name = str(row["engine"])
+        old = previous.get(name)
+        kept: dict[str, Any] = old if isinstance(old, dict) else {}
+        entry: dict[str, Any] = {k: v for k, v in kept.items() if k not in row}
+        entry.update({str(k): _jsonable(v) for k, v in row.items() if k != "engine"})
+        for metric in SE_METRICS:
+            entry[f"{metric}_se"] = _jsonable(ses.get(name, {}).get(metric, math.nan))
+        entry["overflow_flagged"] = bool((row["overflow_rate"] or 0) > OVERFLOW_FLAG)
+        if entry["overflow_flagged"]:
+            notes.append(f"{name}: overflow rate {row['overflow_rate']:.1%} is over 1%")
+        engines[name] = entry
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "window": win.as_list(),
+        "window_source": win.source,
+        "bin_s": bin_s,
+        "notes": notes,
+        "engines": engines,
+    }
+
+
+def write_summary(run: Run, window: Window | tuple[float, float] | None = None) -> Path:
+    """Build and atomically (re)write the run's summary.json; returns its path."""
+    summary = build_summary(run, window)
+    path = run.path / SUMMARY
+    write_json_atomic(path, summary)
+    run.summary = summary
+    return path
+
+
+def summarize_dir(run_dir: str | Path) -> dict[str, Any]:
+    """Convenience for executors: load the run directory and write its summary.json."""
+    run = load_run(run_dir)
+    write_summary(run)
+    assert run.summary is not None
+    return run.summary
+
+
+__all__ = ["build_summary", "summarize_dir", "write_summary"]
