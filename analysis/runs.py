@@ -121,7 +121,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 def _check_columns(path: Path, df: pd.DataFrame) -> None:
     for col in _NUMERIC:
         series = df[col]
-        if series.dtype == object:
+        if not pd.api.types.is_numeric_dtype(series.dtype) and series.notna().any():
             bad = series.dropna()
             bad = bad[pd.to_numeric(bad, errors="coerce").isna()]
             if len(bad):

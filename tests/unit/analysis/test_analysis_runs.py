@@ -1,0 +1,107 @@
+"""Loading run directories: every error path names the file and what is wrong."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.metrics import window_metrics
+from analysis.runs import RunDirError, find_runs, load_run, resolve_inside
+
+Builder = Callable[[], Any]
+
+
+def _one(builder: Builder, name: str = "run", **manifest: Any) -> Path:
+    return builder().req("a", 1.0).write(name, **manifest)
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="no such directory"):
+        load_run(tmp_path / "nope")
+
+
+def test_file_instead_of_directory(tmp_path: Path) -> None:
+    f = tmp_path / "x.txt"
+    f.write_text("hi")
+    with pytest.raises(RunDirError, match=r"x\.txt: not a directory; pass a run directory"):
+        load_run(f)
+
+
+def test_missing_manifest(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match=r"manifest\.json: missing; is .* a run directory"):
+        load_run(tmp_path)
+
+
+def test_malformed_manifest(builder: Builder) -> None:
+    run_dir = _one(builder)
+    (run_dir / "manifest.json").write_text("{not json")
+    with pytest.raises(RunDirError, match=r"manifest\.json: not valid JSON"):
+        load_run(run_dir)
+
+
+def test_no_request_records(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(RunDirError, match=r"requests\.parquet: missing; the run wrote no"):
+        load_run(tmp_path)
+
+
+def test_requests_column_with_text(builder: Builder) -> None:
+    run_dir = _one(builder)
+    (run_dir / "requests.jsonl").unlink()
+    table = pa.table(
+        {"engine": ["a"], "prompt_tokens": ["lots"], "status": ["ok"], "scheduled_s": [1.0]}
+    )
+    pq.write_table(table, run_dir / "requests.parquet")
+    with pytest.raises(RunDirError, match=r"requests\.parquet: column 'prompt_tokens' must hold"):
+        load_run(run_dir)
+
+
+def test_malformed_summary(builder: Builder) -> None:
+    run_dir = _one(builder)
+    (run_dir / "summary.json").write_text("[1, 2")
+    with pytest.raises(RunDirError, match=r"summary\.json: not valid JSON .*replay report"):
+        load_run(run_dir)
+    (run_dir / "summary.json").write_text("[1, 2]")
+    with pytest.raises(RunDirError, match=r"summary\.json: expected a JSON object"):
+        load_run(run_dir)
+
+
+def test_unreadable_server_metrics(builder: Builder) -> None:
+    run_dir = _one(builder)
+    (run_dir / "server_metrics.parquet").write_bytes(b"not parquet")
+    with pytest.raises(RunDirError, match=r"server_metrics\.parquet: unreadable parquet"):
+        load_run(run_dir)
+
+
+def test_malformed_window_in_manifest(builder: Builder) -> None:
+    run = load_run(_one(builder, config={"window": [300, 100]}))
+    with pytest.raises(RunDirError, match=r"manifest\.json: manifest config\.window: window must"):
+        window_metrics(run)
+    run = load_run(_one(builder, "r2", config={"window": "abc"}))
+    with pytest.raises(RunDirError, match=r"config\.window: a window is \[start_s, end_s\]"):
+        window_metrics(run)
+
+
+def test_find_runs_lists_and_refuses_outside(tmp_path: Path, builder: Builder) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    outside = _one(builder, "elsewhere")
+    inside_a = builder().req("a", 1.0).write("runs/sweep/s8")
+    inside_b = builder().req("a", 1.0).write("runs/s16")
+    # a run directory whose manifest links outside the root is skipped
+    sneaky = root / "sneaky"
+    sneaky.mkdir()
+    os.symlink(outside / "manifest.json", sneaky / "manifest.json")
+    os.symlink(outside, root / "linked")  # linked folders are not followed
+    assert find_runs(root) == sorted([inside_a, inside_b])
+    with pytest.raises(RunDirError, match="outside the runs folder"):
+        resolve_inside(root, "../elsewhere")
+    assert resolve_inside(root, "s16") == inside_b.resolve()
+    with pytest.raises(RunDirError, match="not a directory of runs"):
+        find_runs(tmp_path / "missing")
