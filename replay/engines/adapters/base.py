@@ -1,0 +1,260 @@
+"""What every engine adapter shares: the result of one streamed request, the limits it runs
+under, the SSE read loop, and the registry of adapters keyed by engine kind.
+
+An adapter owns one long-lived `aiohttp.ClientSession` (one connection pool per engine), turns
+a token-id prompt into the engine's request body, and parses the engine's stream into a
+`StreamResult`. Failures never raise: they come back as a result with a status and an error,
+so one bad request cannot stop a run. Timestamps are integer `time.perf_counter_ns()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import aiohttp
+import numpy as np
+
+# Big enough for the stream of a million-token prompt (vLLM echoes `prompt_token_ids` in its
+# first chunk: ~7 bytes per id) without the reader pausing the socket mid-event.
+READ_BUFSIZE = 1 << 23
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How long a request may take before it counts as failed."""
+
+    request_timeout_s: float = 3600.0  # the whole request, queueing and prefill included
+    first_token_timeout_s: float = 1800.0  # from send to the first generated token
+    stall_timeout_s: float = 120.0  # between two chunks once tokens flow
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """One request as the client saw it. Partial results survive cancellation: the caller
+    keeps a reference and reads whatever arrived."""
+
+    send_ns: int = 0
+    first_token_ns: int | None = None
+    done_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)  # arrival of every chunk with tokens
+    output_ids: list[int] = field(default_factory=list)
+    output_tokens: int = 0  # reported by the engine where it says, else len(output_ids)
+    prompt_tokens: int | None = None  # as the engine reported
+    cached_tokens: int | None = None  # as the engine reported
+    cached_field_seen: bool = False  # the engine sent a cached-token field at all
+    finish_reason: str | None = None
+    status: str = "ok"  # ok | error | timeout | cancelled
+    error: str | None = None
+    http_status: int | None = None
+
+    def fail(self, status: str, error: str, http_status: int | None = None) -> None:
+        self.status, self.error, self.http_status = status, error, http_status
+        if self.done_ns is None:
+            self.done_ns = time.perf_counter_ns()
+
+
+class StreamParser(ABC):
+    """Turns the `data:` payloads of one response into a `StreamResult`."""
+
+    def __init__(self, result: StreamResult):
+        self.result = result
+        self.done = False
+
+    @abstractmethod
+    def feed(self, payload: bytes, now_ns: int) -> None:
+        """Consume one event payload (the bytes after `data:`), stamped `now_ns`."""
+
+    def finish(self) -> None:
+        """The stream ended; fill what the engine did not say."""
+        r = self.result
+        if r.output_tokens < len(r.output_ids):
+            r.output_tokens = len(r.output_ids)
+
+    def _tokens(self, n: int, now_ns: int) -> None:
+        r = self.result
+        if n <= 0:
+            return
+        if r.first_token_ns is None:
+            r.first_token_ns = now_ns
+        r.chunk_ns.append(now_ns)
+
+
+def split_sse(buf: bytes) -> tuple[list[bytes], bytes]:
+    """Complete `data:` payloads in `buf`, and the unfinished rest (kept for the next read).
+    Comments, `event:` lines and blank separators are skipped."""
+    lines = buf.split(b"\n")
+    rest = lines.pop()
+    out = []
+    for line in lines:
+        if line.startswith(b"data:"):
+            payload = line[5:].strip()
+            if payload:
+                out.append(payload)
+    return out, rest
+
+
+class Adapter(ABC):
+    """One engine endpoint. Subclasses set `kind`, `path` and implement `build_body` and
+    `parser`; `generate` runs the shared stream loop."""
+
+    kind: ClassVar[str]
+    path: ClassVar[str]
+    # Whether the engine returns the generated token ids (needed for exact live rewriting).
+    exact_ids: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        url: str,
+        model: str | None,
+        *,
+        limits: Limits | None = None,
+        headers: dict[str, str] | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ):
+        self.url = url.rstrip("/")
+        self.model = model
+        self.limits = limits or Limits()
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self._session = session
+        self._own_session = session is None
+
+    # lifecycle -------------------------------------------------------------------------
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = make_session(self.limits)
+            self._own_session = True
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    async def __aenter__(self) -> Adapter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # the request -----------------------------------------------------------------------
+    @abstractmethod
+    def build_body(self, prompt_ids: np.ndarray, max_tokens: int) -> bytes:
+        """The request body for a token-id prompt generating exactly `max_tokens` tokens."""
+
+    @abstractmethod
+    def parser(self, result: StreamResult) -> StreamParser: ...
+
+    def endpoint(self) -> str:
+        return self.url + self.path
+
+    async def generate(self, body: bytes, result: StreamResult | None = None) -> StreamResult:
+        """Send `body` and stream the answer into `result` (a fresh one if not given).
+        Never raises for engine or network faults; re-raises cancellation after recording
+        what arrived."""
+        res = result if result is not None else StreamResult()
+        lim = self.limits
+        loop = asyncio.get_running_loop()
+        res.send_ns = time.perf_counter_ns()
+        t0 = loop.time()
+        deadline = t0 + lim.request_timeout_s
+        parser = self.parser(res)
+        phase = "waiting for the first token"
+        try:
+            async with asyncio.timeout(min(deadline, t0 + lim.first_token_timeout_s)) as cm:
+                async with self.session.post(
+                    self.endpoint(), data=body, headers=self.headers
+                ) as resp:
+                    if resp.status != 200:
+                        text = (await resp.read())[:300].decode("utf-8", "replace")
+                        res.fail("error", f"HTTP {resp.status}: {text.strip()}", resp.status)
+                        return res
+                    res.http_status = 200
+                    buf = b""
+                    async for data in resp.content.iter_any():
+                        now = time.perf_counter_ns()
+                        payloads, buf = split_sse(buf + data if buf else data)
+                        n_before = len(res.chunk_ns)
+                        for p in payloads:
+                            if p == b"[DONE]":
+                                parser.done = True
+                                continue
+                            parser.feed(p, now)
+                        if len(res.chunk_ns) != n_before:
+                            phase = "between chunks"
+                            cm.reschedule(min(deadline, loop.time() + lim.stall_timeout_s))
+                    if buf.strip():
+                        payloads, _ = split_sse(buf + b"\n")
+                        for p in payloads:
+                            if p != b"[DONE]":
+                                parser.feed(p, time.perf_counter_ns())
+            parser.finish()
+            res.done_ns = time.perf_counter_ns()
+            if parser.result.status == "ok" and parser.result.error:
+                res.status = "error"
+        except TimeoutError:
+            parser.finish()
+            total = loop.time() - t0
+            if total >= lim.request_timeout_s - 1e-3:
+                res.fail("timeout", f"request exceeded {lim.request_timeout_s:g} s")
+            elif phase == "between chunks":
+                res.fail("timeout", f"stalled: no token for {lim.stall_timeout_s:g} s")
+            else:
+                res.fail("timeout", f"no first token within {lim.first_token_timeout_s:g} s")
+        except asyncio.CancelledError:
+            parser.finish()
+            res.fail("cancelled", "cancelled at the end of the run")
+            raise
+        except (aiohttp.ClientError, OSError, ValueError) as e:
+            parser.finish()
+            res.fail("error", f"{type(e).__name__}: {e}".strip().rstrip(":"))
+        return res
+
+
+def make_session(limits: Limits, connections: int = 0) -> aiohttp.ClientSession:
+    """The long-lived session of one engine: unlimited connections by default (concurrency is
+    bounded by the number of replay sessions), no total timeout (the adapter enforces its
+    own), a read buffer sized for huge streams."""
+    connector = aiohttp.TCPConnector(limit=connections, ttl_dns_cache=300, keepalive_timeout=60)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, connect=limits.connect_timeout_s),
+        read_bufsize=READ_BUFSIZE,
+        auto_decompress=False,
+    )
+
+
+# registry ------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Adapter]] = {}
+
+
+def register(*kinds: str) -> Callable[[type[Adapter]], type[Adapter]]:
+    """Class decorator: make an adapter available under one or more engine kinds."""
+
+    def deco(cls: type[Adapter]) -> type[Adapter]:
+        for k in kinds:
+            _REGISTRY[k] = cls
+        return cls
+
+    return deco
+
+
+def adapter_class(kind: str) -> type[Adapter]:
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ValueError(f"unknown engine kind '{kind}' (known: {known})") from None
+
+
+def adapter_kinds() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_adapter(kind: str, url: str, model: str | None, **kwargs: Any) -> Adapter:
+    return adapter_class(kind)(url, model, **kwargs)

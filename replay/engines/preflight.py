@@ -1,0 +1,417 @@
+"""Preflight: is an engine endpoint fit for a live replay? Checked before any timed request.
+
+Interface (used by `replay run` before every run and by `replay engines preflight NAME|URL`)::
+
+    from replay.engines.preflight import preflight
+
+    report = await preflight("http://127.0.0.1:8000", "vllm", model=None)
+    report.ok            # every required check passed
+    report.checks        # [Check(name, ok, detail, fix, required)], in the order run
+    report.failures      # the required checks that failed
+    report.message()     # multi-line text: what failed and exactly what to change
+    report.model         # the served model (the first listed when `model` was None)
+    report.block_size    # from vLLM's `vllm:cache_config_info` (None where not published)
+    report.context_tokens, report.server_version, report.server_info
+    report.as_dict()     # JSON-able, for the run manifest
+
+Checks, in order (a check that cannot run because an earlier one failed is reported as
+skipped, `ok=None`): `reachable`, `model listed`, `metrics readable`, `token-id prompts`,
+`generated ids returned`, `cached-token reporting`, `prefix caching`. The two cache probes
+send the same fresh random prompt twice (a few block sizes long); the second must report
+cached tokens. `kind` is an adapter kind (`vllm`, `flashstate`, `sglang`, `openai`); for
+`openai` (hosted text endpoints) the token-level checks are informative, not required.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from replay.engines.adapters import Limits, make_adapter, make_session
+from replay.engines.adapters.base import StreamResult
+from replay.engines.scrape import MetricsError, block_size_from_metrics, cache_config, parse_metrics
+
+# Flags that turn on what the checks need, by engine kind.
+CACHE_REPORT_FLAG = {
+    "vllm": "--enable-prompt-tokens-details",
+    "flashstate": "--enable-prompt-tokens-details",
+    "sglang": "--enable-cache-report",
+}
+PREFIX_CACHE_FIX = {
+    "vllm": "start vLLM with --enable-prefix-caching (and without --no-enable-prefix-caching)",
+    "flashstate": "start the server with --enable-prefix-caching",
+    "sglang": "start SGLang without --disable-radix-cache",
+}
+HIT_COUNTERS = ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    ok: bool | None  # None: skipped
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+@dataclass(slots=True)
+class PreflightReport:
+    url: str
+    kind: str
+    model: str | None
+    checks: list[Check] = field(default_factory=list)
+    block_size: int | None = None
+    context_tokens: int | None = None
+    server_version: str | None = None
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.required)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.required and not c.ok]
+
+    def message(self) -> str:
+        if self.ok:
+            return f"{self.kind} engine at {self.url}: all {len(self.checks)} checks passed"
+        lines = [f"{self.kind} engine at {self.url} is not ready for a live replay:"]
+        for c in self.failures:
+            state = "skipped" if c.ok is None else "FAILED"
+            lines.append(f"  - {c.name} {state}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else ""))
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def _skip(report: PreflightReport, names: list[str], why: str, required: bool = True) -> None:
+    for n in names:
+        report.checks.append(Check(n, None, f"not run: {why}.", required=required))
+
+
+async def _get(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str]
+) -> tuple[int, bytes]:
+    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as r:
+        return r.status, await r.read()
+
+
+def _hits(metrics_text: str | None) -> float | None:
+    if not metrics_text:
+        return None
+    try:
+        samples = parse_metrics(metrics_text, frozenset(HIT_COUNTERS))
+    except MetricsError:
+        return None
+    return sum(s.value for s in samples) if samples else None
+
+
+async def preflight(
+    url: str,
+    kind: str,
+    model: str | None = None,
+    *,
+    vocab_size: int = 32000,
+    probe_tokens: int | None = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 300.0,
+    adapter_options: dict[str, Any] | None = None,
+) -> PreflightReport:
+    """Run every check against the endpoint at `url`; never raises for engine faults."""
+    url = url.rstrip("/")
+    report = PreflightReport(url, kind, model)
+    token_level = kind != "openai"
+    hdrs = dict(headers or {})
+    limits = Limits(request_timeout_s=timeout_s, first_token_timeout_s=timeout_s)
+    session = make_session(limits)
+    try:
+        await _run_checks(
+            report,
+            session,
+            hdrs,
+            limits,
+            vocab_size,
+            probe_tokens,
+            token_level,
+            adapter_options or {},
+        )
+    finally:
+        await session.close()
+    return report
+
+
+async def _run_checks(
+    report: PreflightReport,
+    session: aiohttp.ClientSession,
+    hdrs: dict[str, str],
+    limits: Limits,
+    vocab_size: int,
+    probe_tokens: int | None,
+    token_level: bool,
+    adapter_options: dict[str, Any],
+) -> None:
+    url, kind = report.url, report.kind
+    later = [
+        "model listed",
+        "metrics readable",
+        "token-id prompts",
+        "generated ids returned",
+        "cached-token reporting",
+        "prefix caching",
+    ]
+    # reachable ---------------------------------------------------------------------------
+    health = "/v1/models" if kind == "openai" else "/health"
+    try:
+        status, _ = await _get(session, url + health, hdrs)
+        ok = status == 200
+        detail = f"GET {health} answered {status}."
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+        ok, detail = False, f"GET {health} failed ({type(e).__name__}: {e})."
+    report.checks.append(
+        Check("reachable", ok, detail, "" if ok else f"start the engine, or fix the URL {url}")
+    )
+    if not ok:
+        _skip(report, later, "the engine is unreachable")
+        return
+    # model listed ------------------------------------------------------------------------
+    served: list[str] = []
+    try:
+        status, body = await _get(session, url + "/v1/models", hdrs)
+        data = orjson.loads(body) if status == 200 else {}
+        for m in data.get("data", []):
+            served.append(str(m.get("id")))
+            if report.context_tokens is None and m.get("max_model_len"):
+                report.context_tokens = int(m["max_model_len"])
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError):
+        pass
+    if report.model is None and served:
+        report.model = served[0]
+    if report.model is not None and report.model in served:
+        report.checks.append(Check("model listed", True, f"serves '{report.model}'."))
+    elif not served:
+        report.checks.append(
+            Check(
+                "model listed",
+                False,
+                "GET /v1/models listed no model.",
+                "check that the server finished loading its model",
+            )
+        )
+    else:
+        report.checks.append(
+            Check(
+                "model listed",
+                False,
+                f"model '{report.model}' is not served; the server lists: {', '.join(served)}.",
+                "set the engine's model to one of those (--config model:, or omit it)",
+            )
+        )
+    # version and server info (informative) ------------------------------------------------
+    for path in ("/version", "/get_server_info"):
+        try:
+            status, body = await _get(session, url + path, hdrs)
+            if status == 200:
+                info = orjson.loads(body)
+                if isinstance(info, dict):
+                    report.server_version = str(info.get("version", report.server_version or ""))
+                    if path == "/get_server_info":
+                        report.server_info.update(
+                            {
+                                k: v
+                                for k, v in info.items()
+                                if isinstance(v, (str, int, float, bool))
+                            }
+                        )
+                    if report.context_tokens is None and info.get("context_length"):
+                        report.context_tokens = int(info["context_length"])
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError):
+            pass
+    # metrics -----------------------------------------------------------------------------
+    metrics_text: str | None = None
+    try:
+        status, body = await _get(session, url + "/metrics", hdrs)
+        if status == 200:
+            metrics_text = body.decode("utf-8", "replace")
+            parse_metrics(metrics_text)
+            report.block_size = block_size_from_metrics(metrics_text)
+            report.server_info.update(
+                {f"cache_config.{k}": v for k, v in cache_config(metrics_text).items()}
+            )
+            report.checks.append(
+                Check(
+                    "metrics readable",
+                    True,
+                    f"/metrics parsed; block size {report.block_size or 'not published'}.",
+                    required=token_level,
+                )
+            )
+        else:
+            raise MetricsError(f"GET /metrics answered {status}")
+    except (aiohttp.ClientError, OSError, TimeoutError, MetricsError) as e:
+        metrics_text = None
+        fix = (
+            "start SGLang with --enable-metrics"
+            if kind == "sglang"
+            else "serve Prometheus metrics on /metrics (vLLM does by default)"
+        )
+        report.checks.append(Check("metrics readable", False, f"{e}.", fix, required=token_level))
+    # probes ------------------------------------------------------------------------------
+    await _probe(
+        report,
+        session,
+        limits,
+        metrics_text,
+        vocab_size,
+        probe_tokens,
+        token_level,
+        hdrs,
+        adapter_options,
+    )
+
+
+async def _probe(
+    report: PreflightReport,
+    session: aiohttp.ClientSession,
+    limits: Limits,
+    metrics_before: str | None,
+    vocab_size: int,
+    probe_tokens: int | None,
+    token_level: bool,
+    hdrs: dict[str, str],
+    adapter_options: dict[str, Any],
+) -> None:
+    kind, url = report.kind, report.url
+    n = probe_tokens or max(4 * (report.block_size or 256), 1024)
+    if report.context_tokens:
+        n = min(n, max(report.context_tokens // 2 - 16, 16))
+    # A fresh prompt no earlier request can have cached: a nonce seeds the generator.
+    rng = np.random.default_rng(secrets.randbits(64))
+    ids = rng.integers(256, max(vocab_size - 1024, 512), size=n, dtype=np.int64)
+    adapter = make_adapter(
+        kind, url, report.model, limits=limits, session=session, headers=hdrs, **adapter_options
+    )
+    try:
+        first = await adapter.generate(adapter.build_body(ids, 4), StreamResult())
+        if first.status != "ok":
+            report.checks.append(
+                Check(
+                    "token-id prompts",
+                    False,
+                    f"a {n}-token token-id prompt failed: {first.error}.",
+                    "check the engine accepts token-id prompts and that vocab_size "
+                    f"({vocab_size}) fits the model's vocabulary",
+                    required=token_level,
+                )
+            )
+            _skip(
+                report,
+                ["generated ids returned", "cached-token reporting", "prefix caching"],
+                "the probe request failed",
+                required=token_level,
+            )
+            return
+        report.checks.append(
+            Check(
+                "token-id prompts",
+                True,
+                f"a {n}-token token-id prompt was served.",
+                required=token_level,
+            )
+        )
+        got = len(first.output_ids)
+        ok_ids = got >= 1 and adapter.exact_ids
+        fix_ids = (
+            "use vLLM ≥ 0.10.2 (the `return_token_ids` request field)"
+            if kind in ("vllm", "flashstate")
+            else "check the server streams output_ids"
+        )
+        report.checks.append(
+            Check(
+                "generated ids returned",
+                ok_ids,
+                f"the stream carried {got} generated id(s)"
+                + ("" if adapter.exact_ids else " as text (not exact: hosted endpoint)")
+                + ".",
+                "" if ok_ids else fix_ids,
+                required=token_level,
+            )
+        )
+        second = await adapter.generate(adapter.build_body(ids, 1), StreamResult())
+        metrics_after = None
+        if metrics_before is not None:
+            try:
+                status, body = await _get(session, url + "/metrics", hdrs)
+                metrics_after = body.decode("utf-8", "replace") if status == 200 else None
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                metrics_after = None
+        h0, h1 = _hits(metrics_before), _hits(metrics_after)
+        counter_hit = h0 is not None and h1 is not None and h1 > h0
+        seen = first.cached_field_seen or second.cached_field_seen
+        cached = second.cached_tokens or 0
+        flag = CACHE_REPORT_FLAG.get(kind, "")
+        if second.status != "ok":
+            _skip(
+                report,
+                ["cached-token reporting", "prefix caching"],
+                f"the repeated probe failed ({second.error})",
+                required=token_level,
+            )
+            return
+        if seen or cached > 0:
+            report.checks.append(
+                Check(
+                    "cached-token reporting",
+                    True,
+                    "requests report cached tokens.",
+                    required=token_level,
+                )
+            )
+        else:
+            why = (
+                "the engine's counters show a hit the response did not report"
+                if counter_hit
+                else "no response carried a cached-token field"
+            )
+            report.checks.append(
+                Check(
+                    "cached-token reporting",
+                    False,
+                    why + ".",
+                    f"start the engine with {flag}"
+                    if flag
+                    else "the endpoint does not report cached tokens",
+                    required=token_level,
+                )
+            )
+        if cached > 0 or counter_hit:
+            report.checks.append(
+                Check(
+                    "prefix caching",
+                    True,
+                    f"the repeated {n}-token probe reported {cached} cached tokens.",
+                    required=token_level,
+                )
+            )
+        else:
+            report.checks.append(
+                Check(
+                    "prefix caching",
+                    False,
+                    f"the repeated {n}-token probe reported no cached tokens"
+                    + ("" if seen else " and the engine's hit counter did not move")
+                    + ".",
+                    PREFIX_CACHE_FIX.get(kind, "turn on prefix caching"),
+                    required=token_level,
+                )
+            )
+    finally:
+        await adapter.close()
