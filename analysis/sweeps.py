@@ -1,0 +1,80 @@
+"""Sweeps: many runs over session counts → throughput, hit rate and TTFT against load.
+
+`sweep_rows` gives one row per run and engine (session count and seed from the manifest);
+`aggregate_sweep` gives one row per engine and session count: the mean over runs (seeds) and
+a standard error — across seeds when there are two or more, else the single run's time-bin
+error (`se_source` says which). The working-set-to-capacity ratio is carried through where
+a run knows it, and `capacity_crossing` names the first session count where it reaches 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.manifest import manifest_seed
+from analysis.runs import Run
+from analysis.uncertainty import SE_METRICS, metrics_with_se, standard_error
+
+SWEEP_METRICS: tuple[str, ...] = (
+    *SE_METRICS,
+    "ttft_p99",
+    "trajectories_finished",
+    "error_rate",
+    "overflow_rate",
+    "placement_miss_per_request",
+    "dependency_miss_per_request",
+    "capacity_miss_per_request",
+    "counter_hit_rate",
+    "working_set_ratio",
+)
+
+
+def sweep_rows(runs: Sequence[Run], bin_s: float = 60.0) -> pd.DataFrame:
+    """One row per run and engine, with `run_id`, `seed`, `sessions` and the metrics."""
+    frames = []
+    for run in runs:
+        table = metrics_with_se(run, None, bin_s)
+        table["seed"] = manifest_seed(run.manifest)
+        frames.append(table)
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True)
+
+
+def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard error per (engine, sessions); see the module docstring."""
+    if rows.empty:
+        return rows
+    out = []
+    for (engine, sessions), group in rows.groupby(["engine", "sessions"], sort=True):
+        rec: dict[str, object] = {"engine": engine, "sessions": sessions, "runs": len(group)}
+        rec["se_source"] = "seeds" if len(group) >= 2 else "time bins"
+        for metric in SWEEP_METRICS:
+            values = group[metric].to_numpy(dtype=float)
+            finite = values[np.isfinite(values)]
+            rec[metric] = float(finite.mean()) if len(finite) else math.nan
+            if len(group) >= 2:
+                rec[f"{metric}_se"] = standard_error(finite)
+            elif f"{metric}_se" in group.columns:
+                rec[f"{metric}_se"] = float(group[f"{metric}_se"].iloc[0])
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def capacity_crossing(agg: pd.DataFrame) -> dict[str, float]:
+    """{engine: the smallest session count whose working-set ratio is ≥ 1} (when known)."""
+    found: dict[str, float] = {}
+    if agg.empty or "working_set_ratio" not in agg.columns:
+        return found
+    for engine, group in agg.groupby("engine"):
+        over = group[group["working_set_ratio"] >= 1.0]
+        if len(over):
+            found[str(engine)] = float(over["sessions"].min())
+    return found
+
+
+__all__ = ["SWEEP_METRICS", "aggregate_sweep", "capacity_crossing", "sweep_rows"]
