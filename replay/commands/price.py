@@ -1,16 +1,287 @@
-"""`replay price`: not built yet."""
+"""`replay price`: user cost and provider profit from price sheets and token rates.
+
+Three forms:
+
+- `replay price --sheet NAME --gpu NAME --hit-rate H --prompt-tokens-per-min-per-gpu P
+  --output-tokens-per-min-per-gpu O [--json]`: one operating point, priced exactly.
+- `replay price RUN_DIR [--sheet NAME] [--gpu NAME] [--window A-B] [--json]`: every engine of
+  a run, at the token rates and hit rate its window metrics measured (analysis package).
+- `replay price --list [--json]`: the price sheets and GPU rates on file.
+
+The arithmetic lives in `pricing`; this module parses flags, names the bad one, and prints.
+"""
 
 from __future__ import annotations
 
-import typer
+import math
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
 
-from replay.commands.common import not_built
+import orjson
+import typer
+from rich.table import Table
+
+from pricing import (
+    Economics,
+    GpuRate,
+    PriceSheet,
+    PricingError,
+    UnknownNameError,
+    get_gpu_rate,
+    get_sheet,
+    load_gpu_rates,
+    load_sheets,
+    provider_economics,
+    usd,
+)
+from replay.commands.common import console, err_console, fail
+
+# The flags of a single operating point, in the order a message lists them.
+_POINT_FLAGS = (
+    ("hit_rate", "--hit-rate"),
+    ("prompt", "--prompt-tokens-per-min-per-gpu"),
+    ("output", "--output-tokens-per-min-per-gpu"),
+)
+
+
+def _print_json(obj: Any) -> None:
+    # Plain stdout, not rich: JSON must reach pipes byte-for-byte.
+    typer.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
+
+
+def _resolve_sheet(name: str | None, pricing_dir: Path | None) -> PriceSheet:
+    try:
+        return get_sheet(name, pricing_dir)
+    except UnknownNameError as e:
+        fail(f"--sheet: unknown price sheet '{e.name}'; choose one of: {', '.join(e.choices)}")
+    except PricingError as e:
+        fail(str(e))
+
+
+def _resolve_gpu(name: str | None, pricing_dir: Path | None, flag: str = "--gpu") -> GpuRate:
+    try:
+        return get_gpu_rate(name, pricing_dir)
+    except UnknownNameError as e:
+        fail(f"{flag}: unknown GPU '{e.name}'; choose one of: {', '.join(e.choices)}")
+    except PricingError as e:
+        fail(str(e))
+
+
+def _check_fraction(value: float, flag: str) -> None:
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        fail(f"{flag}: must be a fraction within [0, 1] (0.87 for 87%), got {value:g}")
+
+
+def _check_rate(value: float, flag: str) -> None:
+    if not (math.isfinite(value) and value >= 0.0):
+        fail(f"{flag}: must be a token rate ≥ 0 (tokens per minute per GPU), got {value:g}")
+
+
+def _label(status: str) -> str:
+    return {
+        "published": "published",
+        "reported": "reported",
+        "illustrative": "[yellow]illustrative[/]",
+    }[status]
+
+
+def _list(pricing_dir: Path | None, as_json: bool) -> None:
+    try:
+        sheets, gpus = load_sheets(pricing_dir), load_gpu_rates(pricing_dir)
+    except PricingError as e:
+        fail(str(e))
+    if as_json:
+        _print_json(
+            {
+                "default_sheet": sheets.default,
+                "default_gpu": gpus.default,
+                "sheets": [s.model_dump(mode="json") for s in sheets.entries.values()],
+                "gpus": [g.model_dump(mode="json") for g in gpus.entries.values()],
+            }
+        )
+        return
+    t = Table(title=f"Price sheets (USD per 1M tokens) — {sheets.path}")
+    for col in ("name", "input", "cached", "cache write", "output", "status", "date"):
+        t.add_column(col, justify="right" if col in _MONEY_COLUMNS else "left")
+    for s in sheets.entries.values():
+        write = "—" if s.cache_write is None else _price(s.cache_write)
+        t.add_row(
+            _marked(s.name, sheets.default),
+            _price(s.input),
+            _price(s.cached),
+            write,
+            _price(s.output),
+            _label(s.status),
+            s.date,
+        )
+    console.print(t)
+    _sources(sheets.entries.values())
+    g = Table(title=f"GPU rates (USD per GPU-hour) — {gpus.path}")
+    for col in ("name", "gpu", "provider", "rate", "status", "date"):
+        g.add_column(col, justify="right" if col == "rate" else "left")
+    for r in gpus.entries.values():
+        g.add_row(
+            _marked(r.name, gpus.default),
+            r.gpu,
+            r.provider,
+            _price(r.rate_per_gpu_hour),
+            _label(r.status),
+            r.date,
+        )
+    console.print(g)
+    _sources(gpus.entries.values())
+
+
+_MONEY_COLUMNS = ("input", "cached", "cache write", "output")
+
+
+def _price(amount: Decimal) -> str:
+    """A list price as written, but with at least cents ($0.5 → $0.50, $0.028 stays)."""
+    return usd(amount, max(2, -int(amount.normalize().as_tuple().exponent)))
+
+
+def _marked(name: str, default: str) -> str:
+    return f"{name} (default)" if name == default else name
+
+
+def _sources(entries: Iterable[PriceSheet | GpuRate]) -> None:
+    # Sources are long prose: printed under the table, not squeezed into a column.
+    for item in entries:
+        console.print(f"  [dim]{item.name}:[/] {item.source}", highlight=False)
+
+
+def _break_even_text(e: Economics) -> str:
+    b = e.break_even
+    if b.status == "crosses" and b.hit_rate is not None:
+        side = "below" if b.profitable_below else "above"
+        return f"{float(b.hit_rate):.2%} (profit {side} it)"
+    return b.describe()
+
+
+def _point_table(e: Economics, sheet: PriceSheet, gpu: GpuRate) -> Table:
+    t = Table(title=f"{sheet.name} prices on {gpu.name} ({usd(gpu.rate_per_gpu_hour, 2)}/GPU-hour)")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_row("hit rate", f"{float(e.hit_rate):.2%}")
+    t.add_row("prompt tokens / min / GPU", f"{float(e.prompt_tokens_per_min_per_gpu):,.0f}")
+    t.add_row("output tokens / min / GPU", f"{float(e.output_tokens_per_min_per_gpu):,.0f}")
+    t.add_row("user cost per 1M input tokens", usd(e.user_cost_per_m_input, 4))
+    t.add_row("input revenue / GPU-hour", usd(e.input_revenue_per_gpu_hour, 2))
+    t.add_row("output revenue / GPU-hour", usd(e.output_revenue_per_gpu_hour, 2))
+    t.add_row("revenue / GPU-hour", usd(e.revenue_per_gpu_hour, 2))
+    t.add_row("GPU rate / GPU-hour", usd(e.gpu_rate_per_hour, 2))
+    t.add_row("[bold]profit / GPU-hour[/]", f"[bold]{usd(e.profit_per_gpu_hour, 2)}[/]")
+    t.add_row("break-even GPU rate", usd(e.break_even_gpu_rate, 2))
+    t.add_row("break-even hit rate", _break_even_text(e))
+    return t
+
+
+def _caveats(sheet: PriceSheet, gpus: list[GpuRate]) -> None:
+    for item in [sheet, *gpus]:
+        if item.status == "illustrative":
+            err_console.print(
+                f"[yellow]note:[/] '{item.name}' figures are illustrative ({item.source}); "
+                "replace them before quoting.",
+                highlight=False,
+            )
+
+
+def _price_point(
+    sheet: PriceSheet,
+    gpu: GpuRate,
+    hit_rate: float,
+    prompt: float,
+    output: float,
+    write_fraction: float,
+    as_json: bool,
+) -> None:
+    try:
+        econ = provider_economics(
+            sheet,
+            gpu,
+            hit_rate=hit_rate,
+            prompt_tokens_per_min_per_gpu=prompt,
+            output_tokens_per_min_per_gpu=output,
+            write_fraction=write_fraction,
+        )
+    except PricingError as e:
+        fail(str(e))
+    if as_json:
+        _print_json(econ.as_dict())
+        return
+    console.print(_point_table(econ, sheet, gpu))
+    _caveats(sheet, [gpu])
+
+
+_HELP = {
+    "run_dir": "A run directory: price every engine at its measured window metrics.",
+    "sheet": "Price sheet name (see --list; default: the file's default).",
+    "gpu": "GPU rate name or model, e.g. b200 (see --list). With RUN_DIR: overrides the "
+    "manifest's GPU type.",
+    "hit": "Cache hit rate, cached ÷ prompt tokens, as a fraction in [0, 1].",
+    "prompt": "Prompt tokens (cached and computed) per minute per GPU.",
+    "output": "Output tokens per minute per GPU (an engine's rate ÷ its GPUs).",
+    "write": "Share of uncached prompt tokens billed at the sheet's cache-write price.",
+    "window": "With RUN_DIR: the measured window in seconds, A-B (default: the run's).",
+    "dir": "Folder holding sheets.yaml and gpus.yaml (default: configs/pricing).",
+    "list": "List the price sheets and GPU rates.",
+    "json": "Print JSON instead of a table.",
+}
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "price", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-    )
-    def _cmd() -> None:
-        """Not built yet."""
-        not_built("replay price", "see the open issues")
+    @app.command("price")
+    def price(
+        run_dir: Annotated[Path | None, typer.Argument(help=_HELP["run_dir"])] = None,
+        sheet: Annotated[str | None, typer.Option("--sheet", help=_HELP["sheet"])] = None,
+        gpu: Annotated[str | None, typer.Option("--gpu", help=_HELP["gpu"])] = None,
+        hit_rate: Annotated[float | None, typer.Option("--hit-rate", help=_HELP["hit"])] = None,
+        prompt: Annotated[
+            float | None, typer.Option("--prompt-tokens-per-min-per-gpu", help=_HELP["prompt"])
+        ] = None,
+        output: Annotated[
+            float | None, typer.Option("--output-tokens-per-min-per-gpu", help=_HELP["output"])
+        ] = None,
+        write_fraction: Annotated[
+            float, typer.Option("--write-fraction", help=_HELP["write"])
+        ] = 1.0,
+        window: Annotated[str | None, typer.Option("--window", help=_HELP["window"])] = None,
+        pricing_dir: Annotated[
+            Path | None, typer.Option("--pricing-dir", help=_HELP["dir"])
+        ] = None,
+        list_: Annotated[bool, typer.Option("--list", help=_HELP["list"])] = False,
+        as_json: Annotated[bool, typer.Option("--json", help=_HELP["json"])] = False,
+    ) -> None:
+        """Price an operating point or a run: user cost per 1M input tokens, provider revenue,
+        profit and break-evens per GPU-hour."""
+        _check_fraction(write_fraction, "--write-fraction")
+        if list_:
+            _list(pricing_dir, as_json)
+            return
+        given = {"hit_rate": hit_rate, "prompt": prompt, "output": output}
+        if run_dir is not None:
+            clash = [flag for key, flag in _POINT_FLAGS if given[key] is not None]
+            if clash:
+                fail(
+                    f"{clash[0]}: not used with RUN_DIR (the run's measured value is used); "
+                    "drop it, or drop RUN_DIR to price a point"
+                )
+            # Imported here: only this path needs analysis (and its pandas work).
+            from replay.commands.price_run import price_run
+
+            price_run(run_dir, sheet, gpu, window, write_fraction, pricing_dir, as_json)
+            return
+        if window is not None:
+            fail("--window: only used with RUN_DIR")
+        missing = [flag for key, flag in _POINT_FLAGS if given[key] is None]
+        if missing:
+            fail(f"missing {', '.join(missing)} (or pass RUN_DIR to price a run, or --list)")
+        assert hit_rate is not None and prompt is not None and output is not None
+        _check_fraction(hit_rate, "--hit-rate")
+        _check_rate(prompt, "--prompt-tokens-per-min-per-gpu")
+        _check_rate(output, "--output-tokens-per-min-per-gpu")
+        chosen_sheet = _resolve_sheet(sheet, pricing_dir)
+        chosen_gpu = _resolve_gpu(gpu, pricing_dir)
+        _price_point(chosen_sheet, chosen_gpu, hit_rate, prompt, output, write_fraction, as_json)
