@@ -1,0 +1,146 @@
+"""Settings of one engine emulator: which engine it stands for, its model, clock and faults.
+
+One pydantic model is the single place for the defaults. `replay serve-sim` builds it from
+flags, `launch.py` turns it back into flags for a child process, and the server reads it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from replay.profiles import ModelProfile, load_profile
+
+# The engine each emulator stands for, and the wire protocol it speaks.
+ENGINE_PROTOCOLS: dict[str, str] = {"flashstate": "openai", "vllm": "openai", "sglang": "sglang"}
+
+# Granularity (tokens) at which the emulator hashes prompts into chained prefix keys. The
+# Weka traces hash 64-token blocks; a finer unit would cost hashing time for no gain.
+DEFAULT_HASH_TOKENS = 64
+
+
+class FaultConfig(BaseModel):
+    """Injected failures, for testing clients. All off by default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of generation requests answered with a 500",
+    )
+    stall_rate: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="fraction of streams that stop sending mid-way"
+    )
+    stall_s: float = Field(
+        default=30.0, ge=0.0, description="how long (wall seconds) a stalled stream goes silent"
+    )
+    crash_after: int | None = Field(
+        default=None, gt=0, description="the server process exits hard after this many requests"
+    )
+    slow_start_s: float = Field(
+        default=0.0, ge=0.0, description="wall seconds the server answers 503 before it is ready"
+    )
+    seed: int = Field(default=0, description="seed of the fault draws (per request, deterministic)")
+
+    @property
+    def any(self) -> bool:
+        return bool(self.error_rate or self.stall_rate or self.crash_after or self.slow_start_s)
+
+
+class EmulatorConfig(BaseModel):
+    """One emulator: engine, cache policy, model profile, clock and capacity overrides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str = Field(description="engine it stands for: flashstate, vllm or sglang")
+    policy: str | None = Field(
+        default=None, description="cache policy (replay.sim name); default: the engine's own"
+    )
+    model: str = Field(default="glm-5.3-flash", description="model profile name or YAML path")
+    served_model_name: str | None = Field(
+        default=None, description="model id in /v1/models and responses; default: the profile name"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
+    time_scale: float = Field(
+        default=1.0,
+        gt=0.0,
+        description="10 runs the modelled engine ten times faster than real time",
+    )
+    blocks: int | None = Field(
+        default=None, gt=0, description="cache blocks per engine (overrides the profile's)"
+    )
+    block_tokens: int | None = Field(
+        default=None, gt=0, description="tokens per cache block (overrides the profile's)"
+    )
+    hash_tokens: int = Field(
+        default=DEFAULT_HASH_TOKENS, gt=0, description="prefix-key granularity"
+    )
+    max_batch: int | None = Field(
+        default=None, gt=0, description="override the profile's max_batch"
+    )
+    faults: FaultConfig = Field(default_factory=lambda: FaultConfig())
+
+    @model_validator(mode="after")
+    def _check(self) -> EmulatorConfig:
+        if self.engine not in ENGINE_PROTOCOLS:
+            known = ", ".join(ENGINE_PROTOCOLS)
+            raise ValueError(f"unknown engine '{self.engine}'; known: {known}")
+        return self
+
+    @property
+    def protocol(self) -> str:
+        return ENGINE_PROTOCOLS[self.engine]
+
+    @property
+    def policy_name(self) -> str:
+        return self.policy or self.engine
+
+    def resolved_profile(self) -> ModelProfile:
+        """The model profile with this emulator's overrides applied.
+
+        `blocks` is per engine; the profile counts per GPU, so it is split over the GPUs
+        (rounded up) to keep `blocks_per_engine` at least what was asked.
+        """
+        profile = load_profile(self.model)
+        update: dict[str, object] = {}
+        if self.blocks is not None:
+            update["blocks_per_gpu"] = -(-self.blocks // profile.gpus)
+        if self.block_tokens is not None:
+            update["block_tokens"] = self.block_tokens
+        if self.max_batch is not None:
+            update["max_batch"] = self.max_batch
+        return profile.model_copy(update=update) if update else profile
+
+    def model_id(self, profile: ModelProfile) -> str:
+        return self.served_model_name or profile.name
+
+    def cli_args(self) -> list[str]:
+        """The `replay serve-sim` flags that rebuild this config (for child processes)."""
+        args = ["--engine", self.engine, "--model", self.model, "--host", self.host]
+        args += ["--port", str(self.port), "--time-scale", repr(self.time_scale)]
+        if self.policy:
+            args += ["--policy", self.policy]
+        if self.served_model_name:
+            args += ["--served-model-name", self.served_model_name]
+        if self.blocks is not None:
+            args += ["--blocks", str(self.blocks)]
+        if self.block_tokens is not None:
+            args += ["--block-tokens", str(self.block_tokens)]
+        if self.max_batch is not None:
+            args += ["--max-batch", str(self.max_batch)]
+        if self.hash_tokens != DEFAULT_HASH_TOKENS:
+            args += ["--hash-tokens", str(self.hash_tokens)]
+        f = self.faults
+        if f.error_rate:
+            args += ["--error-rate", repr(f.error_rate)]
+        if f.stall_rate:
+            args += ["--stall-rate", repr(f.stall_rate), "--stall-s", repr(f.stall_s)]
+        if f.crash_after is not None:
+            args += ["--crash-after", str(f.crash_after)]
+        if f.slow_start_s:
+            args += ["--slow-start-s", repr(f.slow_start_s)]
+        if f.seed:
+            args += ["--fault-seed", str(f.seed)]
+        return args

@@ -1,0 +1,68 @@
+"""Injected failures: errors, stalled streams, a hard crash, a slow start.
+
+Draws are deterministic per request number and seed, so a test that asks for a 5% error
+rate gets the same requests failing every time. The crash is `os._exit`: no cleanup, open
+connections reset, exactly what a client sees when an engine process dies.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.engines.emulator.config import FaultConfig
+
+CRASH_EXIT_CODE = 70
+
+
+def hard_exit() -> None:
+    os._exit(CRASH_EXIT_CODE)
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    error: bool = False
+    stall_s: float = 0.0  # silence after the first token, wall seconds
+
+
+class FaultInjector:
+    """Decides, per generation request, whether it fails, stalls or kills the server."""
+
+    def __init__(
+        self,
+        cfg: FaultConfig,
+        crash: Callable[[], None] = hard_exit,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.crash = crash
+        self.clock = clock
+        self.started = clock()
+        self.requests = 0
+        self.errors = 0
+        self.stalls = 0
+
+    def ready(self) -> bool:
+        """False during the slow start: the server answers 503 until then."""
+        return self.clock() - self.started >= self.cfg.slow_start_s
+
+    def on_request(self) -> FaultDecision:
+        """Count a generation request and decide its fate (may not return: crash)."""
+        self.requests += 1
+        cfg = self.cfg
+        if cfg.crash_after is not None and self.requests > cfg.crash_after:
+            self.crash()
+        if not (cfg.error_rate or cfg.stall_rate):
+            return FaultDecision()
+        u = np.random.default_rng([cfg.seed, self.requests]).random(2)
+        if u[0] < cfg.error_rate:
+            self.errors += 1
+            return FaultDecision(error=True)
+        if u[1] < cfg.stall_rate:
+            self.stalls += 1
+            return FaultDecision(stall_s=cfg.stall_s)
+        return FaultDecision()

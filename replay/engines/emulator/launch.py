@@ -1,0 +1,300 @@
+"""Start engine emulators as local child processes (the embedded default of `replay run`).
+
+Usage::
+
+    from replay.engines.emulator.launch import start_emulators
+
+    with start_emulators(["flashstate", "vllm", "sglang"], time_scale=30, blocks=600) as urls:
+        # urls == {"flashstate": "http://127.0.0.1:41231", "vllm": ..., "sglang": ...}
+        ...  # every server answers /health before the block starts
+
+Each emulator is its own `python -m replay.engines.emulator` process (the same server as
+`replay serve-sim`), so three engines and the client spread over the cores and one engine's
+event loop never delays another's timestamps. Each child binds a free loopback port and
+reports it on stdout, so parallel test runs never race for ports. With `restart=True` a
+supervisor restarts a child that died (an injected crash) on the same port, with an empty
+cache and without its `crash_after` fault, as an engine restarted by its operator would be.
+Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from replay.engines.emulator.config import EmulatorConfig, FaultConfig
+
+READY_PREFIX = "serve-sim ready:"
+_READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
+
+
+class EmulatorLaunchError(RuntimeError):
+    """An emulator child that did not come up; the message carries the tail of its log."""
+
+
+class _Child:
+    """One emulator process, its log file and the URL it reported."""
+
+    def __init__(self, cfg: EmulatorConfig, log_dir: Path, timeout_s: float) -> None:
+        self.cfg = cfg
+        self.log_path = log_dir / f"{cfg.engine}-{cfg.port or 'auto'}.log"
+        self.timeout_s = timeout_s
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.restarts = 0
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "replay.engines.emulator", *self.cfg.cli_args()]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        log = self.log_path.open("a")
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+        )
+        log.close()
+        self.url = self._await_ready()
+        # Drain stdout for the child's lifetime so a chatty child never blocks on a full pipe.
+        threading.Thread(target=self._drain, daemon=True).start()
+        _wait_healthy(self.url, self.timeout_s, self)
+
+    def _await_ready(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break  # the child exited before it was ready
+            m = _READY_RE.search(line)
+            if m:
+                return m.group(1)
+        self.stop()
+        raise EmulatorLaunchError(
+            f"emulator '{self.cfg.engine}' did not start within {self.timeout_s:.0f} s; "
+            f"its log ({self.log_path}) ends with:\n{self.log_tail()}"
+        )
+
+    def _drain(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.stdout is not None:
+            for _ in proc.stdout:
+                pass
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(grace_s)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _wait_healthy(url: str, timeout_s: float, child: _Child) -> None:
+    """Poll /health until it answers 200; a slow-start child answers 503 for a while."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not child.alive():
+            break
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise EmulatorLaunchError(
+        f"emulator '{child.cfg.engine}' at {url} did not become healthy within "
+        f"{timeout_s:.0f} s; its log ({child.log_path}) ends with:\n{child.log_tail()}"
+    )
+
+
+class EmulatorGroup:
+    """Running emulators: `urls` maps engine name to base URL. Use `start_emulators`."""
+
+    def __init__(self, configs: Sequence[EmulatorConfig], restart: bool, timeout_s: float) -> None:
+        names = [c.engine for c in configs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"one emulator per engine name, got {names}")
+        self._tmp = tempfile.TemporaryDirectory(prefix="replay-emulators-")
+        self._children = {c.engine: _Child(c, Path(self._tmp.name), timeout_s) for c in configs}
+        self._restart = restart
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._supervisor: threading.Thread | None = None
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return {name: child.url for name, child in self._children.items()}
+
+    def restarts(self) -> dict[str, int]:
+        """How many times each emulator was restarted after dying."""
+        return {name: child.restarts for name, child in self._children.items()}
+
+    def start(self) -> None:
+        try:
+            for child in self._children.values():
+                child.start()
+        except BaseException:
+            self.close()
+            raise
+        if self._restart:
+            self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+            self._supervisor.start()
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.2):
+            for child in self._children.values():
+                with self._lock:
+                    if self._stop.is_set() or child.alive():
+                        continue
+                    child.stop()
+                    # Same port (clients keep their URL); no crash fault, or it would loop.
+                    port = int(child.url.rsplit(":", 1)[1])
+                    faults = child.cfg.faults.model_copy(update={"crash_after": None})
+                    child.cfg = child.cfg.model_copy(update={"port": port, "faults": faults})
+                    child.restarts += 1
+                    with contextlib.suppress(EmulatorLaunchError):
+                        child.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(5)
+        with self._lock:
+            for child in self._children.values():
+                child.stop()
+        self._tmp.cleanup()
+
+
+def emulator_configs(
+    engines: Sequence[str],
+    *,
+    model: str = "glm-5.3-flash",
+    time_scale: float = 1.0,
+    blocks: int | None = None,
+    block_tokens: int | None = None,
+    max_batch: int | None = None,
+    policies: Mapping[str, str] | None = None,
+    faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
+    ports: Mapping[str, int] | None = None,
+) -> list[EmulatorConfig]:
+    """One `EmulatorConfig` per engine, sharing the model, clock and capacity settings."""
+    out = []
+    for engine in engines:
+        f = faults.get(engine) if isinstance(faults, Mapping) else faults
+        out.append(
+            EmulatorConfig(
+                engine=engine,
+                policy=(policies or {}).get(engine),
+                model=model,
+                port=(ports or {}).get(engine, 0),
+                time_scale=time_scale,
+                blocks=blocks,
+                block_tokens=block_tokens,
+                max_batch=max_batch,
+                faults=f or FaultConfig(),
+            )
+        )
+    return out
+
+
+@contextlib.contextmanager
+def start_emulators(
+    engines: Sequence[str] | Sequence[EmulatorConfig],
+    *,
+    model: str = "glm-5.3-flash",
+    time_scale: float = 1.0,
+    blocks: int | None = None,
+    block_tokens: int | None = None,
+    max_batch: int | None = None,
+    policies: Mapping[str, str] | None = None,
+    faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
+    ports: Mapping[str, int] | None = None,
+    restart: bool = False,
+    timeout_s: float = 60.0,
+) -> Iterator[dict[str, str]]:
+    """Start one emulator per engine on loopback; yield `{engine: base_url}`.
+
+    `engines` are names (flashstate, vllm, sglang), each served with its own cache policy,
+    or ready `EmulatorConfig`s (then the keyword settings are ignored). `blocks` and
+    `block_tokens` override the profile's cache (per engine) so a small trace sees realistic
+    pressure. `faults` is one `FaultConfig` for all or a mapping per engine. `ports` pins
+    ports (default: free ones). `restart=True` restarts a child that dies (see module doc).
+    Blocks until every server answers `/health`; raises `EmulatorLaunchError` (with the
+    child's log tail) if one does not within `timeout_s`. Use `start_emulator_group` to
+    also reach the restart counts.
+    """
+    with start_emulator_group(
+        engines,
+        model=model,
+        time_scale=time_scale,
+        blocks=blocks,
+        block_tokens=block_tokens,
+        max_batch=max_batch,
+        policies=policies,
+        faults=faults,
+        ports=ports,
+        restart=restart,
+        timeout_s=timeout_s,
+    ) as group:
+        yield group.urls
+
+
+@contextlib.contextmanager
+def start_emulator_group(
+    engines: Sequence[str] | Sequence[EmulatorConfig],
+    *,
+    model: str = "glm-5.3-flash",
+    time_scale: float = 1.0,
+    blocks: int | None = None,
+    block_tokens: int | None = None,
+    max_batch: int | None = None,
+    policies: Mapping[str, str] | None = None,
+    faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
+    ports: Mapping[str, int] | None = None,
+    restart: bool = False,
+    timeout_s: float = 60.0,
+) -> Iterator[EmulatorGroup]:
+    """Like `start_emulators`, yielding the `EmulatorGroup` (urls, restart counts)."""
+    if engines and all(isinstance(e, EmulatorConfig) for e in engines):
+        configs = [e for e in engines if isinstance(e, EmulatorConfig)]
+    else:
+        configs = emulator_configs(
+            [str(e) for e in engines],
+            model=model,
+            time_scale=time_scale,
+            blocks=blocks,
+            block_tokens=block_tokens,
+            max_batch=max_batch,
+            policies=policies,
+            faults=faults,
+            ports=ports,
+        )
+    group = EmulatorGroup(configs, restart=restart, timeout_s=timeout_s)
+    group.start()
+    try:
+        yield group
+    finally:
+        group.close()
