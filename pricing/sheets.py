@@ -14,6 +14,7 @@ when that variable is set (the same convention as `replay.config_paths`), else t
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -171,18 +172,25 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _explain(path: Path, prefix: tuple[Any, ...], err: ValidationError) -> PricingConfigError:
-    """One message naming the file, the dotted field and the fix, for the first error (the
-    rest are counted) so a user sees exactly where to look."""
-    first = err.errors()[0]
+def _explain(
+    path: Path, prefix: tuple[Any, ...], err: ValidationError, model: type[BaseModel]
+) -> PricingConfigError:
+    """One message naming the file, the dotted field and the fix, for the most telling error
+    (an unknown key first: a typo also makes the intended key look missing); the rest are
+    counted so a user sees exactly where to look."""
+    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
     loc = ".".join(str(x) for x in (*prefix, *first["loc"]))
     if first["type"] == "extra_forbidden":
-        what = "unknown key (check its spelling)"
+        known = [k for k in model.model_fields if k != "name"]
+        close = difflib.get_close_matches(str(first["loc"][-1]), known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
+        what = f"unknown key ({hint})"
     elif first["type"] == "missing":
         what = "required key is missing"
     else:
         what = f"{first['msg']} (got {first.get('input')!r})"
-    more = len(err.errors()) - 1
+    more = len(errors) - 1
     tail = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
     return PricingConfigError(f"{path}: field '{loc}': {what}{tail}")
 
@@ -194,7 +202,7 @@ def _load_catalog(
     try:
         parsed = file_model.model_validate(data)
     except ValidationError as e:
-        raise _explain(path, (), e) from e
+        raise _explain(path, (), e, file_model) from e
     raw: dict[str, dict[str, Any]] = getattr(parsed, key)
     entries: dict[str, E] = {}
     for name, fields in raw.items():
@@ -207,7 +215,7 @@ def _load_catalog(
         try:
             entries[name] = entry.model_validate({"name": name, **fields})
         except ValidationError as e:
-            raise _explain(path, (key, name), e) from e
+            raise _explain(path, (key, name), e, entry) from e
     if parsed.default not in entries:
         raise PricingConfigError(
             f"{path}: field 'default': '{parsed.default}' is not one of the {key} "
