@@ -127,6 +127,17 @@ def _token_frame(frame: pd.DataFrame) -> pd.DataFrame:
                 f"column '{col}' has {nulls} null value(s); fill them before pricing "
                 "(e.g. 0 cached tokens for an engine that reports none)"
             )
+        negative = frame.index[frame[col] < 0]
+        if len(negative):
+            raise PricingError(f"column '{col}' is negative in row {negative[0]}")
+    # Checked per row: in a group sum, one bad row could hide behind the others.
+    over = frame.index[frame["cached_tokens"] > frame["prompt_tokens"]]
+    if len(over):
+        row = frame.loc[over[0]]
+        raise PricingError(
+            f"row {over[0]}: cached_tokens ({row['cached_tokens']}) exceeds prompt_tokens "
+            f"({row['prompt_tokens']})"
+        )
     return frame
 
 
