@@ -1,17 +1,274 @@
-"""`replay engines ...`: not built yet."""
+"""`replay engines list|show|launch|preflight`: the systems under test, as bundled configs."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+from rich.table import Table
 
-from replay.commands.common import not_built
+from replay.commands.common import console, err_console, fail
+from replay.engines.configs import (
+    EngineConfig,
+    EngineConfigError,
+    load_all_engine_configs,
+    load_engine_config,
+    render_command,
+)
+from replay.engines.launch import LaunchError, RunningServer, start_server, wait_healthy
 
-app = typer.Typer(help="not built yet", no_args_is_help=True)
+if TYPE_CHECKING:
+    from replay.engines.preflight import PreflightReport
+
+app = typer.Typer(
+    help="Engine configs for the systems under test: list, show, launch, preflight.",
+    no_args_is_help=True,
+)
 
 
-@app.command("status", hidden=True)
-def _status() -> None:
-    not_built("replay engines", "see the open issues")
+def _load(name: str) -> EngineConfig:
+    try:
+        return load_engine_config(name)
+    except EngineConfigError as e:
+        fail(str(e))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Every config in configs/engines/, one row each."""
+    configs, errors = load_all_engine_configs()
+    table = Table(title="engine configs (configs/engines/)")
+    for col in ("name", "kind", "engine", "adapter", "hardware", "model", "source"):
+        table.add_column(col, overflow="fold")
+    for c in configs:
+        hw = "CPU" if c.hardware.gpus == 0 else f"{c.hardware.gpus}×{c.hardware.gpu_type}"
+        hw += f" TP{c.hardware.tensor_parallel_size}"
+        table.add_row(
+            c.name,
+            c.kind,
+            c.engine,
+            c.adapter,
+            hw,
+            c.model.served_name or c.model.path,
+            c.source.describe(),
+        )
+    console.print(table)
+    for e in errors:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    if errors:
+        raise typer.Exit(2)
+
+
+@app.command("show")
+def show_cmd(
+    name: Annotated[str, typer.Argument(help="config name (configs/engines/NAME) or a YAML path")],
+    port: Annotated[int | None, typer.Option("--port", help="render with this port")] = None,
+) -> None:
+    """The resolved serve command and everything else the config says."""
+    cfg = _load(name)
+    cmd = render_command(cfg, port=port)
+    console.print(f"[bold]{cfg.name}[/]  {cfg.description}", highlight=False)
+    console.print(
+        f"kind {cfg.kind} · engine name {cfg.engine} · adapter {cfg.adapter}", highlight=False
+    )
+    hw = cfg.hardware
+    console.print(
+        f"hardware: {hw.gpus} × {hw.gpu_type or 'CPU'}, tensor parallel {hw.tensor_parallel_size}",
+        highlight=False,
+    )
+    console.print(
+        f"model: {cfg.resolved_model()}  (request name: {cfg.model_name})", highlight=False
+    )
+    src = cfg.source
+    console.print(f"source: {src.describe()}", highlight=False)
+    if src.type == "git":
+        for sm in src.submodules:
+            pin = sm.commit or sm.branch
+            console.print(f"  submodule {sm.path}: github.com/{sm.repo}@{pin}", highlight=False)
+    if src.install:
+        console.print(f"install: {src.install}", highlight=False)
+    if cmd.env:
+        env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
+        console.print(f"env: {env}", highlight=False)
+    console.print("command:")
+    # Plain print keeps the command copy-pasteable: no wrapping, no markup.
+    typer.echo(cmd.shell())
+    ex = cfg.expect
+    console.print(
+        f"preflight expects: cached tokens reported={ex.cached_tokens_reported}, "
+        f"prefix caching={ex.prefix_caching}, token-id prompts={ex.token_id_prompts}, "
+        f"/metrics={ex.metrics}, block size={ex.block_size or 'any'}",
+        highlight=False,
+    )
+    for note in cfg.notes:
+        console.print(f"note: {note}", highlight=False)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+@app.command("launch")
+def launch_cmd(
+    name: Annotated[str, typer.Argument(help="config name or YAML path")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the command, run nothing")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option("--port", help="port (default: a free loopback port)")
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option("--python", help="interpreter that has the engine installed")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="model path or id instead of the config's")
+    ] = None,
+    log_file: Annotated[
+        Path | None, typer.Option("--log-file", help="server log (default: runs/engines/)")
+    ] = None,
+    preflight: Annotated[
+        bool, typer.Option("--preflight/--no-preflight", help="run preflight once healthy")
+    ] = True,
+) -> None:
+    """Start the engine locally, wait for health, run preflight, print the endpoint line for
+    `replay run`, and keep serving until Ctrl-C (which stops the server's whole process group)."""
+    cfg = _load(name)
+    if model:
+        cfg = cfg.with_model(model)
+    if dry_run:
+        typer.echo(render_command(cfg, port=port, python=python).shell())
+        return
+    log_path = (
+        log_file or Path("runs") / "engines" / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    )
+    try:
+        server = start_server(cfg, log_path, port=port, python=python)
+    except LaunchError as e:
+        fail(str(e))
+    # SIGTERM (e.g. from a test harness or systemd) must stop the server like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        _serve(cfg, server, preflight)
+    except (KeyboardInterrupt, _Interrupted):
+        console.print("stopping the server (process group)…")
+    finally:
+        code = server.stop()
+        console.print(f"server stopped (exit code {code})", highlight=False)
+
+
+def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
+    console.print(server.command.shell(False), highlight=False, soft_wrap=True)
+    # Machine-readable lines (tests and scripts parse them): plain echo, never wrapped.
+    typer.echo(f"server pid {server.pid} (process group {server.pid}); log {server.log_path}")
+    console.print(
+        f"waiting for {server.url}{cfg.serve.health_path} "
+        f"(up to {cfg.serve.startup_timeout_s:.0f} s)…",
+        highlight=False,
+    )
+    try:
+        took = wait_healthy(server)
+    except LaunchError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    console.print(f"healthy after {took:.1f} s", highlight=False)
+    if preflight and not _preflight_report(server.url, cfg):
+        raise typer.Exit(1)
+    typer.echo(f"--endpoint {cfg.engine}={server.url}")
+    console.print("serving; press Ctrl-C to stop")
+    while server.alive():
+        time.sleep(1.0)
+    err_console.print(
+        f"[bold red]error:[/] the server exited by itself with code {server.process.returncode}; "
+        f"log {server.log_path}:\n{server.log_tail()}",
+        highlight=False,
+    )
+    raise typer.Exit(1)
+
+
+# Preflight checks a config may declare off (its `expect` block); the rest always count.
+_EXPECT_FIELD = {
+    "cached-token reporting": "cached_tokens_reported",
+    "prefix caching": "prefix_caching",
+    "token-id prompts": "token_id_prompts",
+    "generated ids returned": "token_id_prompts",
+    "metrics readable": "metrics",
+}
+
+
+def judge(report: PreflightReport, cfg: EngineConfig | None) -> list[str]:
+    """What is wrong with `report` given the config's expectations (empty: fit to run).
+    A check the config expects off does not count; a block size other than the expected
+    one does (the engine is not configured as the config says)."""
+    problems: list[str] = []
+    for c in report.checks:
+        field = _EXPECT_FIELD.get(c.name)
+        if cfg is not None and field and not getattr(cfg.expect, field):
+            continue
+        if c.required and not c.ok:
+            state = "skipped" if c.ok is None else "failed"
+            problems.append(f"{c.name} {state}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else ""))
+    want = cfg.expect.block_size if cfg is not None else None
+    if want is not None and report.block_size != want:
+        problems.append(
+            f"block size: the config expects {want} tokens but /metrics reports "
+            f"{report.block_size or 'none'}; check the model and --block-size flags"
+        )
+    return problems
+
+
+def _preflight_report(url: str, cfg: EngineConfig | None, kind: str = "vllm") -> bool:
+    """Run the live client's preflight against `url`, print each check; True if fit."""
+    from replay.engines.preflight import preflight
+
+    if cfg is not None:
+        kind = cfg.kind
+    model = cfg.model_name if cfg is not None else None
+    console.print(f"preflight ({kind}) against {url}…", highlight=False)
+    report = asyncio.run(preflight(url, kind, model))
+    for c in report.checks:
+        mark = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]skip[/]"}[c.ok]
+        console.print(f"  {mark} {c.name}: {c.detail}", highlight=False, soft_wrap=True)
+    problems = judge(report, cfg)
+    if problems:
+        err_console.print(f"[bold red]preflight failed[/] for {url}:", highlight=False)
+        for p in problems:
+            err_console.print(f"  - {p}", highlight=False, soft_wrap=True)
+        return False
+    console.print(
+        f"preflight passed: model {report.model}, block size {report.block_size or 'n/a'}",
+        highlight=False,
+    )
+    return True
+
+
+@app.command("preflight")
+def preflight_cmd(
+    target: Annotated[
+        str, typer.Argument(help="config name (its default port on loopback) or a base URL")
+    ],
+    kind: Annotated[
+        str, typer.Option("--kind", help="adapter kind for a URL: vllm, flashstate, sglang, openai")
+    ] = "vllm",
+) -> None:
+    """Check a running server is fit for a replay (reachable, model, token ids, cached-token
+    reporting, prefix caching, /metrics)."""
+    cfg: EngineConfig | None = None
+    if target.startswith(("http://", "https://")):
+        url = target.rstrip("/")
+    else:
+        cfg = _load(target)
+        url = f"http://127.0.0.1:{cfg.serve.port}"
+    if not _preflight_report(url, cfg, kind):
+        raise typer.Exit(1)
 
 
 def register(root: typer.Typer) -> None:

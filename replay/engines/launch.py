@@ -1,0 +1,211 @@
+"""Start an engine server from its config, wait until it is healthy, stop it cleanly.
+
+The server runs in its own process group (a new session), because vLLM and SGLang spawn
+worker processes (engine core, tensor-parallel ranks) that must go down with it: stopping
+signals the whole group, SIGTERM first, SIGKILL after a grace period. Its stdout and stderr
+go to a log file, whose tail is put into the error when start-up fails.
+
+Everything here returns data or raises `LaunchError`; the command layer does the printing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from replay.engines.configs import EngineConfig, ServeCommand, render_command
+from replay.engines.scrape import block_size_from_metrics
+
+
+class LaunchError(Exception):
+    """The server could not be started or did not become healthy; the message says why and
+    what to do."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def visible_gpus() -> int:
+    """How many NVIDIA GPUs `nvidia-smi -L` lists (0 when the tool is absent or fails)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def check_can_start(cfg: EngineConfig, command: ServeCommand, gpus: int | None = None) -> None:
+    """Fail fast, before spawning anything, when this machine cannot run `cfg`."""
+    need = cfg.hardware.gpus
+    have = visible_gpus() if gpus is None else gpus
+    if need > have:
+        raise LaunchError(
+            f"{cfg.name} needs {need} × {cfg.hardware.gpu_type} GPU(s) per engine but this "
+            f"machine shows {have} (nvidia-smi -L). Run it on a GPU node, or use "
+            "`replay engines launch vllm-cpu-tiny` for a CPU engine."
+        )
+    exe = command.argv[0]
+    found = Path(exe).is_file() if "/" in exe else shutil.which(exe) is not None
+    if not found:
+        hint = cfg.serve.install_hint or cfg.source.install
+        how = f" Install it with: {hint}" if hint else ""
+        raise LaunchError(
+            f"{cfg.name}: the interpreter {exe} does not exist (serve.python).{how} "
+            "Or point --python at an interpreter that has the engine installed."
+        )
+
+
+@dataclass
+class RunningServer:
+    """A server process this module started. `url` is the base URL (no `/v1`)."""
+
+    config: EngineConfig
+    command: ServeCommand
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s`. Returns the
+        server's exit code (None if it could not be reaped)."""
+        pgid = self.process.pid  # start_new_session made the server its group's leader
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace_s)
+        # Workers may outlive the leader; whatever is left of the group goes now.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        try:
+            return self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def start_server(
+    cfg: EngineConfig,
+    log_path: Path,
+    *,
+    port: int | None = None,
+    python: str | None = None,
+    gpus: int | None = None,
+) -> RunningServer:
+    """Spawn the server (not yet healthy). `port=None` picks a free loopback port when the
+    config binds loopback, else the config's port; `gpus` overrides GPU detection (tests)."""
+    if port is None:
+        port = free_port(cfg.serve.host) if cfg.serve.host.startswith("127.") else cfg.serve.port
+    command = render_command(cfg, port=port, python=python)
+    check_can_start(cfg, command, gpus)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **command.env}
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            list(command.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    host = "127.0.0.1" if cfg.serve.host in ("0.0.0.0", "::") else cfg.serve.host
+    return RunningServer(cfg, command, process, f"http://{host}:{port}", log_path)
+
+
+def _get(url: str, timeout: float) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return int(r.status), r.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as e:
+        return int(e.code), ""
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+def wait_healthy(
+    server: RunningServer,
+    timeout_s: float | None = None,
+    poll_s: float = 1.0,
+    on_wait: Callable[[float], None] | None = None,
+) -> float:
+    """Poll the health path until it answers 200; return the seconds it took. Raises
+    `LaunchError` (with the log's tail) if the process exits or the timeout passes."""
+    limit = server.config.serve.startup_timeout_s if timeout_s is None else timeout_s
+    health = server.url + server.config.serve.health_path
+    t0 = time.monotonic()
+    while True:
+        waited = time.monotonic() - t0
+        if not server.alive():
+            raise LaunchError(
+                f"{server.config.name}: the server exited with code {server.process.returncode} "
+                f"during start-up (log: {server.log_path}). Last lines:\n{server.log_tail()}"
+            )
+        status, _ = _get(health, timeout=min(5.0, poll_s + 4.0))
+        if status == 200:
+            return waited
+        if waited > limit:
+            raise LaunchError(
+                f"{server.config.name}: {health} did not answer 200 within {limit:.0f} s "
+                f"(serve.startup_timeout_s; log: {server.log_path}). Last lines:\n"
+                f"{server.log_tail()}"
+            )
+        if on_wait is not None:
+            on_wait(waited)
+        time.sleep(poll_s)
+
+
+@contextlib.contextmanager
+def launched(
+    cfg: EngineConfig,
+    log_path: Path,
+    *,
+    port: int | None = None,
+    python: str | None = None,
+    timeout_s: float | None = None,
+) -> Iterator[RunningServer]:
+    """Start `cfg`, wait until healthy, yield the server, stop it on exit (also on errors)."""
+    server = start_server(cfg, log_path, port=port, python=python)
+    try:
+        wait_healthy(server, timeout_s)
+        yield server
+    finally:
+        server.stop()
+
+
+def engine_block_size(url: str, timeout: float = 10.0) -> int | None:
+    """The cache block size the engine reports on /metrics (vLLM's `cache_config_info`
+    `block_size` label, read by `replay.engines.scrape`); None when absent."""
+    status, text = _get(url.rstrip("/") + "/metrics", timeout)
+    if status != 200:
+        return None
+    return block_size_from_metrics(text)
