@@ -1,0 +1,388 @@
+"""The hybrid-state cache: an online, policy-parameterised model of an engine's prefix cache.
+
+A hybrid state is the attention KV of positions [0, p) plus a recurrent checkpoint taken at
+exactly p; a request can resume only at a position where both are resident. Memory is in
+the engine's units (`ModelProfile`): KV blocks of `block_tokens` tokens (a terminal partial
+block counted in full) and checkpoints of `checkpoint_blocks` blocks each. The cache knows
+nothing about traces, sessions or event loops: a caller passes a clock (`now`, seconds) and
+`Prefix` objects (`replay.sim.keys`), and everything is deterministic.
+
+How to drive the cache online (the emulator and the simulator both do exactly this)
+-------------------------------------------------------------------------------------
+```
+cache = HybridCache(profile, make_policy("flashstate", profile))
+prompt = TokenPrefix(prompt_ids, g=64)                # or LineagePrefix in the simulator
+info = cache.lookup(prompt, len(prompt_ids), now)     # ResumeInfo: resume_pos, misses, …
+h = cache.begin(prompt, len(prompt_ids), info, now)   # pins (parks) what it resumes from
+if not cache.reserve(h, total_len, now):              # KV for [0, total_len) + state buffers
+    cache.abort(h, now)                               #   doesn't fit even after eviction
+…prefill [info.resume_pos, n), decode…                # the caller's clock moves on
+full = prompt.extended(output_ids)                    # keys of prompt + output
+cache.finish(h, full, total_len, now)                 # checkpoints placed, exact-end capture,
+                                                      # admission, pins released
+```
+`lookup` is pure (it changes nothing), so a caller may look up without sending. Between
+`begin` and `finish` the request holds its blocks; what it computes becomes visible to other
+requests at `finish`. `cache.used_blocks`, `cache.resident_states` and `cache.capacity`
+describe occupancy at any moment. Policies: `replay.sim.policies.make_policy(name, profile)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replay.profiles import ModelProfile
+from replay.sim.keys import Prefix
+from replay.sim.nodes import Block, State
+from replay.sim.policy_base import Policy
+
+
+@dataclass(slots=True)
+class ResumeInfo:
+    """Where a request can resume, and why not further (positions in tokens).
+
+    ideal ≥ checkpoint ≥ resident ≥ resume; redundant prefill = ideal − resume, split as
+    placement (ideal − checkpoint), capacity (checkpoint − resident) and dependency
+    (resident − resume) misses: the source's Equation 5."""
+
+    prompt_len: int
+    ideal_pos: int  # longest prefix any earlier request computed
+    checkpoint_pos: int  # nearest ≤ ideal where a checkpoint was ever taken
+    resident_pos: int  # nearest such position whose KV is still resident
+    resume_pos: int  # where the engine actually resumes
+    kv_pos: int  # longest resident KV prefix (what a KV-only cache could reuse)
+    state: State | None = None  # the checkpoint resumed from
+    chain: list[Block] = field(default_factory=list)  # resident blocks of the prompt's path
+
+    @property
+    def redundant(self) -> int:
+        return self.ideal_pos - self.resume_pos
+
+    @property
+    def placement_miss(self) -> int:
+        return self.ideal_pos - self.checkpoint_pos
+
+    @property
+    def capacity_miss(self) -> int:
+        return self.checkpoint_pos - self.resident_pos
+
+    @property
+    def dependency_miss(self) -> int:
+        return self.resident_pos - self.resume_pos
+
+
+@dataclass(slots=True)
+class Handle:
+    """A live request: what it pins and what memory it holds privately until `finish`."""
+
+    prefix: Prefix
+    prompt_len: int
+    resume_pos: int
+    state: State | None
+    pinned: list[Block]
+    reserved_blocks: int = 0
+    reserved_states: int = 0  # live state buffer + placed checkpoints
+    placements: list[int] = field(default_factory=list)
+    total_len: int = 0
+    reserved: bool = False
+
+
+class CacheError(RuntimeError):
+    """Misuse of the cache API (a bug in the caller, not bad input)."""
+
+
+class HybridCache:
+    """Blocks and checkpoints in a prefix tree, with memory accounting and a pluggable policy.
+
+    Nodes are never deleted: an evicted block or checkpoint stays as a non-resident "ghost",
+    which is how the cache knows where checkpoints were ever taken and what was ever
+    computed (the ideal resume position)."""
+
+    def __init__(self, profile: ModelProfile, policy: Policy):
+        self.profile = profile
+        self.policy = policy
+        self.B = profile.block_tokens
+        self.C = profile.checkpoint_blocks
+        self.capacity: int | None = policy.capacity_blocks(profile)
+        self.state_slots: int | None = policy.state_slots(profile)
+        self.nodes: dict[int, Block] = {}
+        self.states: dict[int, State] = {}
+        self.root = Block(0, None, -1, 0, None)
+        self.root.resident = True
+        self.resident_blocks = 0
+        self.resident_states = 0
+        self.private_blocks = 0  # reserved by live requests, not yet in the tree
+        self.private_states = 0
+        self.live_resident: dict[int, State] = {}  # uid -> resident state (for scans)
+        self.L = 0.0  # GreedyDual-Size watermark (used by GDS policies)
+        self._uid = 0
+        self.evictions = 0
+        self.admission_refusals = 0
+        self.eviction = policy.make_eviction(self)
+
+    # memory ------------------------------------------------------------------------------
+    @property
+    def kv_used(self) -> int:
+        return self.resident_blocks + self.private_blocks
+
+    @property
+    def states_used(self) -> int:
+        return self.resident_states + self.private_states
+
+    @property
+    def used_blocks(self) -> int:
+        """Blocks in use, checkpoints included (in the state pool's block size if separate)."""
+        return self.kv_used + self.C * self.states_used
+
+    def _kv_capacity(self) -> int | None:
+        if self.capacity is None:
+            return None
+        if self.state_slots is None:
+            return self.capacity
+        return self.capacity - self.C * self.state_slots
+
+    def free_blocks(self) -> float:
+        """Free blocks in the pool KV lives in (infinite when unbounded)."""
+        if self.capacity is None:
+            return float("inf")
+        if self.state_slots is None:
+            return self.capacity - self.used_blocks
+        return (self._kv_capacity() or 0) - self.kv_used
+
+    def free_state_slots(self) -> float:
+        """Checkpoints that still fit without eviction."""
+        if self.capacity is None:
+            return float("inf")
+        if self.state_slots is None:
+            return (self.capacity - self.used_blocks) // self.C
+        return self.state_slots - self.states_used
+
+    def make_room(self, blocks: int, states: int, now: float) -> bool:
+        """Evict until `blocks` KV blocks and `states` checkpoints fit; False if impossible."""
+        if self.capacity is None:
+            return True
+        if self.state_slots is None:
+            need = blocks + self.C * states
+            while self.capacity - self.used_blocks < need:
+                if not self.eviction.evict_one("any", now):
+                    return False
+            return True
+        while self.free_blocks() < blocks:
+            if not self.eviction.evict_one("kv", now):
+                return False
+        while self.free_state_slots() < states:
+            if not self.eviction.evict_one("state", now):
+                return False
+        return True
+
+    # lookup ------------------------------------------------------------------------------
+    def lookup(
+        self, prefix: Prefix, prompt_len: int, now: float, ideal_hint: int = 0
+    ) -> ResumeInfo:
+        """Where a request with this prompt would resume; changes nothing."""
+        B, n, key_at, nodes = self.B, prompt_len, prefix.key_at, self.nodes
+        chain: list[Block] = []
+        resident_run = True
+        kv_pos = 0
+        end = B
+        while end <= n:
+            b = nodes.get(key_at(end))
+            if b is None:
+                break
+            chain.append(b)
+            if resident_run and b.resident:
+                kv_pos = end
+            else:
+                resident_run = False
+            end += B
+        ideal = len(chain) * B
+        # The last chain node's children: blocks the prompt diverges inside (or ends inside).
+        parent = chain[-1] if chain else self.root
+        tail: list[tuple[State, bool]] = []
+        for c in parent.children:
+            lcp = _common(prefix, c.src, c.end, n) if c.src is not None else 0
+            if lcp <= parent.end:
+                continue
+            ideal = max(ideal, lcp)
+            kv_ok = resident_run and c.resident
+            if kv_ok:
+                kv_pos = max(kv_pos, lcp)
+            tail.extend((s, kv_ok) for s in c.states if s.pos <= lcp)
+        ideal = min(max(ideal, ideal_hint), n)
+        # Nearest checkpoint ever taken / with KV resident / fully resident, deepest first.
+        ckpt = res = resume = 0
+        state: State | None = None
+        for s, kv_ok in sorted(tail, key=lambda x: -x[0].pos):
+            ckpt = max(ckpt, s.pos)
+            if kv_ok:
+                res = max(res, s.pos)
+                if s.resident and s.pos > resume:
+                    resume, state = s.pos, s
+        if state is None:
+            for j in range(len(chain) - 1, -1, -1):
+                b = chain[j]
+                if not b.states:
+                    continue
+                kv_ok = b.end <= kv_pos
+                for s in b.states:
+                    if s.pos > ckpt:
+                        ckpt = s.pos
+                    if kv_ok:
+                        if s.pos > res:
+                            res = s.pos
+                        if s.resident and s.pos > resume:
+                            resume, state = s.pos, s
+                if state is not None:
+                    break
+        resident_chain = [b for b in chain if b.resident]
+        info = ResumeInfo(n, ideal, ckpt, res, resume, kv_pos, state, resident_chain)
+        self.policy.adjust(info)
+        return info
+
+    # request lifecycle -------------------------------------------------------------------
+    def begin(self, prefix: Prefix, prompt_len: int, info: ResumeInfo, now: float) -> Handle:
+        """Pin what the request resumes from and reuses (a waiting request's state is parked)."""
+        for b in info.chain:
+            b.live += 1
+        st = info.state
+        if st is not None:
+            st.live += 1
+            self.eviction.on_resume(st, now)
+        placements = self.policy.placement.prefill_positions(info.resume_pos, prompt_len, self.B)
+        return Handle(prefix, prompt_len, info.resume_pos, st, info.chain, placements=placements)
+
+    def reserve(self, h: Handle, total_len: int, now: float) -> bool:
+        """Hold KV for [0, total_len), the live state buffer and the placed checkpoints."""
+        if h.reserved:
+            raise CacheError("reserve() called twice for one request")
+        need_blocks = max(-(-total_len // self.B) - len(h.pinned), 0)
+        need_states = 1 + len(h.placements)
+        if not self.make_room(need_blocks, need_states, now):
+            return False
+        h.reserved_blocks, h.reserved_states, h.total_len = need_blocks, need_states, total_len
+        self.private_blocks += need_blocks
+        self.private_states += need_states
+        h.reserved = True
+        return True
+
+    def abort(self, h: Handle, now: float) -> None:
+        """Release a request that will not run (or was cancelled): nothing is cached."""
+        self._release_private(h)
+        self._unpin(h, now)
+        self.eviction.after_release(h.pinned, now)
+
+    def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
+        """The request ended at `total_len`: its blocks and checkpoints join the cache."""
+        from replay.sim.materialize import finish_request
+
+        finish_request(self, h, full, total_len, now)
+
+    # helpers used by finish, eviction and policies ---------------------------------------
+    def next_uid(self) -> int:
+        self._uid += 1
+        return self._uid
+
+    def _release_private(self, h: Handle) -> None:
+        self.private_blocks -= h.reserved_blocks
+        self.private_states -= h.reserved_states
+        h.reserved_blocks = h.reserved_states = 0
+
+    def _unpin(self, h: Handle, now: float) -> None:
+        for b in h.pinned:
+            b.live -= 1
+            b.last_use = now
+        st = h.state
+        if st is not None:
+            st.live -= 1
+            st.last_use = now
+            if st.live == 0:
+                self.eviction.on_state_released(st, now)
+
+    def drop_block(self, b: Block) -> None:
+        """Evict one block (its dependent checkpoints stay, now unusable, unless the policy
+        frees them with it)."""
+        if not b.resident:
+            return
+        b.resident = False
+        self.resident_blocks -= 1
+        self.evictions += 1
+        if self.policy.frees_dependent_states:
+            for s in b.states:
+                if s.resident and s.live == 0:
+                    self.drop_state(s)
+
+    def drop_state(self, s: State) -> None:
+        """Evict one checkpoint alone (per-allocation policies)."""
+        if not s.resident:
+            return
+        s.resident = False
+        self.resident_states -= 1
+        self.live_resident.pop(s.uid, None)
+        self.evictions += 1
+        b = s.block
+        while b is not None and b is not self.root:
+            b.deps -= 1
+            b = b.parent
+
+    def exclusive_blocks(self, s: State) -> list[Block]:
+        """Blocks only `s` needs: its terminal block and ancestors up to the first one that
+        another resident checkpoint or a live request needs."""
+        out: list[Block] = []
+        b = s.block
+        while b is not None and b is not self.root and b.resident and b.deps == 1 and b.live == 0:
+            out.append(b)
+            b = b.parent
+        return out
+
+    def drop_unit(self, s: State) -> int:
+        """Evict a recovery unit: the checkpoint and exactly its exclusive blocks."""
+        excl = self.exclusive_blocks(s)
+        self.drop_state(s)
+        for b in excl:
+            self.drop_block(b)
+        return self.C + len(excl)
+
+    def collect(self, b: Block | None) -> None:
+        """Free blocks no checkpoint and no live request needs, from `b` upwards (policies
+        that own KV through recovery units keep no orphan KV)."""
+        while b is not None and b is not self.root and b.resident and b.deps == 0 and b.live == 0:
+            self.drop_block(b)
+            b = b.parent
+
+    def nearest_ancestor_state(self, s: State) -> State | None:
+        """The deepest resident checkpoint strictly before `s` on its path."""
+        best: State | None = None
+        for o in s.block.states if s.block is not None else ():
+            if o.resident and o.pos < s.pos and (best is None or o.pos > best.pos):
+                best = o
+        if best is not None:
+            return best
+        b = s.block.parent if s.block is not None else None
+        while b is not None and b is not self.root:
+            if b.deps > 0:
+                for o in b.states:
+                    if o.resident and (best is None or o.pos > best.pos):
+                        best = o
+                if best is not None:
+                    return best
+            b = b.parent
+        return None
+
+    def restore_cost(self, s: State) -> float:
+        """Prefill seconds a request wanting `s` would repeat if it went."""
+        a = self.nearest_ancestor_state(s)
+        return self.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
+
+
+def _common(q: Prefix, src: Prefix, end: int, n: int) -> int:
+    """Length of the common prefix of `q` and `src`, at most min(end, n)."""
+    lo, hi = 0, min(end, n, q.length, src.length)
+    if hi > 0 and q.key_at(hi) == src.key_at(hi):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if q.key_at(mid) == src.key_at(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

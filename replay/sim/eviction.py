@@ -1,0 +1,282 @@
+"""Eviction and admission: what leaves the cache under pressure, and what is not kept.
+
+- `AllocationLRU`: every block and every checkpoint is its own allocation, least recently
+  used first (ties: deepest first, like vLLM's free queue). With two pools (SGLang) each
+  pool has its own LRU.
+- `UnitLRU`: recovery units (a checkpoint plus the KV only it needs), oldest use first.
+- `GreedyDualSize`: FlashState's Eq. 7 over recovery units — priority = L_u + cost/size with
+  the watermark L raised to each evicted priority, admission that refuses a newcomer GDS
+  would evict next; with `tiers`, the release code's leaf-last variant (inner states before
+  every leaf, a leaf idle for `idle_s` counts as inner, L rises only when a leaf goes).
+- `Marconi`: recovery units by normalised recency + α · normalised prefill saved per block.
+- `NoEviction`: the unbounded cache.
+
+Priorities are kept in lazy heaps: an entry is re-checked when it reaches the top and pushed
+again if its object changed since, so a pop costs O(log n) and nothing scans the cache.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from replay.sim.nodes import Block, State
+
+if TYPE_CHECKING:
+    from replay.sim.cache import HybridCache
+
+Pool = str  # "any" (one shared pool), "kv" or "state" (SGLang's two pools)
+
+
+class Eviction:
+    """Hooks the cache calls; the default keeps everything and evicts nothing."""
+
+    unit_owned = False  # KV lives only as part of recovery units (orphan KV is freed)
+
+    def __init__(self, cache: HybridCache):
+        self.cache = cache
+        self._seq = itertools.count()
+
+    def on_resume(self, s: State, now: float) -> None:
+        """A request pinned `s` to resume from it."""
+
+    def on_state_released(self, s: State, now: float) -> None:
+        """The last live request holding `s` ended."""
+
+    def on_states_added(self, states: list[State], now: float) -> None:
+        """New resident checkpoints (before admission)."""
+
+    def admit(self, s: State, now: float) -> bool:
+        return True
+
+    def after_release(self, path: list[Block], now: float) -> None:
+        """A request ended; `path` is its block path, now unpinned."""
+        if self.unit_owned and path:
+            self.cache.collect(path[-1])
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        return False
+
+
+class NoEviction(Eviction):
+    """The unbounded cache never evicts."""
+
+
+class AllocationLRU(Eviction):
+    """Per-allocation LRU over blocks and checkpoints (one heap per pool)."""
+
+    def __init__(self, cache: HybridCache):
+        super().__init__(cache)
+        self.heaps: dict[Pool, list[tuple[Any, ...]]] = {"any": [], "kv": [], "state": []}
+        split = cache.state_slots is not None
+        self._block_pool: Pool = "kv" if split else "any"
+        self._state_pool: Pool = "state" if split else "any"
+
+    def _push(self, obj: Block | State, depth: int, pool: Pool) -> None:
+        obj.ver += 1
+        heapq.heappush(self.heaps[pool], (obj.last_use, -depth, next(self._seq), obj.ver, obj))
+
+    def on_state_released(self, s: State, now: float) -> None:
+        self._push(s, s.pos, self._state_pool)
+
+    def on_states_added(self, states: list[State], now: float) -> None:
+        for s in states:
+            self._push(s, s.pos, self._state_pool)
+
+    def after_release(self, path: list[Block], now: float) -> None:
+        pool = self._block_pool
+        for b in path:
+            if b.resident and b.live == 0:
+                self._push(b, b.end, pool)
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        heap = self.heaps[pool]
+        while heap:
+            *_, ver, obj = heapq.heappop(heap)
+            if obj.ver != ver or not obj.resident or obj.live:
+                continue
+            if isinstance(obj, Block):
+                self.cache.drop_block(obj)
+            else:
+                self.cache.drop_state(obj)
+            return True
+        return False
+
+
+class UnitLRU(Eviction):
+    """Whole recovery units, least recently used first."""
+
+    unit_owned = True
+
+    def __init__(self, cache: HybridCache):
+        super().__init__(cache)
+        self.heap: list[tuple[Any, ...]] = []
+
+    def key(self, s: State, now: float) -> tuple[float, ...]:
+        return (s.last_use,)
+
+    def push(self, s: State, now: float) -> None:
+        s.ver += 1
+        heapq.heappush(self.heap, (self.key(s, now), next(self._seq), s.ver, s))
+
+    def on_state_released(self, s: State, now: float) -> None:
+        self.push(s, now)
+
+    def on_states_added(self, states: list[State], now: float) -> None:
+        for s in states:
+            self.push(s, now)
+
+    def _pop_valid(self, now: float) -> tuple[tuple[float, ...], State] | None:
+        """The minimum evictable unit with an up-to-date key (left out of the heap)."""
+        heap = self.heap
+        while heap:
+            key, _, ver, s = heapq.heappop(heap)
+            if s.ver != ver or not s.resident or s.live:
+                continue
+            fresh = self.key(s, now)
+            if fresh != key:  # changed since it was pushed: re-file it
+                s.ver += 1
+                heapq.heappush(heap, (fresh, next(self._seq), s.ver, s))
+                continue
+            return key, s
+        return None
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        top = self._pop_valid(now)
+        if top is None:
+            return False
+        key, s = top
+        self.evicted(s, key, now)
+        return True
+
+    def evicted(self, s: State, key: tuple[float, ...], now: float) -> None:
+        self.cache.drop_unit(s)
+
+
+class GreedyDualSize(UnitLRU):
+    """FlashState's GreedyDual-Size over recovery units (Eq. 7), optionally leaf-last."""
+
+    def __init__(self, cache: HybridCache, tiers: bool = False, idle_s: float = 60.0):
+        super().__init__(cache)
+        self.tiers = tiers
+        self.idle_s = idle_s
+        self.timers: list[tuple[float, int, State]] = []
+
+    def density(self, s: State) -> float:
+        """Prefill seconds saved per block held: restore cost / blocks evicting it frees."""
+        c = self.cache
+        return c.restore_cost(s) / (c.C + len(c.exclusive_blocks(s)))
+
+    def is_inner(self, s: State, now: float) -> bool:
+        if now - s.last_use >= self.idle_s:
+            return True  # an idle leaf is demoted
+        return branches(self.cache, s) == 1
+
+    def key(self, s: State, now: float) -> tuple[float, ...]:
+        prio = s.stamp + self.density(s)
+        if not self.tiers:
+            return (prio,)
+        return (0.0 if self.is_inner(s, now) else 1.0, prio)
+
+    def push(self, s: State, now: float) -> None:
+        super().push(s, now)
+        if self.tiers:
+            heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
+
+    def _touch_ancestor(self, s: State, now: float) -> None:
+        a = self.cache.nearest_ancestor_state(s)
+        if a is not None and a.live == 0:
+            self.push(a, now)
+
+    def on_resume(self, s: State, now: float) -> None:
+        s.stamp = self.cache.L
+
+    def on_state_released(self, s: State, now: float) -> None:
+        s.stamp = self.cache.L
+        self.push(s, now)
+
+    def on_states_added(self, states: list[State], now: float) -> None:
+        for s in states:
+            s.stamp = self.cache.L
+            self.push(s, now)
+            self._touch_ancestor(s, now)
+
+    def _demote(self, now: float) -> None:
+        while self.timers and self.timers[0][0] <= now:
+            _, _, s = heapq.heappop(self.timers)
+            if s.resident and s.live == 0:
+                super().push(s, now)
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        if self.tiers:
+            self._demote(now)
+        return super().evict_one(pool, now)
+
+    def evicted(self, s: State, key: tuple[float, ...], now: float) -> None:
+        a = self.cache.nearest_ancestor_state(s)
+        if not self.tiers or key[0] == 1.0:
+            self.cache.L = max(self.cache.L, key[-1])
+        self.cache.drop_unit(s)
+        if a is not None and a.resident and a.live == 0:
+            self.push(a, now)
+
+    def admit(self, s: State, now: float) -> bool:
+        c = self.cache
+        if c.free_blocks() >= c.C:
+            return True
+        if self.tiers:
+            self._demote(now)
+        top = self._pop_valid(now)
+        if top is None:
+            return True
+        key, victim = top
+        victim.ver += 1
+        heapq.heappush(self.heap, (key, next(self._seq), victim.ver, victim))
+        return self.key(s, now) > key
+
+
+class Marconi(UnitLRU):
+    """Marconi's utility: normalised recency + α · normalised prefill saved per block."""
+
+    def __init__(self, cache: HybridCache, alpha: float = 1.0):
+        super().__init__(cache)
+        self.alpha = alpha
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        cands = [s for s in self.cache.live_resident.values() if s.live == 0]
+        if not cands:
+            return False
+        c = self.cache
+        effs = [c.restore_cost(s) / (c.C + len(c.exclusive_blocks(s))) for s in cands]
+        t0 = min(s.last_use for s in cands)
+        span = max(now - t0, 1e-9)
+        emax = max(max(effs), 1e-12)
+        best = min(
+            range(len(cands)),
+            key=lambda i: ((cands[i].last_use - t0) / span + self.alpha * effs[i] / emax, i),
+        )
+        c.drop_unit(cands[best])
+        return True
+
+
+def branches(cache: HybridCache, s: State) -> int:
+    """How many nearest deeper checkpoints hang below `s` (0: a leaf, ≥2: a branch point)."""
+    for o in s.block.states:
+        if o.resident and o.pos > s.pos:
+            return 1
+    return _sub_branches(s.block, 2)
+
+
+def _sub_branches(b: Block, cap: int) -> int:
+    n = 0
+    for c in b.children:
+        if c.deps <= 0:
+            continue
+        if any(o.resident for o in c.states):
+            n += 1
+        else:
+            n += _sub_branches(c, cap - n)
+        if n >= cap:
+            return n
+    return n

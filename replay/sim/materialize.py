@@ -1,0 +1,133 @@
+"""Ending a request: its KV path and checkpoints join the cache (the `finish` half of the
+cache API, kept apart from lookup and accounting so each stays short).
+
+A finished request's blocks become tree nodes keyed by the full sequence (prompt + output).
+A terminal partial block that a resident longer sibling already holds is not duplicated
+(copy-on-write: the sibling's first tokens are the same); a new block absorbs the
+checkpoints of shorter partial siblings whose tokens it contains, and those go.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from replay.sim.keys import Prefix
+from replay.sim.nodes import Block, State
+
+if TYPE_CHECKING:
+    from replay.sim.cache import Handle, HybridCache
+
+
+def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: float) -> None:
+    from replay.sim.cache import CacheError
+
+    if not h.reserved:
+        raise CacheError("finish() before a successful reserve()")
+    if full.length < e:
+        raise CacheError(f"finish(): the prefix covers {full.length} tokens, not {e}")
+    path = _materialize(cache, full, e, now)
+    cache._release_private(h)
+    cache._unpin(h, now)
+    positions = [*h.placements, *cache.policy.placement.end_positions(h.prompt_len, e, cache.B)]
+    new_states = _register_states(cache, full, path, sorted(set(positions)), now)
+    ev = cache.eviction
+    ev.on_states_added(new_states, now)
+    for s in new_states:
+        if s.resident and not ev.admit(s, now):
+            cache.admission_refusals += 1
+            cache.evictions -= 1  # a refusal is not an eviction
+            cache.drop_unit(s)
+    ev.after_release(path, now)
+
+
+def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[Block]:
+    B, nodes, keep_terminal = cache.B, cache.nodes, cache.policy.keep_terminal_block
+    path: list[Block] = []
+    parent = cache.root
+    for j in range(-(-e // B)):
+        end = min((j + 1) * B, e)
+        key = full.key_at(end)
+        b = nodes.get(key)
+        partial = end < (j + 1) * B
+        if b is None and partial:
+            b = _covering_sibling(parent, full, end)
+        if b is None:
+            b = Block(key, parent, j, end, full)
+            nodes[key] = b
+            parent.children.append(b)
+        if not b.resident and (keep_terminal or not partial):
+            b.resident = True
+            cache.resident_blocks += 1
+            _absorb_partials(cache, parent, b, full)
+        b.last_use = now
+        path.append(b)
+        parent = b
+    return path
+
+
+def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
+    """A resident child of `parent` that already holds this sequence's tokens up to `end`."""
+    key = full.key_at(end)
+    for c in parent.children:
+        if c.resident and c.end >= end and c.src is not None and c.src.key_at(end) == key:
+            return c
+    return None
+
+
+def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
+    """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
+    for p in list(parent.children):
+        if p is b or p.end >= b.end or p.live or any(s.live for s in p.states):
+            continue
+        if full.key_at(p.end) != p.key:
+            continue
+        for s in p.states:
+            s.block = b
+            b.states.append(s)
+            if s.resident:
+                p.deps -= 1
+                b.deps += 1
+        p.states = []
+        if p.resident:
+            p.resident = False
+            cache.resident_blocks -= 1
+        parent.children.remove(p)
+        cache.nodes.pop(p.key, None)
+
+
+def _register_states(
+    cache: HybridCache, full: Prefix, path: list[Block], positions: list[int], now: float
+) -> list[State]:
+    B, states = cache.B, cache.states
+    added: list[State] = []
+    for p in positions:
+        if p <= 0:
+            continue
+        blk = path[(p - 1) // B]
+        key = full.key_at(p)
+        s = states.get(key)
+        if s is not None and s.resident:
+            s.last_use = now
+            continue
+        if s is None:
+            s = State(cache.next_uid(), key, p, blk)
+            states[key] = s
+            blk.states.append(s)
+        elif s.block is not blk:
+            if s in s.block.states:
+                s.block.states.remove(s)
+            s.block = blk
+            blk.states.append(s)
+        if not blk.resident:
+            continue  # its KV is not kept: the checkpoint exists only as a record
+        s.resident = True
+        s.last_use = now
+        s.stamp = cache.L
+        cache.resident_states += 1
+        cache.live_resident[s.uid] = s
+        b: Block | None = blk
+        while b is not None and b is not cache.root:
+            b.deps += 1
+            b = b.parent
+        added.append(s)
+    return added

@@ -1,0 +1,78 @@
+"""The two things the hybrid cache holds: KV blocks and recurrent checkpoints.
+
+Plain slotted objects, one per engine block (thousands of tokens) or checkpoint, never one
+per hash id: a full-size replay touches tens of thousands of them, not millions.
+"""
+
+from __future__ import annotations
+
+from replay.sim.keys import Prefix
+
+
+class Block:
+    """One KV block on a path of the prefix tree: positions [index·B, end) of the sequences
+    whose prefix key at `end` is `key`. A terminal partial block has end < (index+1)·B."""
+
+    __slots__ = (
+        "children",
+        "deps",
+        "end",
+        "index",
+        "key",
+        "last_use",
+        "live",
+        "parent",
+        "resident",
+        "src",
+        "states",
+        "ver",
+    )
+
+    def __init__(self, key: int, parent: Block | None, index: int, end: int, src: Prefix | None):
+        self.key = key
+        self.parent = parent
+        self.index = index
+        self.end = end
+        self.src = src  # a sequence that holds this block's tokens (for exact common prefixes)
+        self.children: list[Block] = []
+        self.states: list[State] = []  # checkpoints whose last KV position falls in this block
+        self.resident = False
+        self.live = 0  # live requests pinning it
+        self.deps = 0  # resident checkpoints whose path runs through it
+        self.last_use = 0.0
+        self.ver = 0
+
+    def __repr__(self) -> str:
+        flag = "R" if self.resident else "g"
+        return f"Block({self.index}, end={self.end}, {flag}, live={self.live}, deps={self.deps})"
+
+
+class State:
+    """A recurrent checkpoint at exactly `pos`; usable with the KV of its block's path."""
+
+    __slots__ = (
+        "block",
+        "key",
+        "last_use",
+        "live",
+        "pos",
+        "resident",
+        "stamp",
+        "uid",
+        "ver",
+    )
+
+    def __init__(self, uid: int, key: int, pos: int, block: Block):
+        self.uid = uid
+        self.key = key
+        self.pos = pos
+        self.block = block
+        self.resident = False
+        self.live = 0
+        self.last_use = 0.0
+        self.stamp = 0.0  # GreedyDual-Size: the watermark at its last use
+        self.ver = 0
+
+    def __repr__(self) -> str:
+        flag = "R" if self.resident else "g"
+        return f"State(pos={self.pos}, {flag}, live={self.live})"

@@ -1,0 +1,187 @@
+"""The named cache policies and their registry: `make_policy(name, profile, **opts)`.
+
+| name | placement | eviction / admission |
+| --- | --- | --- |
+| vllm | chunk ends on block boundaries | LRU per allocation |
+| sglang | 256-token grid (prefill chunks, prompt end, request end) | two pools, LRU each |
+| dense | every `every` tokens of prefill | LRU per allocation |
+| asc-lru | ASC (vLLM's + exact prompt end + exact request end) | LRU per allocation |
+| asc-unit-lru | ASC | recovery units, LRU |
+| flashstate-eq7 | ASC | GreedyDual-Size over units + admission (the paper's Eq. 7) |
+| flashstate | ASC | GDS inside leaf-last tiers, 60 s idle demotion (the release code) |
+| marconi | ASC | units by recency + α · prefill saved per block |
+| tail-replay | none (KV only) | LRU per allocation; a hit replays the last `replay_frac` of it |
+| ideal | ASC | unbounded memory |
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from replay.profiles import ModelProfile
+from replay.sim.eviction import (
+    AllocationLRU,
+    Eviction,
+    GreedyDualSize,
+    Marconi,
+    NoEviction,
+    UnitLRU,
+)
+from replay.sim.policy_base import (
+    ArbitraryState,
+    ChunkBoundaries,
+    EveryN,
+    Grid,
+    NoPlacement,
+    Placement,
+    Policy,
+    PolicyError,
+)
+
+if TYPE_CHECKING:
+    from replay.sim.cache import HybridCache, ResumeInfo
+
+
+class VllmPolicy(Policy):
+    name = "vllm"
+    description = "vLLM: block-boundary checkpoints at chunk ends, per-allocation LRU"
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+
+class SglangPolicy(Policy):
+    name = "sglang"
+    description = "SGLang: 256-token grid, a state pool beside a KV pool, LRU in each"
+    options: ClassVar[dict[str, Any]] = {"grid": 256, "state_slots": 430, "chunk": 8192}
+    keep_terminal_block = True  # a radix cache keeps every token it computed
+    frees_dependent_states = True  # a radix node's state goes with its KV
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return Grid(int(self.opts["chunk"]), int(self.opts["grid"]))
+
+    def state_slots(self, profile: ModelProfile) -> int | None:
+        return int(self.opts["state_slots"])
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+
+class DensePolicy(Policy):
+    name = "dense"
+    description = "a checkpoint every N tokens of prefill, per-allocation LRU"
+    options: ClassVar[dict[str, Any]] = {"every": 1088}
+    keep_terminal_block = True
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return EveryN(int(self.opts["every"]))
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+
+class _AscPolicy(Policy):
+    keep_terminal_block = True
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return ArbitraryState(profile.chunk_tokens)
+
+
+class AscLruPolicy(_AscPolicy):
+    name = "asc-lru"
+    description = "ASC placement, per-allocation LRU (the paper's first ablation stage)"
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+
+class AscUnitLruPolicy(_AscPolicy):
+    name = "asc-unit-lru"
+    description = "ASC placement, whole recovery units by LRU"
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return UnitLRU(cache)
+
+
+class FlashStateEq7Policy(_AscPolicy):
+    name = "flashstate-eq7"
+    description = "ASC + GreedyDual-Size over recovery units with admission (paper Eq. 7)"
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return GreedyDualSize(cache)
+
+
+class FlashStatePolicy(_AscPolicy):
+    name = "flashstate"
+    description = "ASC + GDS inside leaf-last tiers with idle demotion (release code)"
+    options: ClassVar[dict[str, Any]] = {"leaf_idle_s": 60.0}
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return GreedyDualSize(cache, tiers=True, idle_s=float(self.opts["leaf_idle_s"]))
+
+
+class MarconiPolicy(_AscPolicy):
+    name = "marconi"
+    description = "ASC + units by recency + α·prefill saved per block (Marconi)"
+    options: ClassVar[dict[str, Any]] = {"alpha": 1.0}
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return Marconi(cache, alpha=float(self.opts["alpha"]))
+
+
+class TailReplayPolicy(Policy):
+    name = "tail-replay"
+    description = "KV only, no checkpoints; a hit replays the last r of the prefix"
+    options: ClassVar[dict[str, Any]] = {"replay_frac": 0.1}
+    keep_terminal_block = True
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return NoPlacement()
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+    def adjust(self, info: ResumeInfo) -> None:
+        # Any resident KV prefix is resumable after replaying its tail: what is missing
+        # beyond the KV is capacity, the replayed tail is the price of having no state.
+        kv = min(info.kv_pos, info.ideal_pos)
+        info.checkpoint_pos = info.ideal_pos
+        info.resident_pos = kv
+        info.resume_pos = kv - int(-(-kv * float(self.opts["replay_frac"]) // 1))
+        info.state = None
+
+
+class IdealPolicy(_AscPolicy):
+    name = "ideal"
+    description = "ASC placement with unbounded memory"
+
+    def capacity_blocks(self, profile: ModelProfile) -> int | None:
+        return None
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return NoEviction(cache)
+
+
+POLICY_NAMES: tuple[str, ...] = (
+    "vllm",
+    "sglang",
+    "dense",
+    "asc-lru",
+    "asc-unit-lru",
+    "flashstate-eq7",
+    "flashstate",
+    "marconi",
+    "tail-replay",
+    "ideal",
+)
+
+
+def make_policy(name: str, profile: ModelProfile, **opts: Any) -> Policy:
+    """The policy called `name` for `profile`; options per policy (see each class)."""
+    cls = Policy.registry.get(name)
+    if cls is None:
+        raise PolicyError(f"unknown policy '{name}' (known: {', '.join(POLICY_NAMES)})")
+    return cls(profile, **opts)
+
+
+__all__ = ["POLICY_NAMES", "ChunkBoundaries", "Policy", "PolicyError", "make_policy"]

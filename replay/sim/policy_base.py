@@ -1,0 +1,141 @@
+"""The pieces a cache policy is made of: where checkpoints go (placement), what is evicted
+(an `Eviction`, in `replay.sim.eviction`), and a few switches. Concrete policies and their
+registry live in `replay.sim.policies`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from replay.profiles import ModelProfile
+
+if TYPE_CHECKING:
+    from replay.sim.cache import HybridCache, ResumeInfo
+    from replay.sim.eviction import Eviction
+
+
+class PolicyError(ValueError):
+    """An unknown policy or option; the message names it and lists what is known."""
+
+
+def _align_down(x: int, step: int) -> int:
+    return (x // step) * step
+
+
+class Placement:
+    """Where a request writes checkpoints: during prefill of [r, n) and when it ends at e."""
+
+    def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
+        return []
+
+    def end_positions(self, n: int, e: int, block: int) -> list[int]:
+        return []
+
+
+class NoPlacement(Placement):
+    """KV only: no checkpoints at all."""
+
+
+class ChunkBoundaries(Placement):
+    """vLLM: prefill chunks of at most `chunk` tokens end on block boundaries and a state is
+    written at each chunk end, so: every ⌊chunk/B⌋ blocks from the resume point plus the
+    prompt's last block boundary. Never during decode, never at the request's end."""
+
+    def __init__(self, chunk: int, grid: int | None = None):
+        self.chunk = chunk
+        self.grid = grid  # the alignment; None: the KV block
+
+    def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
+        step = self.grid or block
+        last = _align_down(n, step)
+        out: list[int] = []
+        pos = r
+        while pos < last:
+            nxt = _align_down(pos + self.chunk, step)
+            if nxt <= pos:
+                nxt = _align_down(pos, step) + step
+            pos = min(nxt, last)
+            out.append(pos)
+        return out
+
+
+class Grid(ChunkBoundaries):
+    """SGLang: chunk ends aligned to a 256-token grid, the prompt's last grid point, and the
+    last grid point of the finished sequence (it tracks states on the grid during decode)."""
+
+    def __init__(self, chunk: int, grid: int = 256):
+        super().__init__(chunk, grid)
+
+    def end_positions(self, n: int, e: int, block: int) -> list[int]:
+        g = self.grid or block
+        p = _align_down(e, g)
+        return [p] if p > n else []
+
+
+class EveryN(Placement):
+    """Dense: a checkpoint every `every` tokens of prefill."""
+
+    def __init__(self, every: int):
+        self.every = every
+
+    def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
+        first = _align_down(r, self.every) + self.every
+        return list(range(first, n + 1, self.every))
+
+
+class ArbitraryState(ChunkBoundaries):
+    """ASC: vLLM's chunk-end states, plus an exact checkpoint at the prompt's end (in-chunk
+    export) and at the request's end (exact capture; the terminal block is kept)."""
+
+    def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
+        out = super().prefill_positions(r, n, block)
+        if n > r and (not out or out[-1] != n):
+            out.append(n)
+        return out
+
+    def end_positions(self, n: int, e: int, block: int) -> list[int]:
+        return [e] if e > n else []
+
+
+class Policy:
+    """A named cache policy: placement + eviction + switches. Subclasses set `name` and are
+    registered automatically; options are keyword arguments named in `options`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options: ClassVar[dict[str, Any]] = {}
+    keep_terminal_block: ClassVar[bool] = False  # keep the request's last partial block
+    frees_dependent_states: ClassVar[bool] = False  # evicting a block frees its checkpoints
+    registry: ClassVar[dict[str, type[Policy]]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.name:
+            Policy.registry[cls.name] = cls
+
+    def __init__(self, profile: ModelProfile, **opts: Any):
+        unknown = sorted(set(opts) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise PolicyError(
+                f"policy '{self.name}' has no option {', '.join(unknown)} (options: {known})"
+            )
+        self.opts: dict[str, Any] = {**self.options, **opts}
+        self.profile = profile
+        self.placement = self.make_placement(profile)
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return ChunkBoundaries(profile.chunk_tokens)
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        raise NotImplementedError
+
+    def capacity_blocks(self, profile: ModelProfile) -> int | None:
+        return profile.blocks_per_engine
+
+    def state_slots(self, profile: ModelProfile) -> int | None:
+        """Checkpoints in a separate state pool (None: one shared pool)."""
+        return None
+
+    def adjust(self, info: ResumeInfo) -> None:
+        """Turn the cache's view of a lookup into this policy's resume (default: as is)."""
