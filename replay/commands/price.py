@@ -97,8 +97,8 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
             {
                 "default_sheet": sheets.default,
                 "default_gpu": gpus.default,
-                "sheets": [s.model_dump(mode="json") for s in sheets.entries.values()],
-                "gpus": [g.model_dump(mode="json") for g in gpus.entries.values()],
+                "sheets": [_jsonable(s.model_dump()) for s in sheets.entries.values()],
+                "gpus": [_jsonable(g.model_dump()) for g in gpus.entries.values()],
             }
         )
         return
@@ -134,6 +134,11 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
     _sources(gpus.entries.values())
 
 
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    # Prices as JSON numbers (float of the exact decimal), not strings.
+    return {k: float(v) if isinstance(v, Decimal) else v for k, v in fields.items()}
+
+
 _MONEY_COLUMNS = ("input", "cached", "cache write", "output")
 
 
@@ -157,7 +162,11 @@ def _break_even_text(e: Economics) -> str:
     if b.status == "crosses" and b.hit_rate is not None:
         side = "below" if b.profitable_below else "above"
         return f"{float(b.hit_rate):.2%} (profit {side} it)"
-    return b.describe()
+    return {
+        "profit_everywhere": "none: profit at every hit rate",
+        "loss_everywhere": "none: loss at every hit rate",
+        "flat": "none: profit does not depend on it",
+    }[b.status]
 
 
 def _point_table(e: Economics, sheet: PriceSheet, gpu: GpuRate) -> Table:

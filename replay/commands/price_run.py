@@ -8,6 +8,7 @@ cached ÷ prompt tokens); the GPU is the manifest's `gpu_type` unless `--gpu` ov
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,35 +108,33 @@ def _price_engines(
 
 
 def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[EnginePrice]) -> Table:
+    # Engines as columns, quantities as rows: fits a terminal for the usual 2–4 engines.
     t = Table(title=f"{run.run_id}: {sheet.name} prices, window {start:g}–{end:g} s")
-    heads = (
-        "engine",
-        "GPUs",
-        "GPU $/h",
-        "prompt tok/min/GPU",
-        "output tok/min/GPU",
-        "hit rate",
-        "user $/1M input",
-        "revenue $/GPU-h",
-        "profit $/GPU-h",
-        "break-even hit rate",
-    )
-    for head in heads:
-        t.add_column(head, justify="left" if head == "engine" else "right")
+    t.add_column("")
     for r in rows:
-        e = r.economics
-        t.add_row(
-            r.engine,
-            f"{r.gpus}× {r.gpu.gpu}",
-            usd(r.gpu.rate_per_gpu_hour, 2),
-            f"{float(e.prompt_tokens_per_min_per_gpu):,.0f}",
-            f"{float(e.output_tokens_per_min_per_gpu):,.0f}",
-            f"{float(e.hit_rate):.1%}",
-            usd(e.user_cost_per_m_input, 4),
-            usd(e.revenue_per_gpu_hour, 2),
-            usd(e.profit_per_gpu_hour, 2),
-            _break_even_text(e),
-        )
+        t.add_column(r.engine, justify="right")
+    lines: list[tuple[str, Callable[[EnginePrice], str]]] = [
+        ("GPUs", lambda r: f"{r.gpus}× {r.gpu.gpu} at {usd(r.gpu.rate_per_gpu_hour, 2)}/h"),
+        (
+            "prompt tokens/min/GPU",
+            lambda r: f"{float(r.economics.prompt_tokens_per_min_per_gpu):,.0f}",
+        ),
+        (
+            "output tokens/min/GPU",
+            lambda r: f"{float(r.economics.output_tokens_per_min_per_gpu):,.0f}",
+        ),
+        ("hit rate", lambda r: f"{float(r.economics.hit_rate):.1%}"),
+        ("user cost per 1M input", lambda r: usd(r.economics.user_cost_per_m_input, 4)),
+        ("revenue / GPU-hour", lambda r: usd(r.economics.revenue_per_gpu_hour, 2)),
+        (
+            "[bold]profit / GPU-hour[/]",
+            lambda r: f"[bold]{usd(r.economics.profit_per_gpu_hour, 2)}[/]",
+        ),
+        ("break-even GPU rate", lambda r: usd(r.economics.break_even_gpu_rate, 2)),
+        ("break-even hit rate", lambda r: _break_even_text(r.economics)),
+    ]
+    for label, cell in lines:
+        t.add_row(label, *(cell(r) for r in rows))
     return t
 
 
