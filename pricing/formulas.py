@@ -220,7 +220,7 @@ def provider_economics(
 
     `gpu_rate` is a `GpuRate` or USD per GPU-hour. Token rates are per minute per GPU (for a
     2-GPU engine, halve the engine's rate). The demo's FlashState point, 4.74M prompt and
-    30,850 output tokens/min/GPU at h = 0.87 on Z.ai and $8.60, gives $5.29405 profit.
+    30,850 output tokens/min/GPU at h = 0.87 on Z.ai and $8.60, gives $5.29414 profit.
     """
     h = _fraction(hit_rate, "hit_rate")
     prompt = _non_negative(prompt_tokens_per_min_per_gpu, "prompt_tokens_per_min_per_gpu")
