@@ -105,10 +105,10 @@ class HitRateBreakEven:
     """
 
     status: BreakEvenStatus
-    hit_rate: Decimal | None
-    root: Decimal | None
-    profit_at_0: Decimal
-    profit_at_1: Decimal
+    hit_rate: Decimal | None  # fraction in [0, 1], or None when profit has no zero there
+    root: Decimal | None  # the zero of the profit line, anywhere (None when flat)
+    profit_at_0: Decimal  # USD per GPU-hour at hit rate 0
+    profit_at_1: Decimal  # USD per GPU-hour at hit rate 1
 
     @property
     def profitable_below(self) -> bool:
