@@ -19,14 +19,30 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from analysis.manifest import Window
-from analysis.metrics import resolve_window, window_metrics
+from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
 from analysis.runs import Run, load_run
-from analysis.uncertainty import SE_METRICS, binned_standard_errors
+from analysis.uncertainty import metrics_with_se
 from replay.rundir import SUMMARY, write_json_atomic
 
 SUMMARY_SCHEMA_VERSION = 1
 OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
+_SUMMARY_COLUMNS = {
+    *ID_COLUMNS,
+    *METRICS,
+    "run_id",
+    "requests_scheduled",
+    "prompt_tokens",
+    "cached_tokens",
+    "ideal_cached_tokens",
+    "output_tokens",
+    "output_tokens_per_min",
+    "errors",
+    "miss_source",
+    "working_set_ratio",
+}
 
 
 def _jsonable(value: Any) -> Any:
@@ -42,20 +58,25 @@ def build_summary(
 ) -> dict[str, Any]:
     """Per-engine window metrics with time-bin standard errors, ready for `summary.json`."""
     win = resolve_window(run, window)
-    table = window_metrics(run, win)
-    ses = binned_standard_errors(run, win, bin_s)
+    return summary_from_table(run, win, metrics_with_se(run, win, bin_s), bin_s)
+
+
+def summary_from_table(
+    run: Run, win: Window, table: pd.DataFrame, bin_s: float = 60.0
+) -> dict[str, Any]:
+    """The summary from an already computed `metrics_with_se` table (extra columns, such as
+    pricing, are left out so every writer produces the same keys)."""
+    keep = [c for c in table.columns if c in _SUMMARY_COLUMNS or c.endswith("_se")]
     previous = (run.summary or {}).get("engines")
     previous = previous if isinstance(previous, dict) else {}
     engines: dict[str, dict[str, Any]] = {}
     notes = list(run.notes)
-    for row in table.to_dict(orient="records"):
+    for row in table[keep].to_dict(orient="records"):
         name = str(row["engine"])
         old = previous.get(name)
         kept: dict[str, Any] = old if isinstance(old, dict) else {}
         entry: dict[str, Any] = {k: v for k, v in kept.items() if k not in row}
         entry.update({str(k): _jsonable(v) for k, v in row.items() if k != "engine"})
-        for metric in SE_METRICS:
-            entry[f"{metric}_se"] = _jsonable(ses.get(name, {}).get(metric, math.nan))
         entry["overflow_flagged"] = bool((row["overflow_rate"] or 0) > OVERFLOW_FLAG)
         if entry["overflow_flagged"]:
             notes.append(f"{name}: overflow rate {row['overflow_rate']:.1%} is over 1%")
@@ -71,9 +92,13 @@ def build_summary(
     }
 
 
-def write_summary(run: Run, window: Window | tuple[float, float] | None = None) -> Path:
-    """Build and atomically (re)write the run's summary.json; returns its path."""
-    summary = build_summary(run, window)
+def write_summary(
+    run: Run,
+    window: Window | tuple[float, float] | None = None,
+    summary: dict[str, Any] | None = None,
+) -> Path:
+    """Atomically (re)write the run's summary.json (built here unless given); its path."""
+    summary = summary if summary is not None else build_summary(run, window)
     path = run.path / SUMMARY
     write_json_atomic(path, summary)
     run.summary = summary
@@ -88,4 +113,4 @@ def summarize_dir(run_dir: str | Path) -> dict[str, Any]:
     return run.summary
 
 
-__all__ = ["build_summary", "summarize_dir", "write_summary"]
+__all__ = ["build_summary", "summarize_dir", "summary_from_table", "write_summary"]

@@ -1,0 +1,198 @@
+"""The report documents: `report.md`, a self-contained `report.html` (plotly.js inlined, works
+offline) and a `report.tex` fragment, each citing every run's manifest: the trace and its
+checksum, seed, sessions, window, engines with server versions and flags, harness version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.offline
+
+from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
+from analysis.report.content import ReportData, RunAnalysis
+from analysis.report.tables import Table, tex_escape
+
+NOT_RECORDED = "not recorded"
+
+
+def citation(a: RunAnalysis) -> dict[str, Any]:
+    """What the manifest says about a run, with `not recorded` where it is silent."""
+    m = a.run.manifest
+    trace, sha = manifest_trace(m)
+    engines = []
+    for name in a.run.engines:
+        info = manifest_engines(m).get(name)
+        engines.append(
+            {
+                "name": name,
+                "kind": (info.kind if info else None) or NOT_RECORDED,
+                "model": (info.model if info else None) or NOT_RECORDED,
+                "gpus": f"{info.gpus if info else 1}× {(info.gpu_type if info else None) or 'GPU'}"
+                + (" (assumed)" if info is None or info.gpus_assumed else ""),
+                "server_version": (info.server_version if info else None) or NOT_RECORDED,
+                "flags": " ".join(info.flags) if info and info.flags else NOT_RECORDED,
+            }
+        )
+    seed, sessions = manifest_seed(m), manifest_sessions(m)
+    return {
+        "run_id": a.run.run_id,
+        "path": str(a.run.path),
+        "status": m.get("status") or NOT_RECORDED,
+        "trace": trace or NOT_RECORDED,
+        "trace_sha256": sha or NOT_RECORDED,
+        "seed": NOT_RECORDED if seed is None else seed,
+        "sessions": NOT_RECORDED if sessions is None else sessions,
+        "window": f"{a.window.start_s:g}–{a.window.end_s:g} s ({a.window.source})",
+        "harness_version": m.get("harness_version") or NOT_RECORDED,
+        "command": m.get("command") or NOT_RECORDED,
+        "started": m.get("start") or NOT_RECORDED,
+        "ended": m.get("end") or NOT_RECORDED,
+        "engines": engines,
+    }
+
+
+_FIELDS = (
+    ("status", "Status"),
+    ("trace", "Trace"),
+    ("trace_sha256", "Trace sha256"),
+    ("seed", "Seed"),
+    ("sessions", "Sessions"),
+    ("window", "Measured window"),
+    ("harness_version", "Harness version"),
+    ("command", "Command"),
+    ("started", "Started"),
+    ("ended", "Ended"),
+)
+_ENGINE_FIELDS = (
+    ("name", "Engine"),
+    ("kind", "Kind"),
+    ("model", "Model"),
+    ("gpus", "GPUs"),
+    ("server_version", "Server version"),
+    ("flags", "Flags"),
+)
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def render_markdown(data: ReportData, tables: list[Table], figures: dict[str, str]) -> str:
+    """`figures` maps a figure name to the relative path shown (a PNG, or its JSON)."""
+    lines = ["# Replay report", "", f"Generated {_stamp()} by `replay report`.", ""]
+    for a in data.runs:
+        c = citation(a)
+        lines += [f"## Run `{c['run_id']}`", ""]
+        lines += [f"- **{label}:** `{c[key]}`" for key, label in _FIELDS]
+        lines += ["", "| " + " | ".join(lbl for _, lbl in _ENGINE_FIELDS) + " |"]
+        lines.append("|" + " --- |" * len(_ENGINE_FIELDS))
+        for e in c["engines"]:
+            lines.append("| " + " | ".join(f"`{e[k]}`" for k, _ in _ENGINE_FIELDS) + " |")
+        lines.append("")
+    if data.notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in data.notes], ""]
+    lines += ["## Tables", ""]
+    for t in tables:
+        if "md" in t.targets:
+            lines += [t.to_markdown(), ""]
+    lines += ["## Figures", ""]
+    for name, rel in figures.items():
+        if rel.endswith((".png", ".svg")):
+            lines += [f"![{name}]({rel})", ""]
+        else:
+            lines += [f"- {name}: [{rel}]({rel}) (plotly JSON; static export was skipped)"]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#222;padding:0 1rem}table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.9rem}
+th,td{padding:.25rem .6rem;border-bottom:1px solid #ddd}thead th{border-bottom:2px solid #444}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}.note{color:#666;font-size:.85rem}
+code{background:#f4f4f4;padding:0 .2rem}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}
+dt{font-weight:600}.figure{margin:1rem 0}
+"""
+
+
+def render_html(
+    data: ReportData, tables: list[Table], figures: dict[str, go.Figure], messages: list[str]
+) -> str:
+    """One self-contained page: inline CSS, plotly.js inlined once, every figure and table."""
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<title>Replay report</title>",
+        f"<style>{_CSS}</style>",
+        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script>",
+        "</head><body><h1>Replay report</h1>",
+        f"<p>Generated {e(_stamp())} by <code>replay report</code>.</p>",
+    ]
+    for a in data.runs:
+        c = citation(a)
+        parts.append(f"<section class='run'><h2>Run <code>{e(str(c['run_id']))}</code></h2><dl>")
+        parts += [
+            f"<dt>{e(label)}</dt><dd><code>{e(str(c[key]))}</code></dd>" for key, label in _FIELDS
+        ]
+        parts.append("</dl><table><thead><tr>")
+        parts += [f"<th>{e(label)}</th>" for _, label in _ENGINE_FIELDS]
+        parts.append("</tr></thead><tbody>")
+        for eng in c["engines"]:
+            parts.append(
+                "<tr>"
+                + "".join(f"<td><code>{e(str(eng[k]))}</code></td>" for k, _ in _ENGINE_FIELDS)
+                + "</tr>"
+            )
+        parts.append("</tbody></table></section>")
+    notes = data.notes + messages
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
+    parts.append("<h2>Figures</h2>")
+    for name, fig in figures.items():
+        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{name}")
+        parts.append(f"<div class='figure'>{div}</div>")
+    parts.append("<h2>Tables</h2>")
+    parts += [t.to_html() for t in tables if "html" in t.targets]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render_tex(data: ReportData, tables: list[Table], pdfs: dict[str, str]) -> str:
+    """A LaTeX fragment to `\\input`: provenance comments, every table and figure."""
+    lines = ["% Generated by `replay report`; needs booktabs and graphicx.", ""]
+    for a in data.runs:
+        c = citation(a)
+        lines.append(
+            f"% run {c['run_id']}: trace {c['trace']} (sha256 {c['trace_sha256']}), seed {c['seed']},"
+        )
+        lines.append(
+            f"%   sessions {c['sessions']}, window {c['window']}, harness {c['harness_version']}"
+        )
+        for eng in c["engines"]:
+            lines.append(f"%   engine {eng['name']}: {eng['server_version']} {eng['flags']}")
+    lines.append("")
+    for t in tables:
+        if "tex" in t.targets:
+            lines += [f"\\input{{tables/{t.name}.tex}}", ""]
+    for name, rel in pdfs.items():
+        lines += [
+            "\\begin{figure}[t]",
+            "\\centering",
+            f"\\includegraphics[width=\\linewidth]{{{rel}}}",
+            f"\\caption{{{tex_escape(name.replace('_', ' '))}}}",
+            f"\\label{{fig:{name.replace('_', '-')}}}",
+            "\\end{figure}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+__all__ = ["citation", "render_html", "render_markdown", "render_tex", "write_text"]

@@ -1,0 +1,282 @@
+"""The report's plotly figures, as plain functions of `ReportData` (testable without a
+browser). Distributions are down-sampled to at most `MAX_POINTS` per curve so an HTML
+report of a 100,000-request run stays small."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.metrics import engine_data
+from analysis.report.content import ReportData, RunAnalysis
+
+MAX_POINTS = 1000
+MISS_PARTS = (
+    ("placement_miss_per_request", "placement"),
+    ("dependency_miss_per_request", "dependency"),
+    ("capacity_miss_per_request", "capacity"),
+)
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, legend: str = "engine") -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        template="plotly_white",
+        legend_title_text=legend,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        width=800,
+        height=480,
+    )
+    return fig
+
+
+def _label(a: RunAnalysis, engine: str, multi: bool) -> str:
+    if not multi:
+        return engine
+    sessions = a.metrics.loc[a.metrics["engine"] == engine, "sessions"].iloc[0]
+    return f"{engine} · {sessions} sessions"
+
+
+def versus_sessions(
+    data: ReportData, metric: str, title: str, y: str, pct: bool = False
+) -> go.Figure:
+    """`metric` against session count per engine, ± one standard error, with each point's
+    working-set-to-capacity ratio in its hover and a dotted line where it reaches 1."""
+    fig = go.Figure()
+    scale = 100.0 if pct else 1.0
+    for engine, g in data.sweep.groupby("engine", sort=False):
+        g = g.sort_values("sessions")
+        se = g.get(f"{metric}_se", pd.Series(np.nan, index=g.index)).to_numpy(float) * scale
+        ratio = g["working_set_ratio"].to_numpy(float)
+        text = [f"working set / capacity {r:.2f}" if math.isfinite(r) else "" for r in ratio]
+        fig.add_trace(
+            go.Scatter(
+                x=g["sessions"],
+                y=g[metric].to_numpy(float) * scale,
+                error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
+                mode="lines+markers",
+                name=str(engine),
+                text=text,
+                hovertemplate="%{x} sessions: %{y:.3s}<br>%{text}<extra>"
+                + str(engine)
+                + "</extra>",
+            )
+        )
+    for engine, sessions in data.crossing.items():
+        fig.add_vline(
+            x=sessions,
+            line_dash="dot",
+            line_color="grey",
+            annotation_text=f"working set ≥ cache ({engine})",
+            annotation_position="top left",
+        )
+    return _layout(fig, title, "concurrent sessions", y)
+
+
+def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    values = np.sort(values[np.isfinite(values)])
+    if len(values) == 0:
+        return values, values
+    probs = np.arange(1, len(values) + 1) / len(values)
+    if len(values) > MAX_POINTS:
+        idx = np.unique(np.linspace(0, len(values) - 1, MAX_POINTS).astype(int))
+        values, probs = values[idx], probs[idx]
+    return values, probs
+
+
+def _distribution(
+    data: ReportData, pick: Callable[[RunAnalysis, str], np.ndarray], title: str, x: str, log: bool
+) -> go.Figure:
+    fig = go.Figure()
+    multi = len(data.runs) > 1
+    for a in data.runs:
+        for engine in a.metrics["engine"]:
+            xs, ps = _ecdf(pick(a, str(engine)))
+            fig.add_trace(go.Scatter(x=xs, y=ps, mode="lines", name=_label(a, str(engine), multi)))
+    fig = _layout(fig, title, x, "fraction of requests")
+    if log:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def _served(a: RunAnalysis, engine: str) -> tuple[np.ndarray, ...]:
+    d = engine_data(a.run, engine)
+    mask = (d.first >= a.window.start_s) & (d.first < a.window.end_s)
+    return d.first[mask] - d.scheduled[mask], d.prompt[mask] - d.cached[mask]
+
+
+def ttft_cdf(data: ReportData) -> go.Figure:
+    return _distribution(
+        data,
+        lambda a, e: _served(a, e)[0],
+        "Time to first token (CDF)",
+        "TTFT from scheduled time (s)",
+        True,
+    )
+
+
+def uncached_cdf(data: ReportData) -> go.Figure:
+    return _distribution(
+        data,
+        lambda a, e: _served(a, e)[1],
+        "Uncached prompt tokens per request (CDF)",
+        "uncached tokens",
+        False,
+    )
+
+
+def miss_decomposition(data: ReportData) -> go.Figure:
+    """Stacked redundant prefill per request: placement, dependency and capacity where the run
+    knows them, else one 'ideal − reported' bar (live runs)."""
+    m = data.metrics
+    multi = len(data.runs) > 1
+    labels = [
+        f"{e} · {s}" if multi else str(e) for e, s in zip(m["engine"], m["sessions"], strict=True)
+    ]
+    fig = go.Figure()
+    split = m[[c for c, _ in MISS_PARTS]].to_numpy(float)
+    known = np.isfinite(split).all(axis=1)
+    for i, (_, name) in enumerate(MISS_PARTS):
+        fig.add_trace(go.Bar(x=labels, y=np.where(known, split[:, i], 0.0), name=name))
+    total = m["redundant_prefill_per_request"].to_numpy(float)
+    if (~known).any():
+        fig.add_trace(
+            go.Bar(x=labels, y=np.where(known, 0.0, total), name="ideal − reported (live)")
+        )
+    fig.update_layout(barmode="stack")
+    return _layout(
+        fig, "Redundant prefill per request, by cause", "engine", "tokens per request", "miss"
+    )
+
+
+def hit_vs_gap(data: ReportData) -> go.Figure:
+    fig = go.Figure()
+    multi = len(data.runs) > 1
+    for a in data.runs:
+        r = a.rollups["tool_gap"]
+        for engine, g in r.groupby("engine", sort=False):
+            fig.add_trace(
+                go.Scatter(
+                    x=g["bucket"],
+                    y=g["hit_rate"] * 100,
+                    mode="lines+markers",
+                    name=_label(a, str(engine), multi),
+                    customdata=g["requests"],
+                    hovertemplate="%{x}: %{y:.1f}% (%{customdata} requests)",
+                )
+            )
+    fig = _layout(
+        fig, "Hit rate against the idle time before the request", "tool gap", "hit rate (%)"
+    )
+    fig.update_xaxes(type="category")
+    return fig
+
+
+def ratio_label(metric: str, better_by: float, other: str) -> str:
+    """The demo's label: "2.00× higher vs sglang" for profit, "2.50× lower vs vllm" for user
+    cost; a worse engine gets the inverse ratio in the other direction."""
+    if not (isinstance(better_by, float | int) and math.isfinite(better_by) and better_by > 0):
+        return ""
+    good, bad = ("higher", "lower") if metric.startswith("profit") else ("lower", "higher")
+    if better_by >= 1:
+        return f"{better_by:.2f}× {good} vs {other}"
+    return f"{1 / better_by:.2f}× {bad} vs {other}"
+
+
+def economics(data: ReportData) -> go.Figure:
+    """Profit per GPU-hour and user cost per 1M input tokens, each bar labelled with its
+    ratio against the best other engine (the demo's comparison panel)."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("Provider profit ($/GPU-hour)", "User cost ($/1M input tokens)"),
+    )
+    multi = len(data.runs) > 1
+    for a in data.runs:
+        panel = a.panel.set_index(["engine", "metric"]) if not a.panel.empty else None
+        for col, metric in ((1, "profit_per_gpu_hour"), (2, "user_cost_per_m_input")):
+            if metric not in a.metrics.columns:
+                continue
+            xs = [_label(a, str(e), multi) for e in a.metrics["engine"]]
+            texts = []
+            for e in a.metrics["engine"]:
+                key = (e, metric)
+                if (
+                    panel is not None
+                    and key in panel.index
+                    and math.isfinite(panel.loc[key, "better_by"])
+                ):
+                    word = "higher" if metric.startswith("profit") else "lower"
+                    texts.append(
+                        f"{panel.loc[key, 'better_by']:.2f}× {word} vs {panel.loc[key, 'best_other']}"
+                    )
+                else:
+                    texts.append("")
+            fig.add_trace(
+                go.Bar(
+                    x=xs, y=a.metrics[metric], text=texts, textposition="outside", showlegend=False
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_layout(
+        title=f"Economics (price sheet {_sheet(data)}, GPU {data.gpu or 'per engine'})",
+        template="plotly_white",
+        width=1000,
+        height=480,
+        margin={"l": 60, "r": 20, "t": 80, "b": 50},
+    )
+    return fig
+
+
+def _sheet(data: ReportData) -> str:
+    if "sheet" in data.metrics.columns and data.metrics["sheet"].notna().any():
+        return str(data.metrics["sheet"].dropna().iloc[0])
+    return data.sheet or "default"
+
+
+def all_figures(data: ReportData) -> dict[str, go.Figure]:
+    """name -> figure, in the report's order."""
+    return {
+        "throughput_vs_sessions": versus_sessions(
+            data,
+            "output_tokens_per_min_per_gpu",
+            "Output throughput against load",
+            "output tokens/min/GPU",
+        ),
+        "prefill_vs_sessions": versus_sessions(
+            data,
+            "prefill_tokens_per_min_per_gpu",
+            "Prefill throughput against load",
+            "prompt tokens/min/GPU",
+        ),
+        "hit_rate_vs_sessions": versus_sessions(
+            data, "hit_rate", "Cache hit rate against load", "hit rate (%)", pct=True
+        ),
+        "ttft_vs_sessions": versus_sessions(
+            data, "ttft_p50", "Median TTFT against load", "TTFT p50 (s)"
+        ),
+        "ttft_cdf": ttft_cdf(data),
+        "uncached_cdf": uncached_cdf(data),
+        "miss_decomposition": miss_decomposition(data),
+        "hit_rate_vs_idle_gap": hit_vs_gap(data),
+        "economics": economics(data),
+    }
+
+
+__all__ = [
+    "all_figures",
+    "economics",
+    "hit_vs_gap",
+    "miss_decomposition",
+    "ttft_cdf",
+    "uncached_cdf",
+    "versus_sessions",
+]
