@@ -1,16 +1,102 @@
-"""`replay report`: not built yet."""
+"""`replay report RUN_DIR ... --out DIR [--format md,tex,html]`: paper-ready tables and figures.
+
+A RUN_DIR may also be a folder of runs (a `replay simulate --out` sweep): every run
+directory under it is included. Each run's summary.json is rewritten on the way.
+"""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Annotated
 
-from replay.commands.common import not_built
+import typer
+from rich.table import Table
+
+from analysis.manifest import parse_window
+from analysis.report.build import FORMATS, ReportError, ReportResult, build_report
+from analysis.runs import RunDirError, find_runs
+from pricing import PricingError
+from replay.commands.common import console, err_console, fail
+from replay.rundir import MANIFEST
+
+
+def expand_run_dirs(paths: list[Path]) -> list[Path]:
+    """Run directories as given, with folders of runs expanded (sorted)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not (path / MANIFEST).exists():
+            found = find_runs(path)
+            if not found:
+                raise RunDirError(f"{path}: holds no {MANIFEST}, and no run directories under it")
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
+def _print_result(result: ReportResult) -> None:
+    summary = Table(title="Report", show_lines=False)
+    for col in ("what", "count"):
+        summary.add_column(col)
+    kinds: dict[str, int] = {}
+    for f in result.files:
+        kinds[f.suffix or f.name] = kinds.get(f.suffix or f.name, 0) + 1
+    for suffix, count in sorted(kinds.items()):
+        summary.add_row(suffix, str(count))
+    console.print(summary)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if result.static_skipped:
+        err_console.print(f"[yellow]{result.static_skipped}[/]", highlight=False)
+    main = [f for f in result.files if f.name.startswith("report.")]
+    for f in main:
+        console.print(f"wrote {f}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "report", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-    )
-    def _cmd() -> None:
-        """Not built yet."""
-        not_built("replay report", "see the open issues")
+    @app.command("report")
+    def report(
+        run_dirs: Annotated[
+            list[Path], typer.Argument(help="Run directories (or folders of them) to report on.")
+        ],
+        out: Annotated[Path, typer.Option("--out", help="Folder to write the report into.")],
+        formats: Annotated[
+            str, typer.Option("--format", help="Comma-separated: md, tex, html (CSV always).")
+        ] = ",".join(FORMATS),
+        sheet: Annotated[
+            str | None, typer.Option("--sheet", help="Price sheet (default: Z.ai GLM list).")
+        ] = None,
+        gpu: Annotated[
+            str | None,
+            typer.Option("--gpu", help="GPU rate for every engine (default: its GPU type)."),
+        ] = None,
+        window: Annotated[
+            str | None,
+            typer.Option("--window", help="Measured window A-B in seconds (default: manifest's)."),
+        ] = None,
+        figures: Annotated[
+            bool, typer.Option("--figures/--no-figures", help="Build figures.")
+        ] = True,
+        static: Annotated[
+            bool, typer.Option("--static/--no-static", help="Export PNG/SVG/PDF (needs Chromium).")
+        ] = True,
+        bin_s: Annotated[
+            float, typer.Option("--bin-s", min=1.0, help="Time bin for standard errors (s).")
+        ] = 60.0,
+    ) -> None:
+        """Tables (Markdown, LaTeX, CSV), figures and a self-contained report.html."""
+        try:
+            win = parse_window(window, "--window") if window is not None else None
+        except ValueError as e:
+            fail(f"{e}; write it as START-END in seconds, e.g. 900-2700")
+        try:
+            dirs = expand_run_dirs(run_dirs)
+            result = build_report(
+                dirs, out, formats, sheet=sheet, gpu=gpu, window=win, figures=figures,
+                static=static, bin_s=bin_s,
+            )  # fmt: skip
+        except (RunDirError, ReportError) as e:
+            fail(str(e))
+        except PricingError as e:
+            fail(f"pricing: {e}")
+        _print_result(result)
