@@ -43,20 +43,16 @@ def list_cmd() -> None:
     """Every config in configs/engines/, one row each."""
     configs, errors = load_all_engine_configs()
     table = Table(title="engine configs (configs/engines/)")
-    for col in ("name", "kind", "engine", "adapter", "hardware", "model", "source"):
-        table.add_column(col, overflow="fold")
+    table.add_column("name", no_wrap=True)
+    table.add_column("engine", no_wrap=True)
+    table.add_column("adapter")
+    table.add_column("hardware")
+    table.add_column("source", overflow="fold")
     for c in configs:
         hw = "CPU" if c.hardware.gpus == 0 else f"{c.hardware.gpus}×{c.hardware.gpu_type}"
-        hw += f" TP{c.hardware.tensor_parallel_size}"
-        table.add_row(
-            c.name,
-            c.kind,
-            c.engine,
-            c.adapter,
-            hw,
-            c.model.served_name or c.model.path,
-            c.source.describe(),
-        )
+        src = c.source
+        pin = f"{src.repo}@{src.commit}" if src.type == "git" else src.describe()
+        table.add_row(c.name, c.engine, c.adapter, f"{hw} TP{c.hardware.tensor_parallel_size}", pin)
     console.print(table)
     for e in errors:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
@@ -124,7 +120,10 @@ def launch_cmd(
         bool, typer.Option("--dry-run", help="print the command, run nothing")
     ] = False,
     port: Annotated[
-        int | None, typer.Option("--port", help="port (default: a free loopback port)")
+        int | None, typer.Option("--port", help="port (default: the config's serve.port)")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="bind address (default: the config's)")
     ] = None,
     python: Annotated[
         str | None, typer.Option("--python", help="interpreter that has the engine installed")
@@ -145,13 +144,13 @@ def launch_cmd(
     if model:
         cfg = cfg.with_model(model)
     if dry_run:
-        typer.echo(render_command(cfg, port=port, python=python).shell())
+        typer.echo(render_command(cfg, port=port, python=python, host=host).shell())
         return
     log_path = (
         log_file or Path("runs") / "engines" / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     )
     try:
-        server = start_server(cfg, log_path, port=port, python=python)
+        server = start_server(cfg, log_path, port=port, python=python, host=host)
     except LaunchError as e:
         fail(str(e))
     # SIGTERM (e.g. from a test harness or systemd) must stop the server like Ctrl-C does.
@@ -182,7 +181,7 @@ def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
     console.print(f"healthy after {took:.1f} s", highlight=False)
     if preflight and not _preflight_report(server.url, cfg):
         raise typer.Exit(1)
-    typer.echo(f"--endpoint {cfg.engine}={server.url}")
+    typer.echo(cfg.endpoint_arg(server.url))
     console.print("serving; press Ctrl-C to stop")
     while server.alive():
         time.sleep(1.0)

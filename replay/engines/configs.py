@@ -177,6 +177,13 @@ class EngineConfig(_Strict):
             return str((self.path.parent / p).resolve())
         return p
 
+    def endpoint_arg(self, url: str) -> str:
+        """The `replay run` flag for a server of this config at `url`; the kind is spelled
+        out when the engine name is not itself a kind (`sglang-hicache=sglang@URL`)."""
+        if self.engine == self.kind:
+            return f"--endpoint {self.engine}={url}"
+        return f"--endpoint {self.engine}={self.kind}@{url}"
+
     def with_model(self, model: str) -> EngineConfig:
         """A copy serving `model` instead (a local path is made absolute, an id kept)."""
         local = Path(model).expanduser()
@@ -219,12 +226,12 @@ class _Kind:
         if cfg.expect.prefix_caching and pc is not None and pc not in args:
             raise ValueError(f"expect.prefix_caching is true but serve.args lacks {pc}")
 
-    def argv(self, cfg: EngineConfig, python: str, port: int) -> list[str]:
+    def argv(self, cfg: EngineConfig, python: str, host: str, port: int) -> list[str]:
         argv = [python, "-m", cfg.serve.module or self.module]
         argv += [self.model_flag, cfg.resolved_model()]
         if cfg.model.served_name:
             argv += ["--served-model-name", cfg.model.served_name]
-        argv += ["--host", cfg.serve.host, "--port", str(port)]
+        argv += ["--host", host, "--port", str(port)]
         argv += [self.tp_flag, str(cfg.hardware.tensor_parallel_size)]
         return argv + list(cfg.serve.args)
 
@@ -288,10 +295,17 @@ def resolve_python(cfg: EngineConfig, override: str | None = None) -> str:
 
 
 def render_command(
-    cfg: EngineConfig, *, port: int | None = None, python: str | None = None
+    cfg: EngineConfig,
+    *,
+    port: int | None = None,
+    python: str | None = None,
+    host: str | None = None,
 ) -> ServeCommand:
-    """The argv and environment that start `cfg`'s server (nothing is run)."""
-    argv = _KINDS[cfg.kind].argv(cfg, resolve_python(cfg, python), port or cfg.serve.port)
+    """The argv and environment that start `cfg`'s server (nothing is run); `port`, `python`
+    and `host` override the config's."""
+    argv = _KINDS[cfg.kind].argv(
+        cfg, resolve_python(cfg, python), host or cfg.serve.host, port or cfg.serve.port
+    )
     return ServeCommand(argv=tuple(argv), env=dict(cfg.serve.env))
 
 

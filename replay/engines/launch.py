@@ -119,13 +119,14 @@ def start_server(
     *,
     port: int | None = None,
     python: str | None = None,
+    host: str | None = None,
     gpus: int | None = None,
 ) -> RunningServer:
-    """Spawn the server (not yet healthy). `port=None` picks a free loopback port when the
-    config binds loopback, else the config's port; `gpus` overrides GPU detection (tests)."""
-    if port is None:
-        port = free_port(cfg.serve.host) if cfg.serve.host.startswith("127.") else cfg.serve.port
-    command = render_command(cfg, port=port, python=python)
+    """Spawn the server (not yet healthy) on `port` (default: the config's serve.port);
+    `gpus` overrides GPU detection (tests)."""
+    port = port or cfg.serve.port
+    host = host or cfg.serve.host
+    command = render_command(cfg, port=port, python=python, host=host)
     check_can_start(cfg, command, gpus)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **command.env}
@@ -138,8 +139,9 @@ def start_server(
             env=env,
             start_new_session=True,
         )
-    host = "127.0.0.1" if cfg.serve.host in ("0.0.0.0", "::") else cfg.serve.host
-    return RunningServer(cfg, command, process, f"http://{host}:{port}", log_path)
+    # A wildcard bind is reached on loopback from this machine.
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return RunningServer(cfg, command, process, f"http://{reach}:{port}", log_path)
 
 
 def _get(url: str, timeout: float) -> tuple[int, str]:
@@ -192,9 +194,10 @@ def launched(
     port: int | None = None,
     python: str | None = None,
     timeout_s: float | None = None,
+    gpus: int | None = None,
 ) -> Iterator[RunningServer]:
     """Start `cfg`, wait until healthy, yield the server, stop it on exit (also on errors)."""
-    server = start_server(cfg, log_path, port=port, python=python)
+    server = start_server(cfg, log_path, port=port, python=python, gpus=gpus)
     try:
         wait_healthy(server, timeout_s)
         yield server

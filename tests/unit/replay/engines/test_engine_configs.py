@@ -1,0 +1,356 @@
+"""Engine configs: every bundled one parses and renders its exact command; the paper's systems
+carry the flags the comparison depends on; every malformed config names the file and field;
+and `replay engines list|show|launch --dry-run` print what the configs say."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.engines.configs import (
+    EngineConfigError,
+    config_names,
+    load_all_engine_configs,
+    load_engine_config,
+    render_command,
+)
+
+ENGINES = Path(__file__).resolve().parents[4] / "configs" / "engines"
+PAPER = ["flashstate-glm53-b200", "vllm-glm53-b200", "sglang-glm53-b200"]
+REQUIRED = [
+    *PAPER,
+    "sglang-glm53-b200-hicache",
+    "vllm-lmcache-glm53-b200",
+    "vllm-cpu-tiny",
+]
+
+
+def flag_values(argv: tuple[str, ...] | list[str]) -> dict[str, list[str]]:
+    """`--flag v1 v2` → {"--flag": ["v1", "v2"]} (a bare flag maps to [])."""
+    out: dict[str, list[str]] = {}
+    key = None
+    for a in argv:
+        if a.startswith("--"):
+            key = a
+            out[key] = []
+        elif key is not None:
+            out[key].append(a)
+    return out
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, ["engines", *args])
+
+
+# ---- the bundled configs -------------------------------------------------------------------
+
+
+def test_every_required_config_is_bundled() -> None:
+    assert set(REQUIRED) <= set(config_names(ENGINES))
+
+
+@pytest.mark.parametrize("name", config_names(ENGINES))
+def test_every_config_parses_and_renders_its_command(name: str) -> None:
+    cfg = load_engine_config(name, ENGINES)
+    cmd = render_command(cfg, port=9123)
+    module = {"sglang": "sglang.launch_server"}.get(cfg.kind, "vllm.entrypoints.openai.api_server")
+    assert cmd.argv[1:3] == ("-m", module)
+    flags = flag_values(cmd.argv)
+    model_flag = "--model-path" if cfg.kind == "sglang" else "--model"
+    tp_flag = "--tp-size" if cfg.kind == "sglang" else "--tensor-parallel-size"
+    assert flags[model_flag] == [cfg.resolved_model()]
+    assert flags["--port"] == ["9123"]
+    assert flags["--host"] == [cfg.serve.host]
+    assert flags[tp_flag] == [str(cfg.hardware.tensor_parallel_size)]
+    # Every configured flag appears, in order, after the structured ones.
+    assert list(cmd.argv[-len(cfg.serve.args) :]) == cfg.serve.args
+    # The shell rendering is the same command: env assignments, then the argv word for word.
+    words = shlex.split(cmd.shell().replace("\\\n", " "))
+    env = [f"{k}={v}" for k, v in cmd.env.items()]
+    assert words == [*env, *cmd.argv]
+
+
+def test_flashstate_config_carries_the_release_flags() -> None:
+    cfg = load_engine_config("flashstate-glm53-b200", ENGINES)
+    flags = flag_values(render_command(cfg).argv)
+    assert cfg.kind == "flashstate" and cfg.engine == "flashstate" and cfg.adapter == "vllm"
+    assert flags["--mamba-frontier-checkpoint"] == []
+    assert flags["--mamba-prefill-export"] == []
+    assert flags["--prefix-cache-eviction"] == ["gds"]
+    assert flags["--prefill-cost-coefficients"] == ["1.862e-5", "3.33e-6"]
+    assert flags["--prefix-cache-leaf-last"] == []
+    assert flags["--prefix-cache-leaf-idle-seconds"] == ["60"]
+    assert flags["--enable-prefix-caching"] == []
+    assert flags["--enable-prompt-tokens-details"] == []
+    assert flags["--long-prefill-token-threshold"] == ["8704"]
+    assert flags["--tensor-parallel-size"] == ["2"]
+    assert (cfg.hardware.gpus, cfg.hardware.gpu_type) == (2, "B200")
+    src = cfg.source
+    assert src.type == "git"
+    assert (src.repo, src.commit) == ("FutureMLS-Lab/FlashStates", "e2ea9a7")
+    [fork] = src.submodules
+    assert (fork.repo, fork.branch, fork.commit) == ("FutureMLS-Lab/vllm", "flashstate", "3cfd432")
+    assert cfg.expect.block_size == 4352
+
+
+def test_vllm_baseline_matches_flashstate_except_the_hybrid_state_flags() -> None:
+    # The paper's comparison: same cache budget, batch size and chunk size, so the two differ
+    # only in hybrid state management.
+    fs = flag_values(load_engine_config("flashstate-glm53-b200", ENGINES).serve.args)
+    vl = flag_values(load_engine_config("vllm-glm53-b200", ENGINES).serve.args)
+    fork_only = {
+        "--mamba-frontier-checkpoint",
+        "--mamba-prefill-export",
+        "--prefix-cache-eviction",
+        "--prefill-cost-coefficients",
+        "--prefix-cache-leaf-last",
+        "--prefix-cache-leaf-idle-seconds",
+    }
+    assert fork_only.isdisjoint(vl)
+    assert {k: v for k, v in fs.items() if k not in fork_only} == vl
+    for shared in ("--kv-cache-memory-bytes", "--max-num-seqs", "--long-prefill-token-threshold"):
+        assert shared in vl
+
+
+def test_sglang_configs_report_cache_and_hicache_adds_the_host_tier() -> None:
+    base = load_engine_config("sglang-glm53-b200", ENGINES)
+    hi = load_engine_config("sglang-glm53-b200-hicache", ENGINES)
+    b, h = flag_values(render_command(base).argv), flag_values(render_command(hi).argv)
+    assert "--enable-cache-report" in b and "--enable-cache-report" in h
+    assert "--enable-hierarchical-cache" not in b
+    # Identical apart from the HiCache flags (and the default port).
+    assert {k: v for k, v in h.items() if k not in b} == {
+        "--enable-hierarchical-cache": [],
+        "--hicache-size": ["256"],
+        "--hicache-write-policy": ["write_through"],
+    }
+    assert {k: h[k] for k in b if k != "--port"} == {k: v for k, v in b.items() if k != "--port"}
+    assert (base.adapter, hi.adapter) == ("sglang", "sglang")
+    assert hi.endpoint_arg("http://h:1") == "--endpoint sglang-hicache=sglang@http://h:1"
+
+
+def test_lmcache_config_connects_lmcache_through_kv_transfer_config() -> None:
+    cfg = load_engine_config("vllm-lmcache-glm53-b200", ENGINES)
+    cmd = render_command(cfg)
+    ktc = json.loads(flag_values(cmd.argv)["--kv-transfer-config"][0])
+    assert ktc == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    assert cmd.env["LMCACHE_LOCAL_CPU"] == "True"
+    # The engine name is not a kind, so the endpoint line names the kind.
+    assert cfg.endpoint_arg("http://h:1") == "--endpoint vllm-lmcache=vllm@http://h:1"
+
+
+def test_cpu_tiny_config_is_the_recipe() -> None:
+    cfg = load_engine_config("vllm-cpu-tiny", ENGINES)
+    cmd = render_command(cfg)
+    flags = flag_values(cmd.argv)
+    for f in (
+        "--skip-tokenizer-init",
+        "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",
+    ):
+        assert flags[f] == []
+    assert flags["--load-format"] == ["dummy"]
+    assert flags["--max-model-len"] == ["16384"]
+    assert cmd.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert cmd.argv[0].endswith(".venv-vllm/bin/python") and Path(cmd.argv[0]).is_absolute()
+    model = json.loads((Path(cfg.resolved_model()) / "config.json").read_text())
+    assert model["architectures"] == ["LlamaForCausalLM"]
+    got = [model[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads")]
+    assert got == [256, 512, 4]
+    assert (model["num_key_value_heads"], model["head_dim"], model["num_hidden_layers"]) == (
+        2,
+        64,
+        2,
+    )
+    assert model["vocab_size"] == 32000
+    assert cfg.hardware.gpus == 0 and cfg.endpoint_arg("http://x:1") == "--endpoint vllm=http://x:1"
+
+
+def test_overrides_port_python_host_and_model() -> None:
+    cfg = load_engine_config("vllm-glm53-b200", ENGINES).with_model("my-org/my-model")
+    cmd = render_command(cfg, port=7000, python="/opt/py/bin/python", host="0.0.0.0")
+    flags = flag_values(cmd.argv)
+    assert cmd.argv[0] == "/opt/py/bin/python"
+    assert (flags["--port"], flags["--host"], flags["--model"]) == (
+        ["7000"],
+        ["0.0.0.0"],
+        ["my-org/my-model"],
+    )
+
+
+# ---- malformed configs name the file and the field ---------------------------------------
+
+
+def _good() -> dict[str, Any]:
+    data = yaml.safe_load((ENGINES / "vllm-glm53-b200.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _write(tmp_path: Path, data: Any, name: str = "bad-engine") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(EngineConfigError) as e:
+        load_engine_config(str(path))
+    return str(e.value)
+
+
+def test_wrong_type_names_file_and_field(tmp_path: Path) -> None:
+    data = _good()
+    data["serve"]["port"] = "eighty"
+    msg = _error(_write(tmp_path, data))
+    assert str(tmp_path / "bad-engine.yaml") in msg and "field 'serve.port'" in msg
+
+
+def test_unknown_field_is_rejected_by_name(tmp_path: Path) -> None:
+    data = _good()
+    data["hardware"]["gpu_count"] = 2
+    msg = _error(_write(tmp_path, data))
+    assert "field 'hardware.gpu_count'" in msg and "Extra inputs are not permitted" in msg
+
+
+def test_missing_field_and_bad_kind(tmp_path: Path) -> None:
+    data = _good()
+    del data["kind"]
+    assert "field 'kind': Field required" in _error(_write(tmp_path, data))
+    data = _good()
+    data["kind"] = "tensorrt"
+    assert "field 'kind'" in _error(_write(tmp_path, data, "bad-kind"))
+
+
+def test_bad_git_pin_names_the_source_field(tmp_path: Path) -> None:
+    data = _good()
+    data["source"]["commit"] = "main"
+    assert "field 'source.git.commit'" in _error(_write(tmp_path, data))
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "kind: vllm\nserve:\n  args: [--a\n  port: 1\n")
+    msg = _error(path)
+    assert str(path) in msg and "invalid YAML at line" in msg
+
+
+def test_flags_the_structured_fields_own_are_rejected(tmp_path: Path) -> None:
+    data = _good()
+    data["serve"]["args"] += ["--tensor-parallel-size", "4"]
+    msg = _error(_write(tmp_path, data))
+    assert "serve.args repeats --tensor-parallel-size" in msg
+    assert "hardware.tensor_parallel_size" in msg
+
+
+def test_expectation_without_its_flag_names_the_flag(tmp_path: Path) -> None:
+    data = _good()
+    data["serve"]["args"].remove("--enable-prompt-tokens-details")
+    msg = _error(_write(tmp_path, data))
+    assert "expect.cached_tokens_reported" in msg and "--enable-prompt-tokens-details" in msg
+    data["kind"] = "sglang"
+    data["serve"]["args"] = []
+    assert "--enable-cache-report" in _error(_write(tmp_path, data, "bad-sglang"))
+
+
+def test_tensor_parallel_beyond_the_gpus_is_rejected(tmp_path: Path) -> None:
+    data = _good()
+    data["hardware"]["tensor_parallel_size"] = 4
+    msg = _error(_write(tmp_path, data))
+    assert "field 'hardware'" in msg and "tensor_parallel_size 4" in msg
+
+
+def test_name_field_must_match_the_file(tmp_path: Path) -> None:
+    data = _good()
+    data["name"] = "something-else"
+    assert "field 'name' is 'something-else'" in _error(_write(tmp_path, data))
+
+
+def test_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(EngineConfigError, match=r"no engine config named 'nope'.*vllm-cpu-tiny"):
+        load_engine_config("nope", ENGINES)
+
+
+def test_one_bad_file_does_not_hide_the_good_ones(tmp_path: Path) -> None:
+    _write(tmp_path, _good(), "good-one")
+    data = _good()
+    data["adapter"] = "grpc"
+    _write(tmp_path, data, "bad-one")
+    good, bad = load_all_engine_configs(tmp_path)
+    assert [c.name for c in good] == ["good-one"]
+    assert len(bad) == 1 and "bad-one.yaml" in str(bad[0]) and "field 'adapter'" in str(bad[0])
+
+
+# ---- the commands -------------------------------------------------------------------------
+
+
+def test_list_shows_every_config() -> None:
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    for name in REQUIRED:
+        assert name in result.stdout
+
+
+def test_list_reports_a_malformed_file_and_fails(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "engines").mkdir()
+    _write(tmp_path / "engines", _good(), "fine")
+    data = _good()
+    data["serve"]["port"] = -1
+    _write(tmp_path / "engines", data, "broken")
+    monkeypatch.setenv("REPLAY_CONFIG_DIR", str(tmp_path))
+    result = invoke("list")
+    assert result.exit_code == 2
+    assert "fine" in result.stdout
+    assert "broken.yaml" in result.stderr and "serve.port" in result.stderr
+
+
+def test_show_prints_the_resolved_command_and_env() -> None:
+    result = invoke("show", "vllm-lmcache-glm53-b200")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "LMCACHE_MAX_LOCAL_CPU_SIZE=256" in out
+    assert "-m vllm.entrypoints.openai.api_server" in out
+    assert "--kv-transfer-config" in out and "github.com/vllm-project/vllm@ec8a372" in out
+
+
+def test_launch_dry_run_prints_the_command_and_runs_nothing() -> None:
+    # A nonexistent interpreter proves nothing was checked or started.
+    result = invoke("launch", "flashstate-glm53-b200", "--dry-run", "--port", "8111")
+    assert result.exit_code == 0, result.output
+    words = shlex.split(result.stdout.replace("\\\n", " "))
+    cfg = load_engine_config("flashstate-glm53-b200", ENGINES)
+    assert words == list(render_command(cfg, port=8111).argv)
+
+
+def test_show_and_launch_name_a_malformed_config(tmp_path: Path) -> None:
+    data = _good()
+    data["expect"]["block_size"] = 0
+    path = _write(tmp_path, data)
+    for cmd in (["show", str(path)], ["launch", str(path), "--dry-run"]):
+        result = invoke(*cmd)
+        assert result.exit_code == 2
+        assert str(path) in result.stderr and "expect.block_size" in result.stderr
+
+
+def test_launching_a_gpu_config_without_gpus_fails_fast() -> None:
+    # This machine (and CI) has no B200s: the command must say so at once, not hang.
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "replay", "engines", "launch", "flashstate-glm53-b200"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "needs 2 × B200 GPU(s)" in done.stderr and "vllm-cpu-tiny" in done.stderr
+    assert time.monotonic() - t0 < 60
