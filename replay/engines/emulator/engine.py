@@ -90,6 +90,9 @@ class EngineCore:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.counters = EngineCounters()
+        # After a failed admission, retry only once memory may have been freed (a request
+        # finished or left): a cache that evicts while trying must not churn every step.
+        self._blocked = False
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -102,6 +105,7 @@ class EngineCore:
         if seq in self.running:
             self.running.remove(seq)
             self.cache.abort(seq.rid, now)
+            self._blocked = False
         else:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(seq)
@@ -136,6 +140,7 @@ class EngineCore:
         if cached != resume.cached:
             resume = Resume(cached, *_tail(resume))
         if not self.cache.admit(seq.rid, seq.prompt, resume, seq.prompt_len + seq.max_tokens, now):
+            self._blocked = True
             return None
         self.waiting.popleft()
         seq.resume = resume
@@ -160,6 +165,8 @@ class EngineCore:
                 budget -= end - seq.computed
         started: list[Sequence] = []
         while self.waiting and budget > 0 and len(self.running) < p.max_batch:
+            if self._blocked and self.running:
+                break
             new = self._admit_head(now)
             if new is None:
                 break  # head-of-line: later requests wait behind it, as in FCFS engines
@@ -195,6 +202,7 @@ class EngineCore:
             self.running.remove(seq)
             kv = np.asarray(seq.output_ids[: seq.generated - 1])
             self.cache.finish(seq.rid, seq.prompt.extended(kv), t)
+            self._blocked = False
             self.counters.requests_finished += 1
 
 

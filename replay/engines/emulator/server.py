@@ -10,9 +10,10 @@ output streams as the modelled steps complete (see `runner.py`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -316,17 +317,32 @@ async def serve(
     on_ready: Callable[[str], Awaitable[None] | None] | None = None,
 ) -> None:
     """Run the server until cancelled; `on_ready(url)` once it listens."""
-    server = EmulatorServer(cfg, cache_factory)
+    async with running_server(cfg, cache_factory) as (url, _server):
+        if on_ready is not None:
+            res = on_ready(url)
+            if asyncio.iscoroutine(res):
+                await res
+        await asyncio.Event().wait()
+
+
+@contextlib.asynccontextmanager
+async def running_server(
+    cfg: EmulatorConfig,
+    cache_factory: CacheFactory | None = None,
+    crash: Callable[[], None] = hard_exit,
+) -> AsyncIterator[tuple[str, EmulatorServer]]:
+    """An emulator inside the current event loop (for tests and embedding): yields its base
+    URL and the server object. `cfg.port` 0 picks a free port."""
+    if cache_factory is None:
+        from replay.engines.emulator.caches import make_cache
+
+        cache_factory = make_cache
+    server = EmulatorServer(cfg, cache_factory, crash)
     runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
     await site.start()
     try:
-        port = runner.addresses[0][1]
-        if on_ready is not None:
-            res = on_ready(f"http://{cfg.host}:{port}")
-            if asyncio.iscoroutine(res):
-                await res
-        await asyncio.Event().wait()
+        yield f"http://{cfg.host}:{runner.addresses[0][1]}", server
     finally:
         await runner.cleanup()

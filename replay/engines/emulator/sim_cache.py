@@ -1,12 +1,78 @@
-"""Adapter: the simulator's online cache core (`replay.sim`) as an emulator `EngineCache`."""
+"""Adapter: the simulator's online cache core (`replay.sim.cache.HybridCache`) as the
+emulator's `EngineCache`, so an emulated engine and `replay simulate` share one model of
+each policy (placement, eviction, admission) and cannot drift apart.
+
+The cache places checkpoints itself from its policy's own chunk model when a request
+begins, and materialises blocks and checkpoints when it finishes; the engine's per-chunk
+`prefill` calls therefore carry no information it needs. A request's KV covers its prompt
+plus all generated ids but the last (whose KV is never computed), and that is the length
+passed at `finish` — the exact-end checkpoint of ASC sits where a real engine's live state is.
+"""
 
 from __future__ import annotations
 
-from replay.engines.emulator.cache import EngineCache
-from replay.engines.emulator.kv_cache import KVLRUCache
+from replay.engines.emulator.cache import Resume
+from replay.engines.emulator.hashing import PrefixKeys
 from replay.profiles import ModelProfile
+from replay.sim.cache import Handle, HybridCache, ResumeInfo
+from replay.sim.policies import make_policy
 
 
-def make_sim_cache(policy: str, profile: ModelProfile) -> EngineCache:
-    # Interim until replay.sim's online core lands: a plain KV cache.
-    return KVLRUCache(profile.block_tokens, profile.blocks_per_engine)
+class SimCache:
+    """One `HybridCache` with the named policy, driven request by request."""
+
+    def __init__(
+        self, policy: str, profile: ModelProfile, options: dict[str, object] | None = None
+    ) -> None:
+        self.cache = HybridCache(profile, make_policy(policy, profile, **(options or {})))
+        self.policy = policy
+        self._infos: dict[int, ResumeInfo] = {}
+        self._handles: dict[int, Handle] = {}
+
+    @property
+    def block_tokens(self) -> int:
+        return self.cache.B
+
+    def lookup(self, rid: int, seq: PrefixKeys, now: float) -> Resume:
+        info = self.cache.lookup(seq, len(seq), now)
+        self._infos[rid] = info
+        return Resume(
+            cached=info.resume_pos,
+            ideal=info.ideal_pos,
+            checkpoint_pos=info.checkpoint_pos,
+            resident_pos=info.resident_pos,
+            placement_miss=info.placement_miss,
+            dependency_miss=info.dependency_miss,
+            capacity_miss=info.capacity_miss,
+        )
+
+    def admit(
+        self, rid: int, seq: PrefixKeys, resume: Resume, reserve_tokens: int, now: float
+    ) -> bool:
+        info = self._infos.pop(rid, None)
+        if info is None:  # admit without a lookup just before: look up now
+            self.lookup(rid, seq, now)
+            info = self._infos.pop(rid)
+        h = self.cache.begin(seq, len(seq), info, now)
+        if not self.cache.reserve(h, reserve_tokens, now):
+            self.cache.abort(h, now)
+            return False
+        self._handles[rid] = h
+        return True
+
+    def prefill(self, rid: int, start: int, end: int, now: float) -> None:
+        """Placement was decided at `begin` from the policy's chunk model."""
+
+    def finish(self, rid: int, seq: PrefixKeys, now: float) -> None:
+        h = self._handles.pop(rid)
+        self.cache.finish(h, seq, len(seq), now)
+
+    def abort(self, rid: int, now: float) -> None:
+        self._infos.pop(rid, None)
+        h = self._handles.pop(rid, None)
+        if h is not None:
+            self.cache.abort(h, now)
+
+    def usage(self) -> float:
+        cap = self.cache.capacity
+        return min(1.0, self.cache.used_blocks / cap) if cap else 0.0

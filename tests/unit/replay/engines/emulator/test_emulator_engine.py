@@ -1,0 +1,162 @@
+"""The engine model: chunked prefill, continuous batching, step costs, cache admission."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replay.engines.emulator.engine import (
+    EngineCore,
+    Sequence,
+    generated_ids,
+    special_free_range,
+)
+from replay.engines.emulator.hashing import PrefixKeys
+from replay.engines.emulator.kv_cache import KVLRUCache
+from replay.profiles import ModelProfile
+
+
+def _profile(**kw: object) -> ModelProfile:
+    base: dict[str, object] = dict(
+        name="tiny",
+        model="tiny",
+        gpus=1,
+        block_tokens=64,
+        blocks_per_gpu=100,
+        checkpoint_blocks=1,
+        prefill_cost_d=1e-4,
+        prefill_cost_e=0.0,
+        decode_s_per_step=0.01,
+        decode_s_per_seq=0.001,
+        chunk_tokens=256,
+        max_batch=4,
+        vocab_size=32000,
+    )
+    base.update(kw)
+    return ModelProfile.model_validate(base)
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.events: list[tuple[int, bool]] = []
+
+    def push(self, count: int, finished: bool) -> None:
+        self.events.append((count, finished))
+
+
+def _seq(rid: int, n: int, out: int, seed: int = 0) -> tuple[Sequence, _Sink]:
+    ids = np.random.default_rng(seed).integers(1000, 30000, n)
+    keys = PrefixKeys(ids, 64)
+    sink = _Sink()
+    return Sequence(rid, keys, out, generated_ids(keys, out, 32000), sink), sink
+
+
+def _run(core: EngineCore, limit: int = 10_000) -> float:
+    """Step until idle, delivering tokens as the runner would; returns the model time."""
+    t = 0.0
+    for _ in range(limit):
+        if not core.has_work():
+            break
+        r = core.step(t)
+        assert r.duration > 0
+        t += r.duration
+        for seq, count, done in r.emitted:
+            seq.sink.push(count, done)
+    return t
+
+
+def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
+    p = _profile()
+    core = EngineCore(p, KVLRUCache(64, 100))
+    seq, sink = _seq(1, 600, 5)
+    core.add(seq)
+    t = _run(core)
+    # 600 tokens in chunks of 256, 256, 88 (block aligned), then 4 more decode steps.
+    prefill = p.prefill_seconds(0, 256) + p.prefill_seconds(256, 512) + p.prefill_seconds(512, 600)
+    expected = prefill + 3 * 0.01 + 4 * (0.01 + 0.001)
+    assert t == pytest.approx(expected)
+    assert sink.events == [(1, False)] * 4 + [(1, True)]
+    assert seq.first_token_t == pytest.approx(prefill + 3 * 0.01)
+
+
+def test_chunks_end_on_block_boundaries_unless_they_finish_the_prompt() -> None:
+    core = EngineCore(_profile(chunk_tokens=200), KVLRUCache(64, 100))
+    seq, _ = _seq(1, 500, 1)
+    core.add(seq)
+    ends = []
+    t = 0.0
+    while core.has_work():
+        r = core.step(t)
+        t += r.duration
+        ends.append(seq.computed)
+    assert ends == [192, 384, 500]
+
+
+def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -> None:
+    core = EngineCore(_profile(), KVLRUCache(64, 100))
+    first, _ = _seq(1, 640, 2)
+    core.add(first)
+    _run(core)
+    again, _ = _seq(2, 640, 2)
+    core.add(again)
+    r = core.step(0.0)
+    assert again.resume is not None and again.resume.cached == 639  # the last token is recomputed
+    assert r.duration == pytest.approx(0.01 + _profile().prefill_seconds(639, 640))
+    assert core.counters.cached_tokens == 639
+    assert core.counters.prompt_tokens == 1280
+
+
+def test_decoding_sequences_share_a_step_and_pay_per_sequence() -> None:
+    core = EngineCore(_profile(chunk_tokens=1000), KVLRUCache(64, 100))
+    a, _ = _seq(1, 100, 3, seed=1)
+    b, _ = _seq(2, 100, 3, seed=2)
+    core.add(a)
+    core.add(b)
+    r0 = core.step(0.0)  # both prefilled in one step
+    assert {s.rid for s in r0.started} == {1, 2}
+    r1 = core.step(r0.duration)
+    assert r1.duration == pytest.approx(0.01 + 2 * 0.001)
+    assert len(r1.emitted) == 2
+
+
+def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
+    core = EngineCore(_profile(max_batch=1), KVLRUCache(64, 100))
+    a, _ = _seq(1, 64, 5, seed=1)
+    b, _ = _seq(2, 64, 5, seed=2)
+    core.add(a)
+    core.add(b)
+    core.step(0.0)
+    assert core.num_running == 1 and core.num_waiting == 1
+    # A cache of 3 blocks holds one 64+64-token request (2 blocks) at a time.
+    core = EngineCore(_profile(chunk_tokens=1000), KVLRUCache(64, 3))
+    a, _ = _seq(1, 64, 64, seed=1)
+    b, _ = _seq(2, 64, 64, seed=2)
+    core.add(a)
+    core.add(b)
+    core.step(0.0)
+    assert core.num_running == 1 and core.num_waiting == 1
+    _run(core)
+    assert b.done_t is not None and a.done_t is not None and b.done_t > a.done_t
+
+
+def test_cancel_releases_a_running_request() -> None:
+    cache = KVLRUCache(64, 10)
+    core = EngineCore(_profile(), cache)
+    a, _ = _seq(1, 128, 100)
+    core.add(a)
+    core.step(0.0)
+    assert cache.usage() > 0
+    core.cancel(a, 1.0)
+    assert cache.usage() == 0 and not core.has_work()
+    assert core.counters.requests_aborted == 1
+
+
+def test_generated_ids_are_deterministic_per_prompt_and_avoid_special_ids() -> None:
+    a = PrefixKeys(np.arange(100), 64)
+    b = PrefixKeys(np.arange(1, 101), 64)
+    ga, gb = generated_ids(a, 500, 32000), generated_ids(b, 500, 32000)
+    assert (ga == generated_ids(PrefixKeys(np.arange(100), 64), 500, 32000)).all()
+    assert not (ga == gb).all()
+    lo, hi = special_free_range(32000)
+    assert lo > 0 and hi < 32000
+    assert ga.min() >= lo and ga.max() < hi
