@@ -1,0 +1,202 @@
+"""`replay report` and `analysis.report`: table numbers, citations, formats, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis.report import ReportError, build_report
+from analysis.report.export import NO_BROWSER
+from analysis.report.tables import Column, Table, format_value, tex_escape
+from replay.cli import app
+
+Builder = Callable[[], Any]
+
+MANIFEST = {
+    "harness_version": "0.1.0+test",
+    "trace": {"path": "traces/sample.jsonl.gz", "sha256": "ab" * 32},
+    "config": {"window": [0, 120], "sessions": 2, "seed": 7},
+    "engines": [
+        {
+            "name": "a",
+            "gpus": 1,
+            "gpu_type": "B200",
+            "kind": "vllm",
+            "model": "glm-5.3-flash",
+            "server_version": "vllm 0.32.0",
+            "flags": ["--enable-prefix-caching", "--enable-prompt-tokens-details"],
+        },
+        {"name": "b", "gpus": 2, "gpu_type": "H100", "server_version": "sglang 0.9"},
+    ],
+}
+
+
+def _run(builder: Builder, name: str = "run", sessions: int = 2) -> Path:
+    b = builder()
+    # engine a: 60 output tokens per minute each minute, hit rate 600/1000 and 700/1000
+    b.req("a", 5.0, first=10.0, done=10.0, output=60, prompt=1000, cached=600, ideal=900)
+    b.req("a", 65.0, first=70.0, done=70.0, output=60, prompt=1000, cached=700, ideal=900, turn=1)
+    b.req("b", 5.0, first=12.0, done=12.0, output=240, prompt=2000, cached=500, ideal=1800)
+    b.req("b", 65.0, first=75.0, done=75.0, output=240, prompt=2000, cached=500, ideal=1800, turn=1)
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["config"]["sessions"] = sessions
+    return b.write(name, **manifest)
+
+
+def _csv(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as f:
+        return {row["engine"]: row for row in csv.DictReader(f)}
+
+
+def test_table_numbers_match_hand_computed(builder: Builder, tmp_path: Path) -> None:
+    run_dir = _run(builder)
+    out = tmp_path / "rep"
+    result = build_report([run_dir], out, "md,tex", figures=False)
+    t = _csv(out / "tables" / "throughput.csv")
+    assert float(t["a"]["output_tokens_per_min_per_gpu"]) == pytest.approx(60.0)
+    assert float(t["a"]["output_tokens_per_min_per_gpu_se"]) == pytest.approx(0.0)
+    assert float(t["b"]["output_tokens_per_min_per_gpu"]) == pytest.approx(120.0)  # 2 GPUs
+    assert float(t["a"]["prefill_tokens_per_min_per_gpu"]) == pytest.approx(1000.0)
+    assert float(t["a"]["hit_rate"]) == pytest.approx(0.65)
+    assert float(t["a"]["hit_rate_se"]) == pytest.approx(0.05)  # bins 0.6, 0.7
+    assert float(t["b"]["hit_rate"]) == pytest.approx(0.25)
+    lat = _csv(out / "tables" / "latency.csv")
+    assert float(lat["a"]["ttft_p50"]) == pytest.approx(5.0)
+    assert float(lat["b"]["ttft_p50"]) == pytest.approx(8.5)
+    econ = _csv(out / "tables" / "economics.csv")
+    assert econ["a"]["gpu"] == "B200" and econ["b"]["gpu"] == "H100"
+    # (1 - 0.65) x 0.15 + 0.65 x 0.03
+    assert float(econ["a"]["user_cost_per_m_input"]) == pytest.approx(0.072)
+    md = (out / "tables" / "throughput.md").read_text()
+    assert "| Output (tok/min/GPU) |" in md
+    assert "| a | 2 | 1 | 2 | 60 ± 0 | 1,000 ± 0 | 65.0 ± 5.0 | 90.0 |" in md
+    tex = (out / "tables" / "throughput.tex").read_text()
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert "Hit rate (\\%)" in tex and "Output (tok/min/GPU)" in tex
+    assert "\\begin{tabular}{lrrrrrrrrr}" in tex
+    assert "65.0 $\\pm$ 5.0" in tex
+    assert not (out / "report.html").exists()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["engines"]["a"]["hit_rate"] == pytest.approx(0.65)
+    assert "user_cost_per_m_input" not in summary["engines"]["a"]  # same keys as executors'
+    assert any(p.name == "summary.json" for p in result.files)
+
+
+def test_report_md_cites_the_manifest(builder: Builder, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    build_report([_run(builder)], out, "md", figures=False)
+    md = (out / "report.md").read_text()
+    for text in (
+        "traces/sample.jsonl.gz",
+        "ab" * 32,
+        "**Seed:** `7`",
+        "0.1.0+test",
+        "vllm 0.32.0",
+        "--enable-prefix-caching --enable-prompt-tokens-details",
+        "sglang 0.9",
+        "`2× H100`",
+        "0–120 s (manifest config.window)",
+    ):
+        assert text in md, text
+    assert "**Command:** `not recorded`" in md
+
+
+def test_no_browser_skips_static_and_writes_the_rest(
+    builder: Builder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAY_CHROMIUM", "")
+    out = tmp_path / "rep"
+    result = build_report([_run(builder)], out)
+    assert result.static_skipped == NO_BROWSER
+    assert "apt-get install -y chromium" in NO_BROWSER
+    assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    assert (out / "figures" / "ttft_cdf.json").exists()
+    assert not list((out / "figures").glob("*.png"))
+    md = (out / "report.md").read_text()
+    assert "figures/ttft_cdf.json" in md
+    html = (out / "report.html").read_text()
+    assert NO_BROWSER.split(":")[0] in html
+    assert "<script src=" not in html  # nothing fetched from a CDN
+    assert (out / "report.tex").exists()
+
+
+def test_sweep_over_a_folder_of_runs(builder: Builder, tmp_path: Path) -> None:
+    _run(builder, "sweep/s2", sessions=2)
+    _run(builder, "sweep/s4", sessions=4)
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(
+        app, ["report", str(tmp_path / "sweep"), "--out", str(out), "--no-figures"]
+    )
+    assert res.exit_code == 0, res.output
+    with open(out / "tables" / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["engine"], r["sessions"]) for r in rows) == [
+        ("a", "2"),
+        ("a", "4"),
+        ("b", "2"),
+        ("b", "4"),
+    ]
+    assert "wrote" in res.output and "report.md" in res.output
+    assert (out / "tables" / "throughput.md").read_text().count("| s") >= 2  # run column
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["MISSING"], "no such directory"),
+        (["RUN", "--format", "md,pdf"], "--format: unknown pdf; choose from md,tex,html"),
+        (["RUN", "--sheet", "nope"], "pricing: unknown price sheet 'nope'"),
+        (["RUN", "--gpu", "nope"], "pricing: unknown GPU 'nope'"),
+        (["RUN", "--window", "9-3"], "--window: window must have 0 <= start < end"),
+        (["RUN", "--window", "x"], "write it as START-END in seconds"),
+        (["EMPTY"], "holds no manifest.json, and no run directories under it"),
+        (["RUN", "--out-file"], "exists and is not a directory"),
+    ],
+)
+def test_cli_errors_are_readable(
+    builder: Builder, tmp_path: Path, args: list[str], message: str
+) -> None:
+    run_dir = _run(builder)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    subst = {
+        "RUN": str(run_dir),
+        "MISSING": str(tmp_path / "nope"),
+        "EMPTY": str(tmp_path / "empty"),
+    }
+    argv = [subst.get(a, a) for a in args if a != "--out-file"]
+    out = tmp_path / "afile" if "--out-file" in args else tmp_path / "rep"
+    res = CliRunner().invoke(app, ["report", *argv, "--out", str(out), "--no-figures"])
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split()), res.output
+
+
+def test_report_error_without_runs(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no run directories given"):
+        build_report([], tmp_path / "rep")
+
+
+def test_format_value_and_escape() -> None:
+    pct = Column("h", "Hit", "%", "pct", 1)
+    assert format_value(0.8734, pct, "md") == "87.3"
+    assert format_value(float("nan"), pct, "md") == "–"
+    assert format_value(None, pct, "tex") == "--"
+    usd = Column("p", "Profit", "$/GPU-h", "usd", 2)
+    assert format_value(-1.204, usd, "md") == "-$1.20"
+    assert format_value(1234.5, Column("n", "N", kind="int"), "md") == "1,234"
+    assert format_value(1234.5, Column("n", "N", kind="int"), "tex") == "1234"
+    assert format_value(2.0, Column("r", "R", kind="ratio", digits=2), "tex") == "2.00$\\times$"
+    assert tex_escape("a_b & 50% ≥ $1") == "a\\_b \\& 50\\% $\\geq$ \\$1"
+
+
+def test_table_html_escapes() -> None:
+    import pandas as pd
+
+    t = Table("t", "T <x>", pd.DataFrame({"e": ["<b>"]}), [Column("e", "E", kind="text")])
+    assert "&lt;b&gt;" in t.to_html() and "T &lt;x&gt;" in t.to_html()
