@@ -1,0 +1,193 @@
+"""Figure builders: plain functions from DataFrames to plotly figures, no Streamlit.
+
+Each takes the columns it names (request-record columns, or a metrics table from analysis)
+and returns a `go.Figure`, so tests call them directly and the pages only lay them out.
+Large runs are binned before plotting: a browser should not draw 100,000 points per line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+# One colour per engine, stable across pages (the FlashState demo's order first).
+PALETTE = ("#2a9d8f", "#e76f51", "#264653", "#e9c46a", "#8d99ae", "#f4a261", "#6a4c93")
+TIMELINE_BINS = 240
+
+
+def engine_colors(engines: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(engines)}
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        height=height,
+        margin={"l": 50, "r": 20, "t": 50, "b": 45},
+        legend={"orientation": "h", "y": -0.2},
+        template="plotly_white",
+    )
+    return fig
+
+
+def _numbers(df: pd.DataFrame, col: str) -> np.ndarray:
+    return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def cumulative_output_figure(
+    requests: pd.DataFrame, end_s: float, t: float | None = None, bins: int = TIMELINE_BINS
+) -> go.Figure:
+    """Output tokens completed so far, per engine, against run time (minutes); a dashed line
+    marks the slider's time. Requests are binned by `done_s` into `bins` steps."""
+    fig = go.Figure()
+    engines = [str(e) for e in pd.unique(requests["engine"].dropna())]
+    colors = engine_colors(engines)
+    edges = np.linspace(0.0, max(end_s, 1e-9), bins + 1)
+    for name in engines:
+        rows = requests[requests["engine"] == name]
+        done = _numbers(rows, "done_s")
+        tokens = np.nan_to_num(_numbers(rows, "output_tokens"))
+        ok = ~np.isnan(done)
+        counts, _ = np.histogram(done[ok], bins=edges, weights=tokens[ok])
+        fig.add_trace(
+            go.Scatter(
+                x=edges[1:] / 60.0,
+                y=np.cumsum(counts),
+                mode="lines",
+                name=name,
+                line={"color": colors[name], "width": 2},
+            )
+        )
+    if t is not None:
+        fig.add_vline(x=t / 60.0, line_dash="dash", line_color="#555")
+    return _layout(fig, "Output tokens completed", "run time (min)", "tokens")
+
+
+def throughput_over_time_figure(requests: pd.DataFrame, bin_s: float = 10.0) -> go.Figure:
+    """Completed requests per minute per engine, in `bin_s` bins of `done_s` (the Live page)."""
+    fig = go.Figure()
+    engines = [str(e) for e in pd.unique(requests["engine"].dropna())]
+    colors = engine_colors(engines)
+    done_all = _numbers(requests, "done_s")
+    last = float(np.nanmax(done_all)) if np.isfinite(done_all).any() else 0.0
+    edges = np.arange(0.0, last + bin_s, bin_s) if last > 0 else np.array([0.0, bin_s])
+    for name in engines:
+        done = _numbers(requests[requests["engine"] == name], "done_s")
+        counts, _ = np.histogram(done[~np.isnan(done)], bins=edges)
+        fig.add_trace(
+            go.Scatter(
+                x=edges[1:] / 60.0,
+                y=counts * (60.0 / bin_s),
+                mode="lines",
+                name=name,
+                line={"color": colors[name]},
+            )
+        )
+    return _layout(fig, "Requests completed per minute", "run time (min)", "requests/min")
+
+
+def sweep_figure(table: pd.DataFrame, metric: str, label: str, percent: bool = False) -> go.Figure:
+    """One metric against the number of sessions, one line per engine, one point per run.
+
+    `table` has `engine`, `sessions` and `metric` columns (analysis' window metrics of many
+    runs stacked); points with the same engine and session count (seeds) are averaged and
+    their spread shown as error bars (standard error)."""
+    fig = go.Figure()
+    data = table[["engine", "sessions", metric]].copy()
+    data[metric] = pd.to_numeric(data[metric], errors="coerce") * (100.0 if percent else 1.0)
+    engines = [str(e) for e in pd.unique(data["engine"].dropna())]
+    colors = engine_colors(engines)
+    for name in engines:
+        grouped = (
+            data[data["engine"] == name]
+            .groupby("sessions")[metric]
+            .agg(["mean", "std", "count"])
+            .sort_index()
+        )
+        err = (grouped["std"] / np.sqrt(grouped["count"])).fillna(0.0)
+        fig.add_trace(
+            go.Scatter(
+                x=grouped.index.to_numpy(),
+                y=grouped["mean"].to_numpy(),
+                error_y={"type": "data", "array": err.to_numpy(), "visible": bool((err > 0).any())},
+                mode="lines+markers",
+                name=name,
+                line={"color": colors[name]},
+            )
+        )
+    return _layout(fig, f"{label} vs sessions", "concurrent sessions", label)
+
+
+def whatif_figure(curves: pd.DataFrame, x: str, y: str, x_label: str, y_label: str) -> go.Figure:
+    """Lines of `y` against `x`, one per engine (`curves` has `engine`, `x`, `y`), with the
+    zero line drawn: on a profit curve, where it crosses is the break-even point."""
+    fig = go.Figure()
+    engines = [str(e) for e in pd.unique(curves["engine"].dropna())]
+    colors = engine_colors(engines)
+    for name in engines:
+        rows = curves[curves["engine"] == name].sort_values(x)
+        fig.add_trace(
+            go.Scatter(x=rows[x], y=rows[y], mode="lines", name=name, line={"color": colors[name]})
+        )
+    fig.add_hline(y=0.0, line_color="#999", line_width=1)
+    return _layout(fig, f"{y_label} vs {x_label}", x_label, y_label)
+
+
+def engine_bars_figure(
+    values: Mapping[str, float], title: str, y_label: str, engines: list[str] | None = None
+) -> go.Figure:
+    """One bar per engine (the pricing page's profit and user-cost comparisons)."""
+    names = engines if engines is not None else list(values)
+    colors = engine_colors(names)
+    ys = [float(values.get(n, math.nan)) for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=ys,
+            marker_color=[colors[n] for n in names],
+            text=[f"{v:,.3f}" if math.isfinite(v) else "n/a" for v in ys],
+            textposition="outside",
+        )
+    )
+    return _layout(fig, title, "engine", y_label, height=300)
+
+
+def session_turns_figure(turns: pd.DataFrame) -> go.Figure:
+    """One session's turns: stacked prompt tokens (cached, redundant, rest computed) as bars,
+    TTFT and the tool gap before each turn as lines on a second axis.
+
+    `turns` has `turn`, `cached_tokens`, `redundant_tokens`, `computed_tokens`, `ttft_s`,
+    `tool_gap_s` (see `dashboards.sessions.session_turns`)."""
+    fig = go.Figure()
+    x = turns["label"] if "label" in turns else turns["turn"].astype(str)
+    for col, name, color in (
+        ("cached_tokens", "cached", "#2a9d8f"),
+        ("redundant_tokens", "redundant (cacheable, recomputed)", "#e76f51"),
+        ("computed_tokens", "new (uncacheable)", "#8d99ae"),
+    ):
+        fig.add_trace(go.Bar(x=x, y=turns[col], name=name, marker_color=color))
+    for col, name, dash in (
+        ("ttft_s", "TTFT (s)", "solid"),
+        ("tool_gap_s", "tool gap before (s)", "dot"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=turns[col],
+                name=name,
+                yaxis="y2",
+                mode="lines+markers",
+                line={"color": "#264653", "dash": dash},
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        yaxis2={"title": "seconds", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+    )
+    return _layout(fig, "Prompt tokens per turn", "turn", "tokens", height=380)

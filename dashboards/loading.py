@@ -1,0 +1,100 @@
+"""Cached loading of run directories for the pages.
+
+`st.cache_data` keys each load on the run directory's path and a stamp of its files' sizes and
+modification times, so moving a slider reuses the parsed run, while a run still being written
+(the Live page) is re-read as soon as a file changes. Errors are not cached: a fixed file is
+picked up on the next rerun.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import streamlit as st
+
+from analysis.metrics import window_metrics
+from analysis.runs import Run, RunDirError, load_run
+from dashboards.paths import PathRefused, open_inside
+from dashboards.timeline import metrics_at
+
+# Files whose change means the run must be re-read (the run-directory contract's names).
+RUN_FILES = (
+    "manifest.json",
+    "requests.parquet",
+    "requests.jsonl",
+    "summary.json",
+    "server_metrics.parquet",
+)
+
+Stamp = tuple[tuple[str, int, int], ...]
+
+
+class RunUnavailable(Exception):
+    """A run the page cannot show; the message is what the page prints, never a traceback."""
+
+
+def run_stamp(run_dir: Path) -> Stamp:
+    """(name, size, mtime_ns) of each run file present: the cache key's freshness part."""
+    out = []
+    for name in RUN_FILES:
+        try:
+            st_ = os.stat(run_dir / name)
+        except OSError:
+            continue
+        out.append((name, st_.st_size, st_.st_mtime_ns))
+    return tuple(out)
+
+
+@st.cache_data(show_spinner="Loading run…", max_entries=12)
+def _load_cached(path: str, stamp: Stamp) -> Run:
+    del stamp  # only part of the cache key
+    return load_run(path)
+
+
+def load(root: Path, name: str) -> Run:
+    """The run `name` (relative to `root`); RunUnavailable with a readable message when the
+    path is outside `root` or the directory is missing, incomplete or malformed."""
+    try:
+        path = open_inside(root, name)
+    except PathRefused as e:
+        raise RunUnavailable(str(e)) from e
+    try:
+        return _load_cached(str(path), run_stamp(path))
+    except RunDirError as e:
+        raise RunUnavailable(f"Cannot open this run: {e}") from e
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as e:
+        # A file that parses but breaks the contract in a way analysis does not name.
+        raise RunUnavailable(
+            f"Cannot open this run: {path} has a malformed file ({type(e).__name__}: {e}). "
+            "Check it against the run-directory contract in the README."
+        ) from e
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _metrics_at_cached(path: str, stamp: Stamp, t: float, start: float) -> pd.DataFrame:
+    return metrics_at(_load_cached(path, stamp), t, start)
+
+
+def run_metrics_at(run: Run, t: float, start: float) -> pd.DataFrame:
+    """`dashboards.timeline.metrics_at`, cached per run file stamp and time (the slider moves
+    in steps, so a replayed stretch is computed once)."""
+    try:
+        return _metrics_at_cached(str(run.path), run_stamp(run.path), float(t), float(start))
+    except (RunDirError, ValueError, KeyError, TypeError) as e:
+        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _metrics_cached(path: str, stamp: Stamp, window: tuple[float, float] | None) -> pd.DataFrame:
+    return window_metrics(_load_cached(path, stamp), window)
+
+
+def run_metrics(run: Run, window: tuple[float, float] | None = None) -> pd.DataFrame:
+    """analysis' window metrics of `run` (its default window when None), cached per file stamp."""
+    try:
+        return _metrics_cached(str(run.path), run_stamp(run.path), window)
+    except (RunDirError, ValueError, KeyError, TypeError) as e:
+        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e

@@ -1,0 +1,103 @@
+"""Metrics "as of" a moment of the run: what the Replay page's slider and play control show.
+
+Analysis computes window metrics over a whole run; the replay view needs them over the
+requests that had *completed* by time t. `metrics_at` cuts the run at t (a shallow copy with
+fewer request rows) and calls `analysis.metrics.window_metrics` on the window [start, t), so
+every definition (priming excluded, TTFT from scheduled time, per-GPU rates) stays analysis'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics import window_metrics
+from analysis.runs import Run
+
+# The play control's speeds: multiples of the run's own time.
+SPEEDS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+
+
+@dataclass(frozen=True)
+class PanelMetric:
+    """One number on an engine's panel: where it comes from and which way is better."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+
+
+PANEL: tuple[PanelMetric, ...] = (
+    PanelMetric("output_tokens_per_min_per_gpu", "Output tokens/min/GPU", "tok", True),
+    PanelMetric("hit_rate", "Hit rate", "%", True),
+    PanelMetric("ttft_p50", "TTFT p50", "s", False),
+    PanelMetric("ttft_p90", "TTFT p90", "s", False),
+    PanelMetric("e2e_p50", "End-to-end p50", "s", False),
+    PanelMetric("trajectories_finished", "Trajectories finished", "", True),
+    PanelMetric("profit_per_gpu_hour", "Profit per GPU-hour", "$", True),
+    PanelMetric("user_cost_per_m_input", "User cost per 1M input", "$", False),
+)
+
+
+def run_end_s(requests: pd.DataFrame) -> float:
+    """The run's last event (seconds from start); 1.0 for a run with no timed event yet."""
+    cols = [c for c in ("done_s", "first_token_s", "scheduled_s") if c in requests]
+    if requests.empty or not cols:
+        return 1.0
+    last = max(float(pd.to_numeric(requests[c], errors="coerce").max()) for c in cols)
+    return last if math.isfinite(last) and last > 0 else 1.0
+
+
+def truncate(run: Run, t: float) -> Run:
+    """The run as it stood at time t: only requests that had completed by then."""
+    done = pd.to_numeric(run.requests["done_s"], errors="coerce")
+    kept = run.requests[(done <= t).to_numpy()]
+    return dataclasses.replace(run, requests=kept)
+
+
+def window_start(run: Run, measured_only: bool) -> float:
+    """Where the counting starts: 0, or the manifest's measured-window start."""
+    return run.default_window().start_s if measured_only else 0.0
+
+
+def metrics_at(run: Run, t: float, start: float = 0.0) -> pd.DataFrame:
+    """Per-engine window metrics over [start, t) of the requests completed by t.
+
+    Before `start` (or at it) there is nothing to count yet: the frame has the engines and
+    NaN/zero metrics rather than an error, so the panels can say "not yet".
+    """
+    end = max(t, start + 1e-6)
+    frame = window_metrics(truncate(run, t), (start, end))
+    return frame.set_index("engine", drop=False)
+
+
+def ratio_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    """Each engine's value divided by the best value among the *other* engines.
+
+    "Best" is the highest for a higher-is-better metric and the lowest otherwise, so a ratio
+    above 1 means "more than the best rival" either way; the panel colours it by direction.
+    NaN where there is no other engine or no comparable value.
+    """
+    out = pd.Series(np.nan, index=values.index, dtype=float)
+    numbers = pd.to_numeric(values, errors="coerce")
+    for name in values.index:
+        others = numbers.drop(index=name).dropna()
+        mine = numbers.get(name)
+        if others.empty or mine is None or not math.isfinite(float(mine)):
+            continue
+        best = float(others.max() if higher_is_better else others.min())
+        if best != 0:
+            out[name] = float(mine) / best
+    return out
+
+
+def advance(t: float, speed: float, elapsed_s: float, end_s: float) -> tuple[float, bool]:
+    """The slider's next time after `elapsed_s` of wall time at `speed`× (and whether the
+    run's end was reached, which stops the play control)."""
+    nxt = t + speed * elapsed_s
+    return (end_s, True) if nxt >= end_s else (nxt, False)

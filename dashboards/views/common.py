@@ -1,0 +1,140 @@
+"""Widgets the pages share: the run picker, the pricing picker, and error display.
+
+A chosen run is remembered in session state under a plain key (not a widget key), so it
+survives switching pages; `?run=NAME` in the address opens a run directly (validated like
+any other path: it must lie inside the runs folder).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from analysis.runs import Run, RunDirError
+from dashboards.loading import RunUnavailable, load
+from dashboards.paths import PathRefused, list_runs, open_inside, relative_name
+from pricing.sheets import GpuRate, PriceSheet, PricingError, load_gpu_rates, load_sheets
+
+CHOSEN_RUN = "chosen_run"
+
+
+def no_runs_message(root: Path) -> None:
+    st.info(
+        f"No run directories under `{root}` yet. Write one with `replay run --out {root}/NAME` "
+        "or `replay simulate --out ...`, or restart with `replay dashboard FOLDER`."
+    )
+
+
+def available_runs(root: Path) -> list[str]:
+    """The runs under `root`; an unreadable folder is reported and gives none."""
+    try:
+        return list_runs(root)
+    except (RunDirError, OSError) as e:
+        st.error(f"Cannot list the runs folder: {e}")
+        return []
+
+
+def _deep_link(root: Path, names: list[str]) -> str | None:
+    """The `?run=` query parameter, if it names a listed run inside the folder."""
+    wanted = st.query_params.get("run")
+    if not wanted:
+        return None
+    try:
+        path = open_inside(root, wanted)
+    except PathRefused as e:
+        st.error(f"Ignoring `?run={wanted}`: {e}")
+        return None
+    name = relative_name(root, path)
+    if name not in names:
+        st.warning(f"`?run={wanted}` is not a run directory under {root}; pick one below.")
+        return None
+    return name
+
+
+def pick_run(root: Path, key: str, label: str = "Run") -> str | None:
+    """A selectbox of the runs under `root` (newest choice remembered across pages)."""
+    names = available_runs(root)
+    if not names:
+        no_runs_message(root)
+        return None
+    linked = _deep_link(root, names)
+    if linked is not None:
+        st.session_state[CHOSEN_RUN] = linked
+    remembered = st.session_state.get(CHOSEN_RUN)
+    index = names.index(remembered) if remembered in names else len(names) - 1
+    choice = st.selectbox(label, names, index=index, key=key)
+    st.session_state[CHOSEN_RUN] = choice
+    return str(choice) if choice is not None else None
+
+
+def load_or_explain(root: Path, name: str) -> Run | None:
+    """The run, or None after showing why it cannot be opened (never a traceback)."""
+    try:
+        run = load(root, name)
+    except RunUnavailable as e:
+        st.error(str(e))
+        return None
+    for note in run.notes:
+        st.caption(f"Note: {note}")
+    return run
+
+
+@dataclass(frozen=True)
+class PricingChoice:
+    sheet: PriceSheet
+    gpu: GpuRate
+
+
+def pick_pricing(key: str, gpu_hint: str | None = None) -> PricingChoice | None:
+    """Price sheet and GPU rate selectors over `configs/pricing/` (defaults: the files'
+    defaults, or the GPU the run's manifest names)."""
+    try:
+        sheets = load_sheets()
+        gpus = load_gpu_rates()
+    except PricingError as e:
+        st.error(f"Cannot read the price data: {e}")
+        return None
+    sheet_names = sheets.names
+    gpu_names = gpus.names
+    gpu_default = gpus.default
+    if gpu_hint:
+        for name, entry in gpus.entries.items():
+            if gpu_hint.casefold() in (name.casefold(), entry.gpu.casefold()):
+                gpu_default = name
+    left, right = st.columns(2)
+    sheet_name = left.selectbox(
+        "Price sheet",
+        sheet_names,
+        index=sheet_names.index(sheets.default),
+        key=f"{key}_sheet",
+        format_func=lambda n: f"{n} — {sheets.entries[n].label}" if sheets.entries[n].label else n,
+    )
+    gpu_name = right.selectbox(
+        "GPU rental rate",
+        gpu_names,
+        index=gpu_names.index(gpu_default),
+        key=f"{key}_gpu",
+        format_func=lambda n: f"{gpus.entries[n].gpu} ${gpus.entries[n].rate_per_gpu_hour}/h",
+    )
+    return PricingChoice(sheets.entries[str(sheet_name)], gpus.entries[str(gpu_name)])
+
+
+def fmt(value: float, unit: str) -> str:
+    """A panel number for display: percentages, seconds, dollars, token counts."""
+    if value != value:  # NaN
+        return "—"
+    if unit == "%":
+        return f"{value * 100:.1f}%"
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "$":
+        # Cents matter on per-GPU-hour figures; user costs per 1M are often under a dime.
+        places = 2 if abs(value) >= 1 else 4
+        return f"-${-value:,.{places}f}" if value < 0 else f"${value:,.{places}f}"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if abs(value) >= 1e4:
+        return f"{value / 1e3:.1f}K"
+    return f"{value:,.0f}"

@@ -1,0 +1,91 @@
+"""Compare runs and sweeps: throughput, hit rate and TTFT against sessions across runs.
+
+Each chosen run contributes one point per engine (analysis' metrics over the run's measured
+window); runs with the same engine and session count (seeds) are averaged, with standard
+errors as bars.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboards.figures import sweep_figure
+from dashboards.loading import RunUnavailable, load, run_metrics
+from dashboards.views.common import available_runs, no_runs_message
+
+FIGURES = (
+    ("output_tokens_per_min_per_gpu", "Output tokens/min/GPU", False),
+    ("prefill_tokens_per_min_per_gpu", "Prefill tokens/min/GPU", False),
+    ("hit_rate", "Hit rate (%)", True),
+    ("ttft_p50", "TTFT p50 (s)", False),
+    ("ttft_p90", "TTFT p90 (s)", False),
+)
+TABLE_COLUMNS = (
+    "run_id",
+    "engine",
+    "sessions",
+    "requests",
+    "output_tokens_per_min_per_gpu",
+    "prefill_tokens_per_min_per_gpu",
+    "hit_rate",
+    "ttft_p50",
+    "ttft_p90",
+    "e2e_p50",
+    "working_set_ratio",
+)
+
+
+def sweep_table(root: Path, names: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Metrics of every loadable run in `names`, stacked; and a message per run skipped."""
+    frames: list[pd.DataFrame] = []
+    problems: list[str] = []
+    for name in names:
+        try:
+            frames.append(run_metrics(load(root, name)).assign(run=name))
+        except RunUnavailable as e:
+            problems.append(f"{name}: {e}")
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return table, problems
+
+
+def render(root: Path) -> None:
+    st.header("Compare runs and sweeps")
+    names = available_runs(root)
+    if not names:
+        no_runs_message(root)
+        return
+    chosen = st.multiselect(
+        "Runs", names, default=names, key="compare_runs", help="Each run is one session count."
+    )
+    if not chosen:
+        st.info("Choose at least one run.")
+        return
+    table, problems = sweep_table(root, list(chosen))
+    for problem in problems:
+        st.warning(f"Skipped {problem}")
+    if table.empty:
+        st.error("None of the chosen runs could be read.")
+        return
+    if table["sessions"].nunique() < 2:
+        st.info(
+            "All chosen runs have the same session count; a sweep needs runs at several "
+            "(e.g. `replay simulate --sessions 8,16,32`)."
+        )
+    left, right = st.columns(2)
+    for i, (metric, label, percent) in enumerate(FIGURES):
+        target = left if i % 2 == 0 else right
+        target.plotly_chart(
+            sweep_figure(table, metric, label, percent=percent),
+            key=f"compare_{metric}",
+            width="stretch",
+        )
+    shown = [c for c in TABLE_COLUMNS if c in table.columns]
+    st.dataframe(
+        table[shown].sort_values(["sessions", "engine"]),
+        hide_index=True,
+        width="stretch",
+        column_config={"hit_rate": st.column_config.NumberColumn(format="percent")},
+    )

@@ -1,0 +1,110 @@
+"""Live: watch a run directory that is still being written; the page re-reads it on a timer.
+
+The run's files are re-read only when one changed (the cache key includes their sizes and
+modification times), so a quiet run costs nothing to watch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from analysis.runs import Run
+from dashboards.figures import throughput_over_time_figure
+from dashboards.loading import RunUnavailable, load, run_metrics
+from dashboards.paths import PathRefused, open_inside, relative_name
+from dashboards.timeline import run_end_s
+from dashboards.views.common import available_runs, fmt, no_runs_message
+
+INTERVALS = (1, 2, 5, 10, 30)
+
+
+def _running_first(root: Path, names: list[str]) -> list[str]:
+    """Runs whose manifest says `running` first (cheap: reads manifests only)."""
+    import orjson
+
+    def running(name: str) -> bool:
+        try:
+            return (
+                orjson.loads((root / name / "manifest.json").read_bytes()).get("status")
+                == "running"
+            )
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    return sorted(names, key=lambda n: not running(n))
+
+
+def render(root: Path) -> None:
+    st.header("Live")
+    names = available_runs(root)
+    typed = st.text_input(
+        "Run directory (relative to the runs folder)",
+        key="live_path",
+        placeholder="leave empty to pick from the list",
+    ).strip()
+    if typed:
+        try:
+            name = relative_name(root, open_inside(root, typed))
+        except PathRefused as e:
+            st.error(str(e))
+            return
+    elif names:
+        name = str(st.selectbox("Run", _running_first(root, names), key="live_run"))
+    else:
+        no_runs_message(root)
+        return
+    left, right = st.columns(2)
+    every = right.select_slider(
+        "Refresh every (s)", options=list(INTERVALS), value=2, key="live_every"
+    )
+    auto = left.toggle("Refresh automatically", value=True, key="live_auto")
+
+    @st.fragment(run_every=float(every) if auto else None)
+    def watch() -> None:
+        try:
+            run = load(root, name)
+        except RunUnavailable as e:
+            st.error(str(e))
+            st.caption("Still waiting for the run to write its files? This page retries.")
+            return
+        _show(run)
+
+    watch()
+
+
+def _show(run: Run) -> None:
+    status = str(run.manifest.get("status", "unknown"))
+    req = run.requests
+    end = run_end_s(req) if not req.empty else 0.0
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Status", status)
+    c2.metric("Requests recorded", f"{len(req):,}")
+    c3.metric("Run time", f"{end / 60:.1f} min")
+    newest = max(
+        (p.stat().st_mtime for p in run.path.iterdir() if p.is_file()), default=time.time()
+    )
+    c4.metric("Last write", f"{max(0.0, time.time() - newest):.0f} s ago")
+    if req.empty:
+        st.info("No request records yet.")
+        return
+    try:
+        metrics = run_metrics(run, (0.0, max(end, 1e-6) * (1 + 1e-9) + 1e-9))
+    except RunUnavailable as e:
+        st.error(str(e))
+        return
+    table = pd.DataFrame(
+        {
+            "engine": metrics["engine"],
+            "requests": metrics["requests"],
+            "output tok/min/GPU": [fmt(v, "") for v in metrics["output_tokens_per_min_per_gpu"]],
+            "hit rate": [fmt(v, "%") for v in metrics["hit_rate"]],
+            "TTFT p50": [fmt(v, "s") for v in metrics["ttft_p50"]],
+            "errors": metrics["errors"],
+        }
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.plotly_chart(throughput_over_time_figure(req), key="live_throughput", width="stretch")

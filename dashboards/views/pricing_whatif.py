@@ -1,0 +1,157 @@
+"""Pricing what-if: move the GPU rate, the prices and the cached discount; every engine's
+profit per GPU-hour and user cost follow, over one run's measured token rates and hit rates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from dashboards.figures import engine_bars_figure, whatif_figure
+from dashboards.loading import RunUnavailable, run_metrics
+from dashboards.money import (
+    price_engines,
+    profit_vs_discount,
+    profit_vs_gpu_rate,
+    sheet_with,
+    user_cost_vs_hit_rate,
+)
+from dashboards.views.common import load_or_explain, pick_pricing, pick_run
+
+TABLE = (
+    "engine",
+    "hit_rate",
+    "prefill_tokens_per_min_per_gpu",
+    "output_tokens_per_min_per_gpu",
+    "user_cost_per_m_input",
+    "revenue_per_gpu_hour",
+    "profit_per_gpu_hour",
+    "break_even_gpu_rate",
+)
+
+
+def render(root: Path) -> None:
+    st.header("Pricing what-if")
+    name = pick_run(root, key="pricing_run")
+    if name is None:
+        return
+    run = load_or_explain(root, name)
+    if run is None:
+        return
+    engines = run.engines
+    choice = pick_pricing(
+        "whatif", gpu_hint=run.engine_info(engines[0]).gpu_type if engines else None
+    )
+    if choice is None:
+        return
+    try:
+        metrics = run_metrics(run)
+    except RunUnavailable as e:
+        st.error(str(e))
+        return
+    base = choice.sheet
+    tag = f"{base.name}_{choice.gpu.name}"  # new defaults when the sheet or GPU changes
+    c1, c2, c3, c4 = st.columns(4)
+    gpu_rate = c1.slider(
+        "GPU rate ($/GPU-hour)",
+        0.0,
+        30.0,
+        float(choice.gpu.rate_per_gpu_hour),
+        0.05,
+        key=f"w_gpu_{tag}",
+    )
+    input_price = c2.slider(
+        "Input price ($/1M)",
+        0.0,
+        max(1.0, float(base.input) * 4),
+        float(base.input),
+        0.005,
+        key=f"w_in_{tag}",
+    )
+    output_price = c3.slider(
+        "Output price ($/1M)",
+        0.0,
+        max(2.0, float(base.output) * 4),
+        float(base.output),
+        0.01,
+        key=f"w_out_{tag}",
+    )
+    discount = c4.slider(
+        "Cached discount (%)",
+        0.0,
+        100.0,
+        round(float(base.cached_discount) * 100, 1),
+        0.5,
+        key=f"w_disc_{tag}",
+    )
+    sheet = sheet_with(
+        base, input_price=input_price, output_price=output_price, cached_discount=discount / 100
+    )
+    st.caption(
+        f"Sheet {base.name} ({base.status}, {base.date}): input ${sheet.input:.4f}, cached "
+        f"${sheet.cached:.4f}, output ${sheet.output:.4f} per 1M tokens"
+        + (f", cache writes ${sheet.write_price:.4f}" if base.cache_write is not None else "")
+        + f". Measured over {metrics['window_start_s'].iloc[0]:.0f}–{metrics['window_end_s'].iloc[0]:.0f} s."
+    )
+    priced = price_engines(metrics, sheet, gpu_rate)
+    left, right = st.columns(2)
+    left.plotly_chart(
+        engine_bars_figure(
+            dict(zip(priced["engine"], priced["profit_per_gpu_hour"], strict=True)),
+            "Profit per GPU-hour",
+            "$ per GPU-hour",
+        ),
+        key="whatif_profit",
+        width="stretch",
+    )
+    right.plotly_chart(
+        engine_bars_figure(
+            dict(zip(priced["engine"], priced["user_cost_per_m_input"], strict=True)),
+            "User cost per 1M input tokens",
+            "$ per 1M input",
+        ),
+        key="whatif_cost",
+        width="stretch",
+    )
+    st.dataframe(
+        priced[list(TABLE)],
+        hide_index=True,
+        width="stretch",
+        column_config={"hit_rate": st.column_config.NumberColumn(format="percent")},
+    )
+    a, b, c = st.columns(3)
+    a.plotly_chart(
+        whatif_figure(
+            profit_vs_gpu_rate(metrics, sheet, np.linspace(0.0, 30.0, 61)),
+            "gpu_rate",
+            "profit_per_gpu_hour",
+            "GPU rate ($/h)",
+            "profit ($/GPU-h)",
+        ),
+        key="whatif_rate_curve",
+        width="stretch",
+    )
+    b.plotly_chart(
+        whatif_figure(
+            profit_vs_discount(metrics, sheet, gpu_rate, np.linspace(0.0, 1.0, 21)),
+            "cached_discount_pct",
+            "profit_per_gpu_hour",
+            "cached discount (%)",
+            "profit ($/GPU-h)",
+        ),
+        key="whatif_discount_curve",
+        width="stretch",
+    )
+    c.plotly_chart(
+        whatif_figure(
+            user_cost_vs_hit_rate(sheet, np.linspace(0.0, 1.0, 21)),
+            "hit_rate_pct",
+            "user_cost_per_m_input",
+            "hit rate (%)",
+            "user cost ($/1M input)",
+        ),
+        key="whatif_cost_curve",
+        width="stretch",
+    )

@@ -1,0 +1,181 @@
+"""Replay: one column per engine, racing through the run with a time slider and a play control.
+
+Every panel shows analysis' metrics over the requests completed by the slider's time, priced
+through `pricing`, each with its ratio to the best *other* engine (green when better).
+The slider and panels live in a fragment that reruns on a timer while playing, so only they
+refresh; the controls outside it restart the timer when changed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import streamlit as st
+
+from analysis.runs import Run
+from dashboards.figures import cumulative_output_figure
+from dashboards.loading import RunUnavailable, run_metrics_at
+from dashboards.money import price_engines
+from dashboards.timeline import PANEL, SPEEDS, advance, ratio_vs_best_other, run_end_s
+from dashboards.views.common import PricingChoice, fmt, load_or_explain, pick_pricing, pick_run
+
+TICK_S = 0.5  # wall seconds between frames while playing
+T_KEY = "replay_t"
+T_EXACT = "replay_t_exact"
+PLAYING = "replay_playing"
+LAST_TICK = "replay_last_tick"
+RUN_KEY = "replay_loaded_run"
+
+
+def render(root: Path) -> None:
+    st.header("Replay")
+    st.caption(
+        "Every engine on the same sessions. Metrics count the requests completed by the "
+        "slider's time; the ratio compares each engine with the best of the others."
+    )
+    name = pick_run(root, key="replay_run")
+    if name is None:
+        return
+    run = load_or_explain(root, name)
+    if run is None:
+        return
+    if run.requests.empty:
+        st.warning("This run has no request records yet.")
+        return
+    with st.expander("Pricing for the panels", expanded=False):
+        engines = run.engines
+        hint = run.engine_info(engines[0]).gpu_type if engines else None
+        pricing = pick_pricing("replay", gpu_hint=hint)
+    measured_only = st.toggle(
+        "Count from the measured window's start",
+        value=False,
+        help="Off: from the run's start (the racing counters). On: from the manifest's "
+        "measured window start, as reports count.",
+    )
+    start = run.default_window().start_s if measured_only else 0.0
+    end = run_end_s(run.requests)
+    if st.session_state.get(RUN_KEY) != str(run.path):
+        # A different run: show it as it finished, stopped.
+        st.session_state[RUN_KEY] = str(run.path)
+        st.session_state[T_KEY] = _step_time(end, end)
+        st.session_state[PLAYING] = False
+    _controls(end)
+    _player(run, start, end, pricing)
+
+
+def _step(end: float) -> int:
+    """Slider step in seconds: about 600 steps over the run."""
+    return max(1, math.ceil(end / 600))
+
+
+def _step_time(t: float, end: float) -> int:
+    step = _step(end)
+    return int(min(math.ceil(end), round(t / step) * step))
+
+
+def _controls(end: float) -> None:
+    left, right = st.columns([3, 1])
+    speed = left.select_slider(
+        "Play speed (× run time)", options=list(SPEEDS), value=20, key="replay_speed"
+    )
+    playing = bool(st.session_state.get(PLAYING, False))
+    right.write("")  # align the button with the slider
+    if right.button("Pause" if playing else "Play", key="replay_play", width="stretch"):
+        playing = not playing
+        st.session_state[PLAYING] = playing
+        st.session_state[LAST_TICK] = time.monotonic()
+        if playing and st.session_state.get(T_KEY, 0) >= _step_time(end, end):
+            st.session_state[T_KEY] = 0  # play from the start after the end was reached
+            st.session_state[T_EXACT] = 0.0
+        st.rerun()
+    st.session_state["replay_speed_value"] = float(speed)
+
+
+def _player(run: Run, start: float, end: float, pricing: PricingChoice | None) -> None:
+    playing = bool(st.session_state.get(PLAYING, False))
+
+    @st.fragment(run_every=TICK_S if playing else None)
+    def frame() -> None:
+        if st.session_state.get(PLAYING, False):
+            now = time.monotonic()
+            elapsed = now - float(st.session_state.get(LAST_TICK, now))
+            st.session_state[LAST_TICK] = now
+            speed = float(st.session_state.get("replay_speed_value", 1.0))
+            shown = st.session_state.get(T_KEY, 0)
+            exact = float(st.session_state.get(T_EXACT, shown))
+            if _step_time(exact, end) != shown:
+                exact = float(shown)  # the user dragged the slider while playing
+            t, finished = advance(exact, speed, elapsed, end)
+            # The slider moves in steps; the exact time accumulates so 1× still advances.
+            st.session_state[T_EXACT] = t
+            st.session_state[T_KEY] = _step_time(t, end)
+            if finished:
+                st.session_state[PLAYING] = False
+                st.rerun(scope="app")  # stop the timer
+        t = st.slider(
+            "Run time (s)",
+            min_value=0,
+            max_value=_step_time(end, end),
+            step=_step(end),
+            key=T_KEY,
+        )
+        _panels(run, float(t), start, pricing)
+        st.plotly_chart(
+            cumulative_output_figure(run.requests, end, float(t)),
+            key="replay_timeline",
+            width="stretch",
+        )
+
+    frame()
+
+
+def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> None:
+    if t <= start:
+        st.info(f"The count starts at {start:.0f} s; move the slider past it.")
+        return
+    try:
+        metrics = run_metrics_at(run, t, start)
+    except RunUnavailable as e:
+        st.error(str(e))
+        return
+    if pricing is not None:
+        metrics = price_engines(metrics, pricing.sheet, float(pricing.gpu.rate_per_gpu_hour))
+    else:
+        metrics = metrics.assign(profit_per_gpu_hour=math.nan, user_cost_per_m_input=math.nan)
+    metrics = metrics.set_index("engine", drop=False)
+    ratios = {m.key: ratio_vs_best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
+    st.caption(f"At {t / 60:.1f} min: {int(metrics['requests'].sum()):,} requests counted.")
+    for column, engine in zip(st.columns(len(metrics)), metrics.index, strict=True):
+        with column.container(border=True):
+            row = metrics.loc[engine]
+            gpus = int(row["gpus"])
+            st.subheader(str(engine))
+            st.caption(f"{gpus} GPU{'s' if gpus != 1 else ''} {row.get('gpu_type') or ''}")
+            for m in PANEL:
+                _metric(
+                    m.label,
+                    float(row[m.key]),
+                    m.unit,
+                    ratios[m.key].get(engine),
+                    m.higher_is_better,
+                )
+
+
+def _metric(label: str, value: float, unit: str, ratio: float | None, higher: bool) -> None:
+    if ratio is None or not pd.notna(ratio):
+        st.metric(label, fmt(value, unit))
+        return
+    better = ratio > 1.0005 if higher else ratio < 0.9995
+    worse = ratio < 0.9995 if higher else ratio > 1.0005
+    color: Literal["green", "red", "gray"] = "green" if better else ("red" if worse else "gray")
+    st.metric(
+        label,
+        fmt(value, unit),
+        delta=f"{ratio:.2f}× best other",
+        delta_color=color,
+        delta_arrow="off",
+    )

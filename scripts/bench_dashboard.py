@@ -1,0 +1,265 @@
+"""Benchmark: how fast the dashboard shows its first page on a 100,000-request run.
+
+Writes a synthetic run directory (three engines replaying the same sessions, written with
+`replay.rundir.RunWriter`), then measures
+  1. a cold load in-process (`analysis.runs.load_run` + the Replay panels' metrics),
+  2. the real app: `replay dashboard`'s streamlit command started on the run folder and
+     Chromium (Playwright, the system browser) timing `goto` until every engine panel shows,
+     first with an empty cache (cold) and again in a fresh tab (warm cache).
+Prints the figures and their ratio to the 3 s target. Needs /usr/bin/chromium for step 2
+(skipped with a message otherwise).
+
+The synthetic-run writer here is also what the dashboard tests use (through `runpy`), so
+tests and benchmark exercise the same shape of data.
+
+    .venv/bin/python scripts/bench_dashboard.py [--requests 100000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replay.rundir import RunWriter
+
+ENGINES = ("flashstate", "vllm", "sglang")
+# Per engine: typical hit rate and prefill speed (tokens/s of uncached prompt) of the
+# synthetic data, shaped like the FlashState demo's ordering.
+ENGINE_SHAPE = {
+    "flashstate": (0.87, 60_000.0),
+    "vllm": (0.30, 45_000.0),
+    "sglang": (0.06, 40_000.0),
+}
+TARGET_S = 3.0
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _session_plan(rng: np.random.Generator, duration_s: float) -> list[dict[str, Any]]:
+    """One session slot's trajectories (engine-independent): turns, prompt sizes, gaps."""
+    plan = []
+    horizon = 0.0
+    while horizon < duration_s:
+        turns = int(rng.integers(4, 30))
+        base = int(rng.integers(8_000, 30_000))
+        growth = rng.integers(500, 4_000, size=turns).cumsum()
+        plan.append(
+            {
+                "id": f"traj-{rng.integers(1 << 40):010x}",
+                "prompts": base + growth,
+                "outputs": rng.integers(50, 1_200, size=turns),
+                "gaps": np.minimum(rng.exponential(12.0, size=turns), 300.0),
+                "subagent_at": int(rng.integers(1, turns)) if rng.random() < 0.2 else -1,
+            }
+        )
+        horizon += float(plan[-1]["gaps"].sum()) + turns * 8.0
+    return plan
+
+
+def _engine_rows(
+    engine: str, slot: int, plan: list[dict[str, Any]], rng: np.random.Generator, duration_s: float
+) -> list[dict[str, Any]]:
+    hit, speed = ENGINE_SHAPE.get(engine, (0.5, 50_000.0))
+    rows: list[dict[str, Any]] = []
+    t = float(rng.uniform(0.0, 5.0))
+    for k, traj in enumerate(plan):
+        for i in range(len(traj["prompts"])):
+            prompt = int(traj["prompts"][i])
+            gap = 0.0 if i == 0 else float(traj["gaps"][i])
+            scheduled = t + gap
+            if scheduled >= duration_s:
+                return rows
+            ideal = int(prompt * 0.93) if i else 0
+            cached = min(ideal, int(prompt * float(np.clip(rng.normal(hit, 0.05), 0, 1))))
+            ttft = 0.05 + (prompt - cached) / speed + float(rng.exponential(0.1))
+            out = int(traj["outputs"][i])
+            done = scheduled + ttft + out / 60.0
+            agent = "main"
+            if i == traj["subagent_at"]:
+                agent = f"sub-{i}"
+            rows.append(
+                {
+                    "engine": engine,
+                    "session": slot,
+                    "trajectory": traj["id"],
+                    "agent": agent,
+                    "turn": i,
+                    "scheduled_s": scheduled,
+                    "sent_s": scheduled + 0.001,
+                    "first_token_s": scheduled + ttft,
+                    "done_s": done,
+                    "prompt_tokens": prompt,
+                    "cached_tokens": cached,
+                    "ideal_cached_tokens": ideal,
+                    "output_tokens": out,
+                    "expected_output_tokens": out,
+                    "finish_reason": "length",
+                    "status": "ok",
+                    "tool_gap_s": gap,
+                    "priming": i == 0 and k == 0,  # a session's first request warms it
+                    "attempt": 0,
+                }
+            )
+            t = done
+    return rows
+
+
+def synthetic_rows(
+    n_requests: int, engines: tuple[str, ...] = ENGINES, duration_s: float = 2700.0, seed: int = 0
+) -> tuple[list[dict[str, Any]], int]:
+    """About `n_requests` request rows (whole session slots, so a few more) and the number of
+    session slots: every engine replays the same plan of trajectories per slot."""
+    rows: list[dict[str, Any]] = []
+    slot = 0
+    while len(rows) < n_requests:
+        plan = _session_plan(np.random.default_rng([seed, slot]), duration_s)
+        for k, engine in enumerate(engines):
+            rng = np.random.default_rng([seed, slot, k + 1])
+            rows.extend(_engine_rows(engine, slot, plan, rng, duration_s))
+        slot += 1
+    return rows, slot
+
+
+def write_synthetic_run(
+    run_dir: Path,
+    n_requests: int = 2_000,
+    engines: tuple[str, ...] = ENGINES,
+    duration_s: float = 2700.0,
+    seed: int = 0,
+    close: bool = True,
+) -> Path:
+    """A run directory shaped like a real one (manifest with engines, GPUs, window and
+    sessions; requests). `close=False` leaves it `running` (for the Live page)."""
+    rows, sessions = synthetic_rows(n_requests, engines, duration_s, seed)
+    manifest = {
+        "command": "scripts/bench_dashboard.py (synthetic)",
+        "config": {
+            "sessions": sessions,
+            "window": [duration_s / 3.0, duration_s],
+            "seed": seed,
+        },
+        "engines": [
+            {"name": e, "kind": "synthetic", "gpus": 2, "gpu_type": "B200"} for e in engines
+        ],
+    }
+    writer = RunWriter(run_dir, manifest).open()
+    for row in rows:
+        writer.add(row)
+    writer.flush(force_parquet=True)
+    if close:
+        writer.close("completed")
+    return run_dir
+
+
+def _in_process(run_dir: Path) -> float:
+    from analysis.runs import load_run
+    from dashboards.timeline import metrics_at, run_end_s
+
+    t0 = time.perf_counter()
+    run = load_run(run_dir)
+    metrics_at(run, run_end_s(run.requests))
+    return time.perf_counter() - t0
+
+
+def _wait_http(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"streamlit did not answer at {url} within {timeout_s:.0f} s")
+
+
+def _browser(root: Path, engines: tuple[str, ...]) -> tuple[float, float] | None:
+    if not Path(CHROMIUM).exists():
+        print(f"browser step skipped: {CHROMIUM} not found (apt-get install -y chromium)")
+        return None
+    from playwright.sync_api import sync_playwright
+
+    from replay.commands.dashboard import app_script, free_port, streamlit_command
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, REPLAY_RUNS_DIR=str(root))
+    proc = subprocess.Popen(
+        streamlit_command(app_script(), root, port),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_http(url)
+        times = []
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for _ in range(2):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                t0 = time.perf_counter()
+                page.goto(url)
+                # Every engine's panel shows its name once the metrics are computed.
+                for name in engines:
+                    page.get_by_role("heading", name=name).wait_for(timeout=60_000)
+                page.get_by_text("Output tokens/min/GPU").first.wait_for(timeout=60_000)
+                times.append(time.perf_counter() - t0)
+                page.close()
+            browser.close()
+        return times[0], times[1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--keep", type=Path, help="write the run here and keep it")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
+    try:
+        t0 = time.perf_counter()
+        run_dir = write_synthetic_run(root / "bench-run", args.requests)
+        print(f"synthetic run: {run_dir} ({time.perf_counter() - t0:.1f} s to write)")
+        import pandas as pd
+
+        n = len(pd.read_parquet(run_dir / "requests.parquet", columns=["engine"]))
+        print(f"requests: {n:,}")
+        cold = _in_process(run_dir)
+        print(
+            f"in-process load + panel metrics: {cold:.2f} s ({cold / TARGET_S:.2f}× of {TARGET_S:.0f} s)"
+        )
+        shown = _browser(root, ENGINES)
+        if shown is not None:
+            first, again = shown
+            print(
+                f"first page in Chromium, cold cache: {first:.2f} s ({first / TARGET_S:.2f}× of {TARGET_S:.0f} s)"
+            )
+            print(
+                f"first page in Chromium, warm cache: {again:.2f} s ({again / TARGET_S:.2f}× of {TARGET_S:.0f} s)"
+            )
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
