@@ -1,14 +1,306 @@
-"""`replay run`: not built yet."""
+"""`replay run`: replay the workload against engines side by side, live.
+
+With `--endpoint NAME=URL` (or `--config FILE`) it drives real engines; with engine names and
+no endpoint it starts one emulator per engine on loopback (the embedded default). Every
+engine is preflighted first; a failing check stops the run before anything is timed.
+"""
 
 from __future__ import annotations
 
-import typer
+import asyncio
+import contextlib
+import math
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-from replay.commands.common import not_built
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from replay.client.config import (
+    ConfigError,
+    EngineSpec,
+    engines_from_flags,
+    load_config_file,
+    parse_window,
+)
+from replay.client.orchestrate import PreflightFailed, RunOutcome, RunPlan, check_engines, run_live
+from replay.client.panel import panel, progress_line
+from replay.commands.common import console, err_console, fail
+from replay.engines.adapters import Limits
+from replay.rundir import RunDirError, new_run_id, read_manifest
+from replay.workload import WorkloadConfig, WorkloadError
+
+# The paper's workload: 48 sessions, 45 minutes, minutes 15-45 measured, gaps capped at 300 s.
+DEFAULTS: dict[str, Any] = {
+    "sessions": 48,
+    "duration_min": 45.0,
+    "window": "15-45",
+    "time_scale": 1.0,
+    "seed": 0,
+    "gap_cap_s": 300.0,
+}
+# The embedded default (no endpoints): emulators run this many times faster than the GPU they
+# model and the workload keeps pace, so the paper's 45 minutes take 90 s of wall time.
+EMBEDDED_TIME_SCALE = 30.0
+
+
+def _pick(flag: Any, file_value: Any, key: str) -> Any:
+    return flag if flag is not None else file_value if file_value is not None else DEFAULTS[key]
+
+
+@contextlib.contextmanager
+def _emulators(specs: list[EngineSpec], time_scale: float) -> Iterator[dict[str, str]]:
+    try:
+        from replay.engines.emulator.launch import start_emulators
+    except ImportError:
+        fail(
+            "no --endpoint was given, so `replay run` would start emulators, but the emulators "
+            "are not built yet; pass --endpoint NAME=URL for each engine"
+        )
+    bad = [s.name for s in specs if s.kind not in ("vllm", "flashstate", "sglang")]
+    if bad:
+        fail(f"--engines {', '.join(bad)}: no emulator for that kind; give an --endpoint")
+    with start_emulators([s.name for s in specs], time_scale=time_scale) as urls:
+        yield urls
+
+
+def _final_table(outcome: RunOutcome) -> Table:
+    summary = outcome.summary or {}
+    engines = summary.get("engines") or {}
+    econ: dict[str, dict[str, Any]] = {}
+    with contextlib.suppress(Exception):  # pricing is a bonus; the run's numbers stand alone
+        import pandas as pd
+
+        from analysis.economics import engine_economics
+
+        rows = [{"engine": n, **m} for n, m in engines.items()]
+        for r in engine_economics(pd.DataFrame(rows)).to_dict(orient="records"):
+            econ[str(r["engine"])] = {str(k): v for k, v in r.items()}
+    t = Table(title=f"run {outcome.run_dir.name}: {outcome.status}")
+    cols = [
+        ("engine", None, ""),
+        ("out tok/min/GPU", "output_tokens_per_min_per_gpu", "n"),
+        ("prefill tok/min/GPU", "prefill_tokens_per_min_per_gpu", "n"),
+        ("hit rate", "hit_rate", "%"),
+        ("counter hit", "counter_hit_rate", "%"),
+        ("ideal hit", "ideal_hit_rate", "%"),
+        ("TTFT p50 s", "ttft_p50", "s"),
+        ("TTFT p90 s", "ttft_p90", "s"),
+        ("E2E p50 s", "e2e_p50", "s"),
+        ("E2E mean s", "e2e_mean", "s"),
+        ("finished", "trajectories_finished", "n"),
+        ("errors", "error_rate", "%"),
+        ("overflow", "overflow_rate", "%"),
+        ("profit $/GPU-h", "profit_per_gpu_hour", "$"),
+        ("user $/1M in", "user_cost_per_m_input", "$"),
+    ]
+    # Engines as columns, metrics as rows: fits a terminal however many metrics there are.
+    t.add_column("metric", justify="left")
+    for name in engines:
+        t.add_column(name, justify="right")
+
+    def fmt(v: Any, kind: str) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        if kind == "%":
+            return f"{v:.1%}"
+        if kind == "s":
+            return f"{v:.3f}"
+        if kind == "$":
+            return f"{v:,.2f}"
+        return f"{v:,.0f}"
+
+    for title, key, kind in cols[1:]:
+        assert key is not None
+        cells = [fmt(m.get(key, econ.get(n, {}).get(key)), kind) for n, m in engines.items()]
+        t.add_row(title, *cells)
+    return t
+
+
+async def _drive(plan: RunPlan, show_panel: bool) -> RunOutcome | None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+    names = ", ".join(f"{e.name} ({e.kind} at {e.url})" for e in plan.engines)
+    err_console.print(f"preflight: {names}", highlight=False)
+    reports = await check_engines(plan)
+    for r in reports:
+        style = "green" if r.ok else "red"
+        err_console.print(f"[{style}]{r.message()}[/]", highlight=False)
+    if not all(r.ok for r in reports):
+        return None
+    if show_panel and console.is_terminal:
+        with Live(console=console, refresh_per_second=2, transient=False) as live:
+
+            def tick(stats: Any, elapsed: float, duration: float) -> None:
+                live.update(panel(stats, elapsed, duration))
+
+            return await run_live(plan, stop=stop, on_tick=tick, reports=reports)
+    last = [0.0]
+
+    def line(stats: Any, elapsed: float, duration: float) -> None:
+        if elapsed - last[0] >= 30 or elapsed < 1:
+            last[0] = elapsed
+            err_console.print(progress_line(stats, elapsed, duration), highlight=False)
+
+    return await run_live(plan, stop=stop, on_tick=line, reports=reports)
+
+
+def _specs_from_manifest(run_dir: Path) -> tuple[list[EngineSpec], dict[str, Any], str]:
+    try:
+        man = read_manifest(run_dir)
+    except RunDirError as e:
+        fail(f"--resume: {e}")
+    if man.get("status") == "completed":
+        fail(f"--resume {run_dir}: that run completed; nothing to resume")
+    cfg = man.get("config") or {}
+    specs = []
+    for entry in man.get("engines") or []:
+        keep = {k: entry.get(k) for k in EngineSpec.model_fields if entry.get(k) is not None}
+        if man.get("emulated"):
+            keep.pop("url", None)
+        specs.append(EngineSpec.model_validate(keep))
+    trace = (man.get("trace") or {}).get("path")
+    if not specs or not trace:
+        fail(f"--resume {run_dir}: manifest.json lacks its engines or trace; cannot resume")
+    return specs, cfg, str(trace)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """Not built yet."""
-        not_built("replay run", "see the open issues")
+    @app.command("run")
+    def run_cmd(
+        engines: str | None = typer.Option(
+            None, "--engines", help="Engines to compare, e.g. flashstate,vllm,sglang."
+        ),
+        endpoint: list[str] = typer.Option(  # noqa: B008
+            [], "--endpoint", help="NAME=URL (or NAME=KIND@URL) per engine; repeat."
+        ),
+        config: Path | None = typer.Option(  # noqa: B008
+            None, "--config", help="YAML listing engines (url, model, gpus, gpu_type, kind)."
+        ),
+        trace: str | None = typer.Option(
+            None, "--trace", help="Trace file, folder or hf:owner/name (default: the sample)."
+        ),
+        sessions: int | None = typer.Option(None, "--sessions", help="Concurrent sessions (48)."),
+        duration_min: float | None = typer.Option(
+            None, "--duration-min", help="Run length in minutes of the trace's clock (45)."
+        ),
+        window: str | None = typer.Option(None, "--window", help="Measured minutes A-B (15-45)."),
+        time_scale: float | None = typer.Option(
+            None, "--time-scale", help="Replay X times faster: gaps and duration divided by X."
+        ),
+        seed: int | None = typer.Option(None, "--seed", help="Workload seed (0)."),
+        gap_cap_s: float | None = typer.Option(None, "--gap-cap-s", help="Tool-gap cap (300)."),
+        out: Path | None = typer.Option(None, "--out", help="Run directory (runs/<run-id>)."),  # noqa: B008
+        resume: Path | None = typer.Option(  # noqa: B008
+            None, "--resume", help="Continue an interrupted run directory."
+        ),
+        retries: int = typer.Option(3, "--retries", help="Retries of a failed turn."),
+        stall_s: float = typer.Option(120.0, "--stall-timeout-s", help="No-token stall limit."),
+        request_timeout_s: float = typer.Option(
+            3600.0, "--request-timeout-s", help="Whole-request limit."
+        ),
+        show_panel: bool = typer.Option(True, "--panel/--no-panel", help="Live panel."),
+    ) -> None:
+        """Replay agent trajectories against engines side by side and record every request."""
+        from replay.traces import TraceError, load_trace, sample_path
+
+        file_cfg: Any = None
+        manifest_cfg: dict[str, Any] = {}
+        try:
+            if resume is not None:
+                specs, manifest_cfg, trace = _specs_from_manifest(resume)
+            elif config is not None:
+                if engines or endpoint:
+                    fail("--config lists the engines; drop --engines/--endpoint or the file")
+                file_cfg = load_config_file(config)
+                specs = file_cfg.engines
+            else:
+                specs = engines_from_flags(engines, endpoint)
+        except ConfigError as e:
+            fail(str(e))
+        fc = file_cfg
+        emulated = all(s.url is None for s in specs)
+        if not emulated and any(s.url is None for s in specs):
+            missing = ", ".join(s.name for s in specs if s.url is None)
+            fail(f"engines {missing} have no url; give every engine a url or none")
+        if resume is not None:
+            n_sessions = int(manifest_cfg.get("sessions", DEFAULTS["sessions"]))
+            duration_s = float(manifest_cfg.get("replayed_duration_s", 2700.0))
+            win_s = tuple(manifest_cfg.get("replayed_window", (900.0, 2700.0)))
+            scale = float(manifest_cfg.get("time_scale", 1.0))
+            run_seed = int(manifest_cfg.get("seed", 0))
+            cap = float(manifest_cfg.get("gap_cap_s", 300.0))
+        else:
+            n_sessions = _pick(sessions, fc and fc.sessions, "sessions")
+            duration_s = float(_pick(duration_min, fc and fc.duration_min, "duration_min")) * 60
+            try:
+                lo, hi = parse_window(_pick(window, fc and fc.window, "window"))
+            except ConfigError as e:
+                fail(str(e))
+            win_s = (lo * 60, min(hi * 60, duration_s))
+            default_scale = EMBEDDED_TIME_SCALE if emulated else DEFAULTS["time_scale"]
+            scale = float(time_scale or (fc and fc.time_scale) or default_scale)
+            run_seed = int(_pick(seed, fc and fc.seed, "seed"))
+            cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s"))
+            trace = trace or (fc and fc.trace) or None
+        if scale <= 0:
+            fail(f"--time-scale must be positive (got {scale})")
+        try:
+            wcfg = WorkloadConfig(
+                sessions=n_sessions,
+                duration_s=duration_s,
+                window=(float(win_s[0]), float(win_s[1])),
+                gap_cap_s=cap,
+                seed=run_seed,
+            )
+        except WorkloadError as e:
+            fail(f"{e} (check --sessions, --duration-min and --window)")
+        try:
+            loaded = load_trace(trace or sample_path())
+        except (TraceError, FileNotFoundError) as e:
+            fail(f"--trace: {e}")
+        run_dir = resume if resume is not None else (out or Path("runs") / new_run_id())
+        if resume is None and (run_dir / "requests.jsonl").exists():
+            fail(f"--out {run_dir}: already holds a run; choose a new --out or --resume it")
+        plan = RunPlan(
+            engines=specs,
+            trace=loaded,
+            workload=wcfg,
+            out_dir=run_dir,
+            time_scale=scale,
+            clock_scale=scale if emulated else 1.0,
+            command=shlex.join(["replay", *sys.argv[1:]]),
+            limits=Limits(stall_timeout_s=stall_s, request_timeout_s=request_timeout_s),
+            retries=retries,
+            resume=resume is not None,
+            extra_manifest={"emulated": emulated},
+        )
+        with contextlib.ExitStack() as stack:
+            if emulated:
+                urls = stack.enter_context(_emulators(specs, scale))
+                plan.engines = [s.model_copy(update={"url": urls[s.name]}) for s in specs]
+            try:
+                outcome = asyncio.run(_drive(plan, show_panel))
+            except PreflightFailed as e:
+                fail(str(e))
+            except RunDirError as e:
+                fail(str(e))
+        if outcome is None:
+            fail("preflight failed: fix the engines above, then run again; nothing was sent")
+        console.print(_final_table(outcome))
+        for note in (outcome.summary or {}).get("notes", []):
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"run directory: {outcome.run_dir}  ({outcome.records:,} requests)")
+        if outcome.status == "interrupted":
+            console.print(f"interrupted; continue with: replay run --resume {outcome.run_dir}")
+            raise typer.Exit(130)
+        if outcome.status == "failed":
+            raise typer.Exit(1)

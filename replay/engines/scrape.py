@@ -109,6 +109,7 @@ class MetricsScraper:
     urls: dict[str, str]  # engine name -> base url
     t0_ns: int
     interval_s: float = 5.0
+    clock_scale: float = 1.0  # t_s = wall seconds since t0 × clock_scale (see the client)
     session: aiohttp.ClientSession | None = None
     rows: dict[str, list[Any]] = field(
         default_factory=lambda: {n: [] for n in METRICS_SCHEMA.names}
@@ -129,7 +130,7 @@ class MetricsScraper:
                 if resp.status != 200:
                     raise MetricsError(f"HTTP {resp.status}")
                 text = await resp.text()
-            t_s = (time.perf_counter_ns() - self.t0_ns) / 1e9
+            t_s = (time.perf_counter_ns() - self.t0_ns) / 1e9 * self.clock_scale
             samples = parse_metrics(text, KEPT_METRICS)
         except (aiohttp.ClientError, OSError, TimeoutError, MetricsError) as e:
             self.failures[engine] = self.failures.get(engine, 0) + 1
@@ -143,16 +144,27 @@ class MetricsScraper:
             r["labels"].append(orjson.dumps(s.labels).decode() if s.labels else "")
             r["value"].append(s.value)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Scrape until `stop` is set, then once more (the window's closing counters)."""
+    async def run(self, stop: asyncio.Event, marks_s: list[float] | None = None) -> None:
+        """Scrape every interval until `stop` is set, then once more. `marks_s` (wall seconds
+        after t0) add scrapes at chosen moments: the window's edges, so counter deltas cover
+        exactly the measured window."""
         own = self.session is None
         if own:
             self.session = aiohttp.ClientSession()
+        pending = sorted(marks_s or [])
         try:
+            next_tick = 0.0
             while not stop.is_set():
-                await self.scrape_once()
+                elapsed = (time.perf_counter_ns() - self.t0_ns) / 1e9
+                while pending and pending[0] <= elapsed:
+                    pending.pop(0)
+                    next_tick = elapsed  # a mark is due: scrape now
+                if elapsed >= next_tick:
+                    await self.scrape_once()
+                    next_tick = elapsed + self.interval_s
+                wake = min([next_tick, *pending[:1]]) - elapsed
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                    await asyncio.wait_for(stop.wait(), max(wake, 0.01))
             await self.scrape_once()
         finally:
             if own and self.session is not None:

@@ -1,0 +1,183 @@
+"""What a live run is told: the engines (name, kind, URL, model, GPUs) and the replay settings.
+
+Engines come from `--engines` + `--endpoint NAME=URL` flags or from a YAML file (`--config`):
+
+```yaml
+engines:
+  - name: flashstate
+    kind: flashstate          # adapter: vllm | flashstate | sglang | openai
+    url: http://10.0.0.5:8000
+    model: glm-5.3-flash      # optional: the first model the server lists
+    gpus: 2
+    gpu_type: B200
+  - {name: vllm, kind: vllm, url: "http://10.0.0.6:8000", gpus: 2, gpu_type: B200}
+# optional replay settings (flags override them):
+sessions: 48
+duration_min: 45
+window: 15-45
+```
+API keys are never in the file: `api_key_env` names an environment variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from replay.engines.adapters import adapter_kinds
+
+# An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
+KIND_BY_NAME = {"vllm": "vllm", "flashstate": "flashstate", "sglang": "sglang", "openai": "openai"}
+
+
+class ConfigError(ValueError):
+    """A bad engine list or run config; the message names the flag or file and field."""
+
+
+class EngineSpec(BaseModel):
+    """One engine under test."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="engine name in records and reports")
+    kind: str = Field(
+        default="vllm", description="adapter kind: vllm, flashstate, sglang or openai"
+    )
+    url: str | None = Field(default=None, description="base URL; none: an emulator is started")
+    model: str | None = Field(default=None, description="served model; none: the first one listed")
+    gpus: int = Field(default=1, gt=0, description="GPUs this engine uses (per-GPU metrics)")
+    gpu_type: str = Field(default="", description="GPU model, matches a rate in configs/pricing")
+    vocab_size: int = Field(
+        default=32000, gt=0, description="ids are drawn below this (minus reserved)"
+    )
+    context_tokens: int | None = Field(
+        default=None, gt=0, description="the engine's context length; default: what it reports"
+    )
+    api: str = Field(default="completions", description="openai kind only: completions or chat")
+    api_key_env: str | None = Field(default=None, description="env variable holding the API key")
+
+    def adapter_options(self) -> dict[str, Any]:
+        if self.kind != "openai":
+            return {}
+        opts: dict[str, Any] = {"api": self.api}
+        if self.api_key_env:
+            opts["api_key_env"] = self.api_key_env
+        return opts
+
+    def public(self) -> dict[str, Any]:
+        """For the manifest: everything but secrets (there are none in the spec itself)."""
+        return self.model_dump()
+
+
+class FileConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engines: list[EngineSpec]
+    trace: str | None = None
+    sessions: int | None = Field(default=None, gt=0)
+    duration_min: float | None = Field(default=None, gt=0)
+    window: str | None = None
+    time_scale: float | None = Field(default=None, gt=0)
+    seed: int | None = None
+    gap_cap_s: float | None = Field(default=None, ge=0)
+
+
+def _check_kind(spec: EngineSpec, where: str) -> None:
+    if spec.kind not in adapter_kinds():
+        raise ConfigError(
+            f"{where}: engine '{spec.name}' has unknown kind '{spec.kind}' "
+            f"(known: {', '.join(adapter_kinds())})"
+        )
+
+
+def load_config_file(path: Path) -> FileConfig:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping with an 'engines' list")
+    for i, eng in enumerate(data.get("engines") or []):
+        if isinstance(eng, dict) and "kind" not in eng and eng.get("name") in KIND_BY_NAME:
+            eng["kind"] = KIND_BY_NAME[eng["name"]]
+        if isinstance(eng, dict) and "name" not in eng:
+            raise ConfigError(f"--config {path}: engines[{i}]: field 'name' is required")
+    try:
+        cfg = FileConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"--config {path}: field '{loc}': {err['msg']}") from None
+    if not cfg.engines:
+        raise ConfigError(f"--config {path}: field 'engines': list at least one engine")
+    names = [e.name for e in cfg.engines]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--config {path}: field 'engines': duplicate engine names {names}")
+    for spec in cfg.engines:
+        _check_kind(spec, f"--config {path}")
+    return cfg
+
+
+def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[EngineSpec]:
+    """`--engines a,b` and `--endpoint NAME=URL` (repeatable) to engine specs. An endpoint
+    may name its kind: `--endpoint mine=sglang@http://host:30000`."""
+    urls: dict[str, tuple[str | None, str | None]] = {}
+    for ep in endpoints:
+        name, sep, rest = ep.partition("=")
+        if not sep or not name or not rest:
+            raise ConfigError(
+                f"--endpoint '{ep}': expected NAME=URL (or NAME=KIND@URL), "
+                "e.g. vllm=http://127.0.0.1:8000"
+            )
+        ep_kind, at, ep_url = rest.partition("@")
+        if not at or "://" in ep_kind:
+            ep_kind, ep_url = "", rest
+        if not ep_url.startswith(("http://", "https://")):
+            raise ConfigError(f"--endpoint '{ep}': URL must start with http:// or https://")
+        urls[name.strip()] = (ep_kind or None, ep_url)
+    names = [n.strip() for n in (engines or "").split(",") if n.strip()]
+    if not names:
+        names = list(urls) or ["flashstate", "vllm", "sglang"]
+    unknown = [n for n in urls if n not in names]
+    if unknown:
+        raise ConfigError(
+            f"--endpoint names {', '.join(unknown)} not in --engines {','.join(names)}"
+        )
+    specs = []
+    for n in names:
+        given, url = urls.get(n, (None, None))
+        kind: str | None = given or KIND_BY_NAME.get(n)
+        if kind is None:
+            raise ConfigError(
+                f"--engines: '{n}' is not an engine kind ({', '.join(adapter_kinds())}); give "
+                f"its kind with --endpoint {n}=KIND@URL or use --config"
+            )
+        spec = EngineSpec(name=n, kind=kind, url=url)
+        _check_kind(spec, "--endpoint")
+        specs.append(spec)
+    if urls and len(urls) != len(specs):
+        missing = [s.name for s in specs if s.url is None]
+        raise ConfigError(
+            f"--engines {', '.join(missing)} have no --endpoint; give every engine an endpoint "
+            "or none (then emulators are started)"
+        )
+    return specs
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """`A-B` in minutes to (start_min, end_min)."""
+    a, sep, b = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        lo, hi = float(a), float(b)
+    except ValueError:
+        raise ConfigError(f"--window '{text}': expected A-B in minutes, e.g. 15-45") from None
+    if not 0 <= lo < hi:
+        raise ConfigError(f"--window '{text}': need 0 ≤ A < B")
+    return lo, hi

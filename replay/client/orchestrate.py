@@ -1,0 +1,321 @@
+"""A live run from start to end: preflight, manifest, every engine at once, metrics scraping,
+regular flushing, a clean stop, and the summary.
+
+Each engine replays the same seeded workload with its own sessions, adapter (one connection
+pool), prompt builder (its own generated ids) and ideal-prefix index. Records reach the run
+directory's journal within `flush_interval_s` of completing, so a killed run keeps all but the
+last second. The run ends after its duration (in-flight requests are cancelled and recorded
+`cancelled`), when `stop` is set (Ctrl-C: status `interrupted`), or when a session crashes
+(status `failed`). The summary comes from the analysis layer (`analysis.summary`).
+
+Times in records are seconds from the run start in the engines' clock: wall seconds for real
+engines (`clock_scale` 1); for emulators started with `--time-scale X`, which run X times
+faster than the GPU they model, wall seconds × X (`clock_scale` X), so records read as the
+modelled GPU's. With `time_scale` X the workload runs X times faster: gaps, the duration and
+the window are divided by X in wall time. The manifest's `config.window` and
+`config.duration_s` are in the records' clock; `config.replayed_window` in the trace's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import replay
+from replay.client.config import EngineSpec
+from replay.client.session import EngineRunner, LiveStats, SessionPolicy
+from replay.engines.adapters import Limits, make_adapter
+from replay.engines.preflight import PreflightReport, preflight
+from replay.engines.scrape import MetricsScraper
+from replay.prompts import PromptBuilder, TokenSpace
+from replay.records import SCHEMA_VERSION
+from replay.rundir import RunStatus, RunWriter, read_journal, read_manifest, utc_now
+from replay.traces.model import Trace
+from replay.workload import Workload, WorkloadConfig
+
+
+class PreflightFailed(Exception):
+    """At least one engine is not fit for a live run; nothing was sent or written."""
+
+    def __init__(self, reports: list[PreflightReport]):
+        self.reports = reports
+        super().__init__("\n".join(r.message() for r in reports if not r.ok))
+
+
+@dataclass
+class RunPlan:
+    """Everything a live run needs, resolved (the command layer builds it)."""
+
+    engines: list[EngineSpec]
+    trace: Trace
+    workload: WorkloadConfig  # in the replayed clock
+    out_dir: Path
+    time_scale: float = 1.0
+    clock_scale: float = 1.0  # see SessionPolicy.clock_scale
+    command: str = ""
+    limits: Limits = field(default_factory=Limits)
+    retries: int = 3
+    backoff_s: float = 2.0
+    scrape_interval_s: float = 5.0
+    flush_interval_s: float = 1.0
+    salt: int | None = None
+    resume: bool = False
+    extra_manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_wall_s(self) -> float:
+        return self.workload.duration_s / self.time_scale
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    status: RunStatus
+    summary: dict[str, Any] | None
+    records: int
+    reports: list[PreflightReport]
+    stats: dict[str, LiveStats]
+
+
+Tick = Callable[[dict[str, LiveStats], float, float], None]  # stats, elapsed_s, duration_s
+
+
+async def check_engines(plan: RunPlan) -> list[PreflightReport]:
+    return list(
+        await asyncio.gather(
+            *(
+                preflight(
+                    e.url or "",
+                    e.kind,
+                    e.model,
+                    vocab_size=e.vocab_size,
+                    adapter_options=e.adapter_options(),
+                )
+                for e in plan.engines
+            )
+        )
+    )
+
+
+def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "kind": spec.kind,
+        "url": spec.url,
+        "model": rep.model,
+        "gpus": spec.gpus,
+        "gpu_type": spec.gpu_type,
+        "server_version": rep.server_version,
+        "flags": [f"{k}={v}" for k, v in sorted(rep.server_info.items())],
+        "block_size": rep.block_size,
+        "context_tokens": spec.context_tokens or rep.context_tokens,
+        "vocab_size": spec.vocab_size,
+        "preflight": {c.name: c.ok for c in rep.checks},
+    }
+
+
+def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> dict[str, Any]:
+    w, x = plan.workload, plan.time_scale
+    c = plan.clock_scale  # records' seconds per wall second
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "executor": "live",
+        "command": plan.command or shlex.join(sys.argv),
+        "harness_version": replay.__version__,
+        "trace": {
+            "path": plan.trace.source,
+            "sha256": plan.trace.sha256,
+            "format": plan.trace.format,
+            "trajectories": len(plan.trace.trajectories),
+        },
+        "seed": w.seed,
+        "config": {
+            "sessions": w.sessions,
+            "duration_s": w.duration_s / x * c,
+            "window": [w.window[0] / x * c, w.window[1] / x * c],
+            "time_scale": x,
+            "clock_scale": c,
+            "seed": w.seed,
+            "gap_cap_s": w.gap_cap_s,
+            "start_range": [w.start_lo, w.start_hi],
+            "replayed_duration_s": w.duration_s,
+            "replayed_window": list(w.window),
+            "salt": salt,
+            "retries": plan.retries,
+            "backoff_s": plan.backoff_s,
+            "limits": {
+                "request_timeout_s": plan.limits.request_timeout_s,
+                "first_token_timeout_s": plan.limits.first_token_timeout_s,
+                "stall_timeout_s": plan.limits.stall_timeout_s,
+            },
+            "scrape_interval_s": plan.scrape_interval_s,
+        },
+        "engines": [_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
+        **plan.extra_manifest,
+    }
+
+
+def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:
+    """Where a resumed run picks up: the elapsed seconds recorded, and per session slot the
+    next assignment ordinal (the interrupted trajectory is not continued: its generated ids
+    are gone, so it could not be rewritten exactly)."""
+    rows = read_journal(run_dir)
+    elapsed = 0.0
+    starts: dict[tuple[str, int], int] = {}
+    for r in rows:
+        for k in ("done_s", "first_token_s", "sent_s", "scheduled_s"):
+            if r.get(k) is not None:
+                elapsed = max(elapsed, float(r[k]))
+        first = r.get("priming") or r.get("turn") == 0
+        if r.get("agent") == "main" and r.get("attempt") == 0 and first:
+            key = (str(r["engine"]), int(r["session"]))
+            starts[key] = starts.get(key, 0) + 1
+    ordinals: dict[int, int] = {}
+    for (_, slot), n in starts.items():
+        ordinals[slot] = max(ordinals.get(slot, 0), n)
+    return elapsed, {s: ordinals.get(s, 0) for s in range(sessions)}
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        from analysis.runs import load_run
+        from analysis.summary import build_summary
+
+        return build_summary(load_run(run_dir))
+    except Exception as e:  # the records are safe; a summary bug must not lose the run
+        return {"error": f"summary not built: {type(e).__name__}: {e}"}
+
+
+async def run_live(
+    plan: RunPlan,
+    *,
+    stop: asyncio.Event | None = None,
+    on_tick: Tick | None = None,
+    reports: list[PreflightReport] | None = None,
+) -> RunOutcome:
+    """Preflight (unless `reports` are given), then replay until the duration ends or `stop`."""
+    reports = reports if reports is not None else await check_engines(plan)
+    if not all(r.ok for r in reports):
+        raise PreflightFailed(reports)
+    stop = stop or asyncio.Event()
+    salt = plan.salt if plan.salt is not None else secrets.randbits(62)
+    manifest = build_manifest(plan, reports, salt)
+    first_ordinals: dict[int, int] = {}
+    elapsed0 = 0.0
+    if plan.resume:
+        old = read_manifest(plan.out_dir)
+        segments = list(old.get("segments", [{"start": old.get("start"), "salt": None}]))
+        segments.append({"start": utc_now(), "salt": salt})
+        manifest = {**old, "segments": segments, "status": "running"}
+        elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
+    writer = RunWriter(plan.out_dir, manifest).open(resume=plan.resume)
+    t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
+    workload = Workload(plan.trace, plan.workload)
+    policy = SessionPolicy(
+        time_scale=plan.time_scale,
+        clock_scale=plan.clock_scale,
+        retries=plan.retries,
+        backoff_s=plan.backoff_s,
+    )
+    runners: dict[str, EngineRunner] = {}
+    for spec, rep in zip(plan.engines, reports, strict=True):
+        adapter = make_adapter(
+            spec.kind, spec.url or "", rep.model, limits=plan.limits, **spec.adapter_options()
+        )
+        runners[spec.name] = EngineRunner(
+            spec.name,
+            adapter,
+            workload,
+            PromptBuilder(TokenSpace(spec.vocab_size, salt)),
+            t0_ns=t0,
+            emit=writer.add,
+            context_tokens=spec.context_tokens or rep.context_tokens,
+            policy=policy,
+            first_ordinals=first_ordinals,
+        )
+    scraper = MetricsScraper(
+        {s.name: s.url or "" for s in plan.engines if s.kind != "openai"},
+        t0,
+        plan.scrape_interval_s,
+        clock_scale=plan.clock_scale,
+    )
+    scrape_stop = asyncio.Event()
+    # Scrapes at the window's edges (the end a moment early, before sessions are cancelled).
+    w = plan.workload
+    marks = [w.window[0] / plan.time_scale, max(w.window[1] / plan.time_scale - 0.25, 0.0)]
+    scrape_task = asyncio.create_task(scraper.run(scrape_stop, [m for m in marks if m > 0]))
+    tasks = {
+        name: asyncio.create_task(r.run(), name=f"engine:{name}") for name, r in runners.items()
+    }
+    stats = {n: r.stats for n, r in runners.items()}
+    end_ns = t0 + int(plan.duration_wall_s * 1e9)
+    status: RunStatus = "completed"
+    try:
+        status = await _wait(plan, writer, tasks, stats, stop, t0, end_ns, on_tick)
+    except asyncio.CancelledError:
+        status = "interrupted"
+    finally:
+        for t in tasks.values():
+            t.cancel()
+        results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+        crashed = [
+            r
+            for r in results
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)
+        ]
+        if crashed and status == "completed":
+            status = "failed"
+        scrape_stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(scrape_task, 15)
+        for r in runners.values():
+            await r.adapter.close()
+        writer.flush(force_parquet=True)
+        if scraper.num_rows:
+            writer.write_server_metrics(scraper.table())
+        if crashed:
+            writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
+        summary = _summary(plan.out_dir)
+        writer.close(status, summary)
+    return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
+
+
+async def _wait(
+    plan: RunPlan,
+    writer: RunWriter,
+    tasks: dict[str, asyncio.Task[None]],
+    stats: dict[str, LiveStats],
+    stop: asyncio.Event,
+    t0: int,
+    end_ns: int,
+    on_tick: Tick | None,
+) -> RunStatus:
+    """Flush records every interval until the run's end, a stop request or a crash."""
+    last_heartbeat = 0.0
+    while True:
+        now = time.perf_counter_ns()
+        if now >= end_ns:
+            return "completed"
+        if stop.is_set():
+            return "interrupted"
+        if any(t.done() for t in tasks.values()):
+            return "failed"
+        writer.flush()
+        elapsed = (now - t0) / 1e9
+        if elapsed - last_heartbeat >= 5.0:
+            # A heartbeat lets readers tell a killed run (stale heartbeat) from a live one.
+            writer.update_manifest(heartbeat_s=round(elapsed, 3), heartbeat=utc_now())
+            last_heartbeat = elapsed
+        if on_tick is not None:
+            on_tick(stats, elapsed, plan.duration_wall_s)
+        wait = min(plan.flush_interval_s, (end_ns - now) / 1e9)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(wait, 0.0))

@@ -1,0 +1,269 @@
+"""Replaying the workload against one engine: session slots, turns, subagents, retries.
+
+Each session slot takes its trajectories from the workload's seeded sequence (the same for
+every engine), sends turn after turn, waiting the capped tool gap (divided by the time scale)
+after the previous request completes, and starts subagents as concurrent child sessions.
+Every request becomes a `RequestRecord` handed to `emit` the moment it ends, whatever its
+fate: ok, error, timeout, overflow (not sent: longer than the engine's context) or cancelled.
+A failed turn is retried after a backoff a bounded number of times; then the trajectory is
+abandoned and the slot takes the next one. An engine that went away is simply tried again by
+the next turn or trajectory, so it is picked up when it comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.client.ideal import PrefixIndex, computed_sequence
+from replay.engines.adapters import Adapter, StreamResult
+from replay.prompts import Context, PromptBuilder
+from replay.records import RequestRecord
+from replay.workload import Assignment, Spawn, Turn, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPolicy:
+    time_scale: float = 1.0  # tool gaps and spawn delays are divided by this
+    # Record times are wall seconds times this: 1 for real engines; X for emulators started
+    # with --time-scale X (they run X times faster than the GPU they model), so their
+    # records are in the modelled clock.
+    clock_scale: float = 1.0
+    retries: int = 3  # attempts after the first before a trajectory is abandoned
+    backoff_s: float = 2.0  # wall seconds before the first retry, doubled each time
+    backoff_max_s: float = 30.0
+    # Prompts longer than this are built in a worker thread (numpy releases the GIL), so a
+    # huge prompt does not hold the event loop while other sessions' chunks arrive.
+    offload_tokens: int = 32_768
+
+
+@dataclass
+class LiveStats:
+    """What the live panel shows for one engine; updated as records are emitted."""
+
+    sessions: int
+    in_flight: int = 0
+    done: int = 0
+    errors: int = 0
+    overflows: int = 0
+    cancelled: int = 0
+    abandoned: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    ideal_cached_tokens: int = 0
+    output_tokens: int = 0
+    recent_output: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=20000))
+    ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=2000))
+    last_error: str | None = None
+
+    def observe(self, rec: RequestRecord, now_ns: int) -> None:
+        if rec.status == "ok":
+            self.done += 1
+            self.prompt_tokens += rec.prompt_tokens
+            self.cached_tokens += rec.cached_tokens or 0
+            self.ideal_cached_tokens += rec.ideal_cached_tokens
+            self.output_tokens += rec.output_tokens
+            self.recent_output.append((now_ns, rec.output_tokens))
+            if rec.first_token_s is not None and rec.sent_s is not None:
+                self.ttft_ms.append((rec.first_token_s - rec.scheduled_s) * 1e3)
+        elif rec.status == "overflow":
+            self.overflows += 1
+        elif rec.status == "cancelled":
+            self.cancelled += 1
+        else:
+            self.errors += 1
+            self.last_error = rec.error
+
+    def output_per_min(self, now_ns: int, span_s: float = 60.0) -> float:
+        cut = now_ns - int(span_s * 1e9)
+        toks = sum(n for t, n in self.recent_output if t >= cut)
+        return toks * 60.0 / span_s
+
+    def ttft_pct(self, q: float) -> float | None:
+        return float(np.percentile(np.fromiter(self.ttft_ms, float), q)) if self.ttft_ms else None
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
+class EngineRunner:
+    """All session slots of one engine."""
+
+    def __init__(
+        self,
+        name: str,
+        adapter: Adapter,
+        workload: Workload,
+        builder: PromptBuilder,
+        *,
+        t0_ns: int,
+        emit: Callable[[RequestRecord], None],
+        context_tokens: int | None = None,
+        policy: SessionPolicy | None = None,
+        first_ordinals: dict[int, int] | None = None,
+    ):
+        self.name = name
+        self.adapter = adapter
+        self.workload = workload
+        self.builder = builder
+        self.t0_ns = t0_ns
+        self._emit = emit
+        self.context_tokens = context_tokens
+        self.policy = policy or SessionPolicy()
+        self.first_ordinals = first_ordinals or {}
+        self.index = PrefixIndex()
+        self.stats = LiveStats(sessions=workload.cfg.sessions)
+
+    # time ------------------------------------------------------------------------------
+    def _s(self, ns: int | None) -> float | None:
+        return None if ns is None else (ns - self.t0_ns) / 1e9 * self.policy.clock_scale
+
+    async def _sleep_until(self, ns: int) -> None:
+        delay = (ns - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def emit(self, rec: RequestRecord) -> None:
+        self.stats.observe(rec, time.perf_counter_ns())
+        self._emit(rec)
+
+    # sessions --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run every session slot until cancelled (the orchestrator ends the run)."""
+        slots = range(self.workload.cfg.sessions)
+        await asyncio.gather(*(self._session(s) for s in slots))
+
+    async def _session(self, slot: int) -> None:
+        start = self.first_ordinals.get(slot, 0)
+        for a in itertools.islice(self.workload.session_assignments(slot), start, None):
+            await self._assignment(a)
+
+    async def _assignment(self, a: Assignment) -> bool:
+        """Replay one trajectory (and its subagents); False if it was abandoned."""
+        ctx = self.builder.context(a.trajectory)
+        children: list[asyncio.Task[bool]] = []
+        by_turn: dict[int, list[Spawn]] = defaultdict(list)
+        for sp in a.spawns():
+            by_turn[sp.after_turn].append(sp)
+        scale = self.policy.time_scale
+        finished = True
+        try:
+            now = time.perf_counter_ns()
+            self._spawn(a, by_turn.pop(-1, []), now, children)
+            prev_done = now
+            for turn in a.turns():
+                scheduled = prev_done + int(turn.gap_s / scale * 1e9)
+                await self._sleep_until(scheduled)
+                ok, prev_done = await self._turn(ctx, a, turn, scheduled)
+                if not ok:
+                    self.stats.abandoned += 1
+                    finished = False
+                    break
+                self._spawn(a, by_turn.get(turn.index, []), prev_done, children)
+            if children:
+                await asyncio.gather(*children)
+        finally:
+            for c in children:
+                c.cancel()
+            if children:
+                await asyncio.gather(*children, return_exceptions=True)
+            ctx.release()
+        return finished
+
+    def _spawn(
+        self, a: Assignment, spawns: list[Spawn], at_ns: int, into: list[asyncio.Task[bool]]
+    ) -> None:
+        for sp in spawns:
+            into.append(asyncio.create_task(self._child(a.child(sp), at_ns, sp.delay_s)))
+
+    async def _child(self, a: Assignment, at_ns: int, delay_s: float) -> bool:
+        await self._sleep_until(at_ns + int(delay_s / self.policy.time_scale * 1e9))
+        return await self._assignment(a)
+
+    # one turn --------------------------------------------------------------------------
+    def _prepare(self, ctx: Context, i: int, out: int) -> tuple[np.ndarray, int, bytes | None]:
+        prompt = ctx.prompt(i)
+        n = len(prompt)
+        if self.context_tokens is not None and n + out > self.context_tokens:
+            return prompt, 0, None
+        ideal = min(self.index.longest_prefix(prompt), max(n - 1, 0))
+        return prompt, ideal, self.adapter.build_body(prompt, out)
+
+    async def _turn(
+        self, ctx: Context, a: Assignment, turn: Turn, scheduled_ns: int
+    ) -> tuple[bool, int]:
+        tr, i = a.trajectory, turn.index
+        out = max(int(tr.output_tokens[i]), 1)
+        big = int(tr.input_tokens[i]) > self.policy.offload_tokens
+        prep = await asyncio.to_thread(self._prepare, ctx, i, out) if big else None
+        prompt, ideal, body = prep or self._prepare(ctx, i, out)
+        attempt = 0
+        while True:
+            rec = RequestRecord(
+                engine=self.name,
+                session=a.slot,
+                trajectory=tr.id,
+                agent=tr.agent_id or "main",
+                turn=i,
+                scheduled_s=self._s(scheduled_ns) or 0.0,
+                prompt_tokens=len(prompt),
+                ideal_cached_tokens=ideal,
+                expected_output_tokens=out,
+                tool_gap_s=turn.gap_s,
+                priming=turn.priming,
+                attempt=attempt,
+            )
+            if body is None:
+                rec.status = "overflow"
+                rec.error = (
+                    f"prompt {len(prompt)} + output {out} tokens exceed the engine's context "
+                    f"of {self.context_tokens} tokens; not sent"
+                )
+                self.emit(rec)
+                ctx.completed(i, prompt, [])
+                return True, time.perf_counter_ns()
+            res = StreamResult()
+            self.stats.in_flight += 1
+            try:
+                await self.adapter.generate(body, res)
+            except asyncio.CancelledError:
+                self._fill(rec, res)
+                rec.status, rec.error = "cancelled", "cancelled at the end of the run"
+                self.emit(rec)
+                raise
+            finally:
+                self.stats.in_flight -= 1
+            self._fill(rec, res)
+            self.emit(rec)
+            if res.first_token_ns is not None:
+                # The engine computed this prompt (and the ids it fed back): later requests
+                # of this engine could ideally resume from it.
+                self.index.insert(computed_sequence(prompt, res.output_ids))
+            if res.status == "ok":
+                ctx.completed(i, prompt, res.output_ids)
+                return True, res.done_ns or time.perf_counter_ns()
+            attempt += 1
+            if attempt > self.policy.retries:
+                return False, time.perf_counter_ns()
+            p = self.policy
+            await asyncio.sleep(min(p.backoff_s * 2 ** (attempt - 1), p.backoff_max_s))
+            scheduled_ns = time.perf_counter_ns()
+
+    def _fill(self, rec: RequestRecord, res: StreamResult) -> None:
+        rec.sent_s = self._s(res.send_ns) if res.send_ns else None
+        rec.first_token_s = self._s(res.first_token_ns)
+        rec.done_s = self._s(res.done_ns)
+        rec.cached_tokens = res.cached_tokens
+        rec.output_tokens = res.output_tokens or len(res.output_ids)
+        rec.finish_reason = res.finish_reason
+        rec.status = res.status  # type: ignore[assignment]
+        rec.error = res.error
+        if not self.adapter.exact_ids and res.prompt_tokens is not None:
+            rec.prompt_tokens = res.prompt_tokens  # a text endpoint counts its own tokens
