@@ -84,7 +84,10 @@ def _served_frame(run: Run, window: Window) -> pd.DataFrame:
         )
     if not frames:
         return pd.DataFrame(columns=["engine", "turn", "session", "tool_gap_s", "prompt"])
-    return pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True)
+    # Categorical engines keep the manifest's order in every grouped table.
+    df["engine"] = pd.Categorical(df["engine"], categories=run.engines)
+    return df
 
 
 def _aggregate(df: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -104,6 +107,7 @@ def _aggregate(df: pd.DataFrame, key: str) -> pd.DataFrame:
         redundant_prefill_per_request=("redundant", "mean"),
         ttft_p50=("ttft", "median"),
     ).reset_index()
+    out["engine"] = out["engine"].astype(str)
     out["hit_rate"] = out["cached"] / out["cached_known"].where(out["cached_known"] > 0)
     out["ideal_hit_rate"] = out["ideal"] / out["prompt"].where(out["prompt"] > 0)
     return out

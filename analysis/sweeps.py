@@ -4,7 +4,7 @@
 `aggregate_sweep` gives one row per engine and session count: the mean over runs (seeds) and
 a standard error — across seeds when there are two or more, else the single run's time-bin
 error (`se_source` says which). The working-set-to-capacity ratio is carried through where
-a run knows it, and `capacity_crossing` names the first session count where it reaches 1.
+a run knows it, and `capacity_crossing` gives the session count where it reaches 1.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return rows
     out = []
-    for (engine, sessions), group in rows.groupby(["engine", "sessions"], sort=True):
+    order = {e: i for i, e in enumerate(pd.unique(rows["engine"]))}
+    for (engine, sessions), group in rows.groupby(["engine", "sessions"], sort=False):
         rec: dict[str, object] = {"engine": engine, "sessions": sessions, "runs": len(group)}
         rec["se_source"] = "seeds" if len(group) >= 2 else "time bins"
         for metric in SWEEP_METRICS:
@@ -62,18 +63,34 @@ def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
             elif f"{metric}_se" in group.columns:
                 rec[f"{metric}_se"] = float(group[f"{metric}_se"].iloc[0])
         out.append(rec)
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    # Engines in the order the runs list them, then by load.
+    table["_order"] = table["engine"].map(order)
+    return table.sort_values(["_order", "sessions"]).drop(columns="_order").reset_index(drop=True)
 
 
 def capacity_crossing(agg: pd.DataFrame) -> dict[str, float]:
-    """{engine: the smallest session count whose working-set ratio is ≥ 1} (when known)."""
+    """{engine: the session count where the working-set ratio reaches 1}, interpolated
+    linearly between the last point below 1 and the first at or above it (the first point
+    itself when none is below). Engines whose ratio is unknown or never reaches 1 are left out.
+    """
     found: dict[str, float] = {}
     if agg.empty or "working_set_ratio" not in agg.columns:
         return found
-    for engine, group in agg.groupby("engine"):
-        over = group[group["working_set_ratio"] >= 1.0]
-        if len(over):
-            found[str(engine)] = float(over["sessions"].min())
+    for engine, group in agg.groupby("engine", sort=False):
+        g = group[np.isfinite(group["working_set_ratio"].to_numpy(float))].sort_values("sessions")
+        x = g["sessions"].to_numpy(float)
+        r = g["working_set_ratio"].to_numpy(float)
+        over = np.flatnonzero(r >= 1.0)
+        if not len(over):
+            continue
+        i = int(over[0])
+        if i == 0 or r[i] == r[i - 1]:
+            found[str(engine)] = float(x[i])
+        else:
+            found[str(engine)] = float(
+                x[i - 1] + (1.0 - r[i - 1]) * (x[i] - x[i - 1]) / (r[i] - r[i - 1])
+            )
     return found
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data
 from analysis.report.content import ReportData, RunAnalysis
 
@@ -41,7 +42,8 @@ def _label(a: RunAnalysis, engine: str, multi: bool) -> str:
     if not multi:
         return engine
     sessions = a.metrics.loc[a.metrics["engine"] == engine, "sessions"].iloc[0]
-    return f"{engine} · {sessions} sessions"
+    seed = manifest_seed(a.run.manifest)
+    return f"{engine} · {sessions} sessions" + ("" if seed is None else f" · seed {seed}")
 
 
 def versus_sessions(
@@ -51,6 +53,8 @@ def versus_sessions(
     working-set-to-capacity ratio in its hover and a dotted line where it reaches 1."""
     fig = go.Figure()
     scale = 100.0 if pct else 1.0
+    if data.sweep["sessions"].nunique() <= 1:
+        return _single_load(data, metric, title, y, scale)
     for engine, g in data.sweep.groupby("engine", sort=False):
         g = g.sort_values("sessions")
         se = g.get(f"{metric}_se", pd.Series(np.nan, index=g.index)).to_numpy(float) * scale
@@ -69,15 +73,42 @@ def versus_sessions(
                 + "</extra>",
             )
         )
+    # One marker per distinct crossing; engines that share it share the label.
+    at: dict[float, list[str]] = {}
     for engine, sessions in data.crossing.items():
+        at.setdefault(round(sessions, 1), []).append(engine)
+    for sessions, engines in at.items():
+        who = "" if len(engines) == len(data.crossing) else f" ({', '.join(engines)})"
         fig.add_vline(
             x=sessions,
             line_dash="dot",
             line_color="grey",
-            annotation_text=f"working set ≥ cache ({engine})",
+            annotation_text=f"working set = cache ≈ {sessions:g} sessions{who}",
             annotation_position="top left",
         )
     return _layout(fig, title, "concurrent sessions", y)
+
+
+def _single_load(data: ReportData, metric: str, title: str, y: str, scale: float) -> go.Figure:
+    """One session count only: a bar per engine with ± one standard error."""
+    s = data.sweep
+    se = s.get(f"{metric}_se", pd.Series(np.nan, index=s.index)).to_numpy(float) * scale
+    ratio = s["working_set_ratio"].to_numpy(float)
+    text = [f"working set / capacity {r:.2f}" if math.isfinite(r) else "" for r in ratio]
+    fig = go.Figure(
+        go.Bar(
+            x=s["engine"],
+            y=s[metric].to_numpy(float) * scale,
+            error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
+            hovertext=text,
+            marker_color=[_COLORS[i % len(_COLORS)] for i in range(len(s))],
+        )
+    )
+    sessions = s["sessions"].iloc[0] if len(s) else "?"
+    return _layout(fig, f"{title} ({sessions} sessions)", "engine", y)
+
+
+_COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3")
 
 
 def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
