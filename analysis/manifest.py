@@ -133,6 +133,8 @@ def manifest_engines(manifest: dict[str, Any]) -> dict[str, EngineInfo]:
         flags = item.get("flags") or item.get("server_flags") or []
         if isinstance(flags, str):
             flags = flags.split()
+        elif isinstance(flags, dict):  # the simulator's policy options
+            flags = [f"{k}={v}" for k, v in sorted(flags.items())]
         out[item["name"]] = EngineInfo(
             name=item["name"],
             gpus=count,

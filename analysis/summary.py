@@ -2,8 +2,8 @@
 
 Executors call `build_summary(run)` at the end of a run and write it with
 `RunWriter.write_summary`; `replay report` rewrites it. Keys this module does not compute but
-an executor put in an earlier summary's engine entry (the simulator's `working_set_ratio`,
-`resident_checkpoints`, ...) are kept.
+an executor put in an earlier summary (per engine: the simulator's `working_set_ratio`,
+`resident_checkpoints`, ...; or at the top level) are kept.
 
 ```
 {"schema_version": 1, "run_id": ..., "window": [start_s, end_s], "window_source": ...,
@@ -29,6 +29,7 @@ from replay.rundir import SUMMARY, write_json_atomic
 
 SUMMARY_SCHEMA_VERSION = 1
 OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
+_TOP_KEYS = {"schema_version", "run_id", "window", "window_source", "bin_s", "notes", "engines"}
 _SUMMARY_COLUMNS = {
     *ID_COLUMNS,
     *METRICS,
@@ -81,7 +82,10 @@ def summary_from_table(
         if entry["overflow_flagged"]:
             notes.append(f"{name}: overflow rate {row['overflow_rate']:.1%} is over 1%")
         engines[name] = entry
+    # Top-level keys an executor wrote (the simulator's own row, ...) are kept as well.
+    extra = {k: v for k, v in (run.summary or {}).items() if k not in _TOP_KEYS}
     return {
+        **extra,
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run.run_id,
         "window": win.as_list(),

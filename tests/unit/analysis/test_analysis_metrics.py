@@ -135,7 +135,8 @@ def test_counter_hit_rate_from_server_metrics(builder: Builder) -> None:
 def test_summary_keeps_executor_keys_and_writes_json(builder: Builder) -> None:
     run_dir = _scenario(builder)
     (run_dir / "summary.json").write_text(
-        '{"engines": {"b": {"working_set_ratio": 1.34, "resident_checkpoints": 17, "hit_rate": 9}}}'
+        '{"engines": {"b": {"working_set_ratio": 1.34, "resident_checkpoints": 17, "hit_rate": 9}},'
+        ' "simulator": {"policy": "b"}, "window": [0, 1]}'
     )
     run = load_run(run_dir)
     summary = build_summary(run)
@@ -143,7 +144,8 @@ def test_summary_keeps_executor_keys_and_writes_json(builder: Builder) -> None:
     assert eng["resident_checkpoints"] == 17
     assert eng["working_set_ratio"] == 1.34
     assert eng["hit_rate"] == pytest.approx(0.75)  # recomputed, not the stale 9
-    assert summary["window"] == [100.0, 200.0]
+    assert summary["window"] == [100.0, 200.0]  # recomputed
+    assert summary["simulator"] == {"policy": "b"}  # an executor's own key, kept
     assert summary["engines"]["a"]["placement_miss_per_request"] is None  # NaN -> null
     assert summary["engines"]["a"]["overflow_flagged"] is True
     path = write_summary(run)

@@ -105,3 +105,24 @@ def test_find_runs_lists_and_refuses_outside(tmp_path: Path, builder: Builder) -
     assert resolve_inside(root, "s16") == inside_b.resolve()
     with pytest.raises(RunDirError, match="not a directory of runs"):
         find_runs(tmp_path / "missing")
+
+
+def test_engine_flags_from_a_list_a_string_or_policy_options() -> None:
+    from analysis.manifest import manifest_engines
+
+    engines = manifest_engines(
+        {
+            "engines": [
+                {"name": "x", "flags": ["--a", "--b"], "gpus": 2},
+                {"name": "y", "flags": "--c --d", "gpus": True},
+                {"name": "z", "flags": {"tiers": True, "alpha": 0.5}},
+                "w",
+                {"no": "name"},
+            ]
+        }
+    )
+    assert list(engines) == ["x", "y", "z", "w"]
+    assert engines["x"].flags == ["--a", "--b"] and engines["x"].gpus == 2
+    assert engines["y"].flags == ["--c", "--d"] and engines["y"].gpus_assumed
+    assert engines["z"].flags == ["alpha=0.5", "tiers=True"]
+    assert engines["w"].gpus == 1 and engines["w"].gpus_assumed
