@@ -1,0 +1,131 @@
+"""Typed field access for parsed JSON records, failing with file, line, field and expectation.
+
+Field paths are built lazily (only when something is wrong) because a full-size corpus has
+~100K requests and formatting a path per field would cost more than the checks themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import numpy as np
+
+from replay.traces.errors import IssueSink, fail
+
+
+@dataclass(slots=True)
+class Where:
+    """Where a record came from: the file (or dataset) name and its 1-based line (or row)."""
+
+    source: str
+    line: int | None
+    sink: IssueSink
+
+    def fail(self, field: str, message: str) -> None:
+        fail(self.source, self.line, field, message)
+
+    def issue(self, field: str, message: str) -> None:
+        self.sink.add(self.source, self.line, field, message)
+
+
+def join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def req_int(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> int:
+    """A required non-negative integer (`what` says what it means, for the message)."""
+    value = obj.get(key)
+    if type(value) is int and value >= 0:
+        return value
+    if value is None:
+        where.fail(join(path, key), f"missing; expected a non-negative integer ({what})")
+    if type(value) is int:
+        where.fail(
+            join(path, key), f"negative length {value}; expected a non-negative integer ({what})"
+        )
+    where.fail(join(path, key), f"expected a non-negative integer ({what}), got {_describe(value)}")
+    raise AssertionError  # unreachable: fail() raises
+
+
+def req_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> float:
+    """A required finite number (int or float)."""
+    value = obj.get(key)
+    if _is_number(value) and math.isfinite(value):
+        return float(value)
+    if value is None:
+        where.fail(join(path, key), f"missing; expected a number ({what})")
+    where.fail(join(path, key), f"expected a finite number ({what}), got {_describe(value)}")
+    raise AssertionError
+
+
+def opt_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> float:
+    """An optional number; NaN when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return math.nan
+    if _is_number(value) and math.isfinite(value):
+        return float(value)
+    where.fail(join(path, key), f"expected a number or null ({what}), got {_describe(value)}")
+    raise AssertionError
+
+
+def opt_str(obj: dict[str, Any], key: str, path: str, where: Where) -> str | None:
+    """An optional string; ints are accepted and turned into strings (ids are sometimes ints)."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if type(value) is int:
+        return str(value)
+    where.fail(join(path, key), f"expected a string, got {_describe(value)}")
+    raise AssertionError
+
+
+def req_list(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> list[Any]:
+    value = obj.get(key)
+    if isinstance(value, list):
+        return value
+    if value is None:
+        where.fail(join(path, key), f"missing; expected a list ({what})")
+    where.fail(join(path, key), f"expected a list ({what}), got {_describe(value)}")
+    raise AssertionError
+
+
+def int_array(value: list[Any], field: str, where: Where) -> np.ndarray:
+    """A JSON list of integers (already parsed, e.g. from `datasets`) as an int64 array."""
+    if not value:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        arr = np.asarray(value)
+    except (ValueError, OverflowError):  # ragged nesting
+        arr = np.asarray([None])
+    if arr.ndim == 1 and arr.dtype.kind == "i":
+        return arr.astype(np.int64, copy=False)
+    bad = next((v for v in value if type(v) is not int or not -(2**63) <= v < 2**63), value[0])
+    where.fail(field, f"expected a list of integer block ids (64-bit), found {_describe(bad)}")
+    raise AssertionError
+
+
+def models_of(obj: dict[str, Any], path: str, where: Where) -> tuple[str, ...]:
+    """`models`: a list of names, or a mapping keyed by name (both are seen in the wild)."""
+    value = obj.get("models")
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        return tuple(str(k) for k in value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    where.fail(join(path, "models"), f"expected a list of model names, got {_describe(value)}")
+    raise AssertionError

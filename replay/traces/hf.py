@@ -1,0 +1,65 @@
+"""Hugging Face datasets as trace sources, streamed (the corpus is ~2 GB).
+
+`load_hub` streams a dataset from the hub; `load_dataset_files` streams local JSON files
+through the very same `datasets` code path (what the tests use: the hub is unreachable here).
+The two differ in the one `load_dataset` call of `_stream`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from replay.traces.errors import IssueSink, fail
+from replay.traces.fields import Where
+from replay.traces.loader import Parsed, build_trace
+from replay.traces.model import Trace
+
+
+def _stream(name: str, data_files: Sequence[str] | None, split: str) -> Any:
+    import datasets  # heavy import: only when a dataset source is used
+
+    try:
+        if data_files is None:
+            return datasets.load_dataset(name, split=split, streaming=True)
+        return datasets.load_dataset(
+            "json", data_files=list(data_files), split=split, streaming=True
+        )
+    except Exception as exc:  # datasets raises many types (hub, network, file)
+        fail(name, None, "src", f"could not open the dataset with `datasets`: {exc}")
+
+
+def load_hub(
+    name: str, *, strict: bool = False, fmt: str | None = None, split: str = "train"
+) -> Trace:
+    """Stream `owner/name` from the Hugging Face hub."""
+    return _load(name, None, strict, fmt, split)
+
+
+def load_dataset_files(
+    files: Sequence[str], *, strict: bool = False, fmt: str | None = None, split: str = "train"
+) -> Trace:
+    """Stream local JSON-lines files through `datasets` (the hub path, minus the hub)."""
+    return _load(",".join(files), files, strict, fmt, split)
+
+
+def _load(
+    name: str, files: Sequence[str] | None, strict: bool, fmt: str | None, split: str
+) -> Trace:
+    sink = IssueSink(strict)
+    return build_trace(_rows(_stream(name, files, split), name, sink), name, sink, fmt)
+
+
+def _rows(dataset: Any, name: str, sink: IssueSink) -> Iterator[Parsed]:
+    for i, row in enumerate(dataset, start=1):
+        yield Where(name, i, sink), _drop_nulls(row), None, None
+
+
+def _drop_nulls(value: Any) -> Any:
+    """Arrow-backed rows carry every field of the inferred schema, null where a record lacks
+    it; drop those so a missing field reads as missing, as in a raw JSON line."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and value and isinstance(value[0], dict | list):
+        return [_drop_nulls(v) for v in value]
+    return value
