@@ -3,12 +3,14 @@
 Every metric reads the measured requests only: priming requests (``priming == True``) warm a
 session's earlier context and are excluded. For a window [start, end):
 
-- *served* requests are those whose first token lands in the window; they give ``requests``,
-  prefill throughput (their prompt tokens, cached and computed alike), the hit rates, TTFT,
-  uncached and redundant tokens and the miss split;
+- prefill throughput counts the prompt tokens (cached and computed alike) of every request
+  whose first token lands in the window, whatever its final status;
+- the *measured* requests are those of them that finished ``ok``; they give ``requests``,
+  the hit rates, TTFT, end-to-end latency, uncached and redundant tokens and the miss split
+  (the same set as the simulator's own summary; a live engine reports cached tokens only
+  when a request completes);
 - output tokens are counted where they were generated: a request's tokens are spread evenly
   from its first token to its end, and the part inside the window counts;
-- end-to-end latency reads served requests that finished ``ok``;
 - error and overflow rates read the requests *scheduled* in the window (cancelled ones, cut
   off by the run's end, are left out of the denominator);
 - a trajectory counts as finished when its session moved on to another trajectory (the
@@ -35,7 +37,7 @@ ERROR_STATUSES = ("error", "timeout")
 
 # name -> (label, unit, description): what tables and figures print.
 METRICS: dict[str, tuple[str, str, str]] = {
-    "requests": ("Requests", "", "measured requests with the first token in the window"),
+    "requests": ("Requests", "", "requests finished ok with the first token in the window"),
     "output_tokens_per_min_per_gpu": ("Output", "tok/min/GPU", "output tokens per minute per GPU"),
     "prefill_tokens_per_min_per_gpu": (
         "Prefill",
@@ -182,7 +184,7 @@ def output_tokens_in(d: EngineData, start: float, end: float) -> float:
 
 
 def redundant_tokens(d: EngineData, mask: np.ndarray) -> tuple[np.ndarray, str]:
-    """Per served request: ideal − actual resume position (the simulator's `resume_pos`
+    """Per request in `mask`: ideal − actual resume position (the simulator's `resume_pos`
     where known, else the reported cached tokens), floored at 0; and where it came from."""
     resume = d.resume[mask]
     actual = np.where(np.isnan(resume), d.cached[mask], resume)
@@ -192,34 +194,41 @@ def redundant_tokens(d: EngineData, mask: np.ndarray) -> tuple[np.ndarray, str]:
     return red, source
 
 
+def measured_mask(d: EngineData, window: Window) -> np.ndarray:
+    """Measured requests: first token in the window and finished `ok` (priming already out)."""
+    return (d.first >= window.start_s) & (d.first < window.end_s) & (d.status == "ok")
+
+
 def engine_metrics(d: EngineData, window: Window, gpus: int) -> dict[str, Any]:
     """The window metrics of one engine (see the module docstring for the definitions)."""
     start, end = window.start_s, window.end_s
     minutes = window.duration_s / 60.0
     served = (d.first >= start) & (d.first < end)
-    prompt = d.prompt[served]
-    cached = d.cached[served]
+    measured = measured_mask(d, window)
+    prompt = d.prompt[measured]
+    cached = d.cached[measured]
     has_cached = ~np.isnan(cached)
-    ok = served & (d.status == "ok") & ~np.isnan(d.done)
+    ok = measured & ~np.isnan(d.done)
     scheduled = (d.scheduled >= start) & (d.scheduled < end)
     status = d.status[scheduled]
     attempted = int((status != "cancelled").sum())
-    red, source = redundant_tokens(d, served)
+    red, source = redundant_tokens(d, measured)
     out_tokens = output_tokens_in(d, start, end)
-    ttft = d.first[served] - d.scheduled[served]
+    ttft = d.first[measured] - d.scheduled[measured]
     e2e = d.done[ok] - d.scheduled[ok]
+    prefill = float(d.prompt[served].sum())
     return {
-        "requests": int(served.sum()),
+        "requests": int(measured.sum()),
         "requests_scheduled": int(scheduled.sum()),
         "prompt_tokens": float(prompt.sum()),
         "cached_tokens": float(cached[has_cached].sum()),
-        "ideal_cached_tokens": float(d.ideal[served].sum()),
+        "ideal_cached_tokens": float(d.ideal[measured].sum()),
         "output_tokens": out_tokens,
         "output_tokens_per_min": out_tokens / minutes,
         "output_tokens_per_min_per_gpu": out_tokens / minutes / gpus,
-        "prefill_tokens_per_min_per_gpu": float(prompt.sum()) / minutes / gpus,
+        "prefill_tokens_per_min_per_gpu": prefill / minutes / gpus,
         "hit_rate": _ratio(float(cached[has_cached].sum()), float(prompt[has_cached].sum())),
-        "ideal_hit_rate": _ratio(float(d.ideal[served].sum()), float(prompt.sum())),
+        "ideal_hit_rate": _ratio(float(d.ideal[measured].sum()), float(prompt.sum())),
         "ttft_p50": _pct(ttft, 50),
         "ttft_p90": _pct(ttft, 90),
         "ttft_p99": _pct(ttft, 99),
@@ -233,9 +242,9 @@ def engine_metrics(d: EngineData, window: Window, gpus: int) -> dict[str, Any]:
         "uncached_tokens_p50": _pct(prompt - cached, 50),
         "redundant_prefill_per_request": _mean(red),
         "miss_source": source,
-        "placement_miss_per_request": _mean(d.placement[served]),
-        "dependency_miss_per_request": _mean(d.dependency[served]),
-        "capacity_miss_per_request": _mean(d.capacity[served]),
+        "placement_miss_per_request": _mean(d.placement[measured]),
+        "dependency_miss_per_request": _mean(d.dependency[measured]),
+        "capacity_miss_per_request": _mean(d.capacity[measured]),
     }
 
 
@@ -292,6 +301,7 @@ __all__ = [
     "EngineData",
     "engine_data",
     "engine_metrics",
+    "measured_mask",
     "resolve_window",
     "window_metrics",
 ]

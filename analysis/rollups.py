@@ -1,7 +1,8 @@
-"""Roll-ups of the served requests: by turn depth, by session, by tool-gap length (hit rate
+"""Roll-ups of the measured requests: by turn depth, by session, by tool-gap length (hit rate
 against the idle time before the request) and by prompt length.
 
-Each roll-up reads the requests whose first token lands in the window (priming excluded)
+Each roll-up reads the measured requests (`analysis.metrics.measured_mask`: first token in
+the window, finished ok, priming excluded)
 and returns one row per engine and bucket: ``engine, bucket, lo, hi, requests, hit_rate,
 ideal_hit_rate, uncached_tokens_per_request, redundant_prefill_per_request, ttft_p50``.
 Hit rates are token-weighted (cached ÷ prompt tokens of the bucket).
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.manifest import Window
-from analysis.metrics import engine_data, redundant_tokens, resolve_window
+from analysis.metrics import engine_data, measured_mask, redundant_tokens, resolve_window
 from analysis.runs import Run
 
 INF = math.inf
@@ -65,7 +66,7 @@ def _served_frame(run: Run, window: Window) -> pd.DataFrame:
     frames = []
     for engine in run.engines:
         d = engine_data(run, engine)
-        served = (d.first >= window.start_s) & (d.first < window.end_s)
+        served = measured_mask(d, window)
         red, _ = redundant_tokens(d, served)
         frames.append(
             pd.DataFrame(

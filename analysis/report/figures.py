@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.manifest import manifest_seed
-from analysis.metrics import engine_data
+from analysis.metrics import engine_data, measured_mask
 from analysis.report.content import ReportData, RunAnalysis
 
 MAX_POINTS = 1000
@@ -139,7 +139,7 @@ def _distribution(
 
 def _served(a: RunAnalysis, engine: str) -> tuple[np.ndarray, ...]:
     d = engine_data(a.run, engine)
-    mask = (d.first >= a.window.start_s) & (d.first < a.window.end_s)
+    mask = measured_mask(d, a.window)
     return d.first[mask] - d.scheduled[mask], d.prompt[mask] - d.cached[mask]
 
 

@@ -151,3 +151,18 @@ def test_summary_keeps_executor_keys_and_writes_json(builder: Builder) -> None:
     path = write_summary(run)
     assert load_run(run_dir).summary == summary
     assert path.name == "summary.json"
+
+
+def test_prefill_counts_every_first_token_but_hit_rate_only_ok(builder: Builder) -> None:
+    b = builder()
+    b.req("a", 10.0, first=11.0, done=20.0, prompt=1000, cached=800, ideal=1000)
+    # timed out after its first token: prefilled (counts in prefill), not measured
+    b.req("a", 30.0, first=31.0, done=None, prompt=3000, cached=0, ideal=3000, status="timeout")
+    b.rows[-1].done_s = None
+    run = load_run(b.write(config={"window": [0, 60]}))
+    m = window_metrics(run).set_index("engine")
+    assert m.loc["a", "prefill_tokens_per_min_per_gpu"] == pytest.approx(4000.0)
+    assert m.loc["a", "requests"] == 1
+    assert m.loc["a", "hit_rate"] == pytest.approx(0.8)
+    assert m.loc["a", "ttft_p99"] == pytest.approx(1.0)
+    assert m.loc["a", "error_rate"] == pytest.approx(0.5)
