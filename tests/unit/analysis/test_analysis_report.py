@@ -200,3 +200,17 @@ def test_table_html_escapes() -> None:
 
     t = Table("t", "T <x>", pd.DataFrame({"e": ["<b>"]}), [Column("e", "E", kind="text")])
     assert "&lt;b&gt;" in t.to_html() and "T &lt;x&gt;" in t.to_html()
+
+
+def test_runs_without_measured_requests_still_report(builder: Builder, tmp_path: Path) -> None:
+    empty = builder().write("empty", config={"window": [0, 100]})
+    b = builder()
+    b.req("a", 10.0, status="error")
+    b.rows[-1].first_token_s = b.rows[-1].done_s = None
+    b.req("b", 10.0)
+    errors = b.write("errors", config={"window": [0, 100]})
+    result = build_report([empty, errors], tmp_path / "rep", static=False)
+    assert "errors: a: no served requests in the window; not priced" in result.notes
+    assert (tmp_path / "rep" / "report.html").exists()
+    lat = (tmp_path / "rep" / "tables" / "latency.md").read_text()
+    assert "| errors | a | – |" in lat  # no TTFT: a dash, not a crash
