@@ -44,7 +44,9 @@ def synth_run(run_dir: Path, requests: int, seed: int = 0, sessions: int = 48) -
         turn = rng.integers(0, 120, n)
         prompt = rng.integers(2_000, 150_000, n)
         ideal = (prompt * rng.uniform(0.8, 1.0, n)).astype(np.int64)
-        cached = np.minimum(ideal, (prompt * rng.beta(hit * 10, (1 - hit) * 10, n))).astype(np.int64)
+        cached = np.minimum(ideal, (prompt * rng.beta(hit * 10, (1 - hit) * 10, n))).astype(
+            np.int64
+        )
         ttft = rng.lognormal(np.log(ttft_scale), 1.0, n)
         output = rng.integers(50, 2_000, n)
         first = scheduled + ttft
@@ -87,7 +89,9 @@ def synth_run(run_dir: Path, requests: int, seed: int = 0, sessions: int = 48) -
     for f in REQUEST_SCHEMA:
         data = np.concatenate(cols[f.name])
         if pa.types.is_integer(f.type) and data.dtype.kind == "f":
-            arrays.append(pa.array(np.round(data), type=pa.float64(), from_pandas=True).cast(f.type))
+            arrays.append(
+                pa.array(np.round(data), type=pa.float64(), from_pandas=True).cast(f.type)
+            )
         else:
             arrays.append(pa.array(data, type=f.type, from_pandas=True))
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -130,14 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load          {t_load:6.2f} s")
         print(f"analysis      {t_analyze:6.2f} s")
         print(f"tables+summary{t_tables:6.2f} s  ({len(files)} table files)")
-        print(f"total         {total:6.2f} s  (target < {TARGET_S:.0f} s: {total / TARGET_S:.2f}× of it)")
+        print(
+            f"total         {total:6.2f} s  (target < {TARGET_S:.0f} s: {total / TARGET_S:.2f}× of it)"
+        )
         print(f"throughput    {args.requests / total:,.0f} requests analysed per second")
         if args.figures:
             from analysis.report.figures import all_figures
 
             t = time.perf_counter()
             figs = all_figures(data)
-            print(f"figures       {time.perf_counter() - t:6.2f} s  ({len(figs)} figures, not in target)")
+            print(
+                f"figures       {time.perf_counter() - t:6.2f} s  ({len(figs)} figures, not in target)"
+            )
         return 0 if total < TARGET_S else 1
 
 
