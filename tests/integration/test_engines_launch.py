@@ -7,13 +7,15 @@ check what it printed and what it started rather than paying ~100 s for a second
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from replay.engines.configs import load_engine_config
+from replay.engines.configs import config_names, load_engine_config, render_command, resolve_python
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -29,6 +31,11 @@ def test_launch_prints_the_endpoint_line_and_the_server_answers(vllm_cpu) -> Non
     out = vllm_cpu.launch_output.read_text()
     assert f"--endpoint vllm={vllm_cpu.url}" in out.splitlines()
     assert "healthy after" in out
+    # launch ran the live client's preflight before printing the endpoint line.
+    assert "preflight passed: model tiny-llama, block size 128" in out
+    for check in ("reachable", "model listed", "cached-token reporting", "prefix caching"):
+        assert f"ok {check}:" in out
+    assert out.index("preflight passed") < out.index("--endpoint vllm=")
     models = _get_json(vllm_cpu.url + "/v1/models")["data"]
     assert isinstance(models, list)
     assert [m["id"] for m in models] == ["tiny-llama"]
@@ -73,3 +80,41 @@ def test_preflight_command_passes_against_the_launched_engine(vllm_cpu) -> None:
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "preflight passed: model tiny-llama, block size 128" in done.stdout
+
+
+FORK_ONLY = {
+    "--mamba-frontier-checkpoint",
+    "--mamba-prefill-export",
+    "--prefix-cache-eviction",
+    "--prefill-cost-coefficients",
+    "--prefix-cache-leaf-last",
+    "--prefix-cache-leaf-idle-seconds",
+}
+
+
+def test_every_vllm_flag_in_the_configs_is_known_to_vllm() -> None:
+    # Flag names come from vLLM's own parser, not from memory: every flag a vLLM-kind config
+    # renders (the fork's six additions aside) must appear in vllm-cpu 0.32's --help=all.
+    cfg = load_engine_config("vllm-cpu-tiny")
+    python = resolve_python(cfg)
+    if not Path(python).is_file():
+        pytest.skip(f"{python} is missing: run `bash scripts/setup_vllm_cpu.sh`")
+    done = subprocess.run(
+        [python, "-m", "vllm.entrypoints.openai.api_server", "--help=all"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    known = set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", done.stdout))
+    checked = 0
+    for name in config_names():
+        c = load_engine_config(name)
+        if c.kind == "sglang":
+            continue
+        flags = {a for a in render_command(c).argv if a.startswith("--")} - FORK_ONLY
+        unknown = sorted(flags - known)
+        assert not unknown, f"{name}: vLLM does not know {unknown}"
+        checked += len(flags)
+    assert checked > 40

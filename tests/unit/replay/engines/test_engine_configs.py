@@ -5,6 +5,7 @@ and `replay engines list|show|launch --dry-run` print what the configs say."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -354,3 +355,100 @@ def test_launching_a_gpu_config_without_gpus_fails_fast() -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "needs 2 × B200 GPU(s)" in done.stderr and "vllm-cpu-tiny" in done.stderr
     assert time.monotonic() - t0 < 60
+
+
+# ---- the fork's fetch-and-build script ----------------------------------------------------
+
+FETCH = ENGINES.parents[1] / "scripts" / "fetch_flashstate.sh"
+
+
+def _script_pin(name: str) -> str:
+    m = re.search(rf"^{name}=(\S+)$", FETCH.read_text(), re.M)
+    assert m is not None, f"{FETCH} sets no {name}"
+    return m.group(1)
+
+
+def test_fetch_script_pins_match_the_flashstate_config() -> None:
+    src = load_engine_config("flashstate-glm53-b200", ENGINES).source
+    assert src.type == "git"
+    [fork] = src.submodules
+    assert _script_pin("FLASHSTATES_REPO") == f"https://github.com/{src.repo}.git"
+    assert _script_pin("FLASHSTATES_COMMIT") == src.commit
+    assert (_script_pin("FORK_REPO"), _script_pin("FORK_COMMIT")) == (fork.repo, fork.commit)
+    assert _script_pin("FORK_BRANCH") == fork.branch
+    assert _script_pin("VENV") == ".venv-flashstate"
+    assert load_engine_config("flashstate-glm53-b200", ENGINES).serve.python == (
+        ".venv-flashstate/bin/python"
+    )
+
+
+def test_fetch_script_dry_run_prints_every_step_and_runs_nothing(tmp_path: Path) -> None:
+    dest = tmp_path / "FlashStates"
+    done = subprocess.run(
+        ["bash", str(FETCH), "--dry-run", "--dest", str(dest), "--venv", str(tmp_path / "venv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("+ ")]
+    expected = [
+        f"+ git clone https://github.com/FutureMLS-Lab/FlashStates.git {dest}",
+        f"+ git -C {dest} checkout --quiet --detach e2ea9a7",
+        f"+ git -C {dest} submodule update --init --recursive",
+        f"+ git -C {dest}/vllm checkout --quiet --detach 3cfd432",
+        f"+ {tmp_path}/venv/bin/python -m pip install -e {dest}/vllm",
+    ]
+    for want in expected:
+        assert want in lines, f"missing step {want!r} in:\n{done.stdout}"
+    assert lines.index(expected[0]) < lines.index(expected[2]) < lines.index(expected[4])
+    assert "--prefix-cache-leaf-idle-seconds" in done.stdout  # the flag check is listed
+    assert "nothing was run" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fetch_script_rejects_an_unknown_argument() -> None:
+    done = subprocess.run(["bash", str(FETCH), "--frobnicate"], capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown argument '--frobnicate'" in done.stderr
+
+
+# ---- preflight judged against the config's expectations -----------------------------------
+
+
+def _report(block_size: int | None, cached_ok: bool) -> Any:
+    from replay.engines.preflight import Check, PreflightReport
+
+    checks = [
+        Check("reachable", True, "GET /health answered 200."),
+        Check("cached-token reporting", cached_ok, "no cached field.", "start with --x"),
+        Check("prefix caching", True, "hit."),
+    ]
+    return PreflightReport("http://h:1", "vllm", "m", checks=checks, block_size=block_size)
+
+
+def test_judge_passes_a_report_that_meets_the_expectations() -> None:
+    from replay.commands.engines import judge
+
+    cfg = load_engine_config("vllm-cpu-tiny", ENGINES)
+    assert judge(_report(128, True), cfg) == []
+
+
+def test_judge_names_a_failed_check_and_a_wrong_block_size() -> None:
+    from replay.commands.engines import judge
+
+    cfg = load_engine_config("vllm-cpu-tiny", ENGINES)
+    problems = judge(_report(16, False), cfg)
+    assert problems[0] == "cached-token reporting failed: no cached field. Fix: start with --x"
+    assert "block size: the config expects 128 tokens but /metrics reports 16" in problems[1]
+    # Without a config (a bare URL) only the checks count.
+    assert len(judge(_report(16, False), None)) == 1
+
+
+def test_judge_ignores_a_check_the_config_expects_off(tmp_path: Path) -> None:
+    from replay.commands.engines import judge
+
+    data = yaml.safe_load((ENGINES / "vllm-cpu-tiny.yaml").read_text())
+    data["expect"]["cached_tokens_reported"] = False
+    data["model"]["path"] = "some-model"
+    cfg = load_engine_config(str(_write(tmp_path, data, "no-report")))
+    assert judge(_report(128, False), cfg) == []

@@ -184,3 +184,31 @@ def test_launch_command_prints_the_endpoint_and_a_signal_stops_the_server(
             proc.wait(timeout=30)
     assert "server stopped" in out.read_text()
     assert _wait_dead(server_pid) and _wait_dead(worker)
+
+
+def _preflight_cli(target: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replay", "engines", "preflight", target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+
+
+def test_preflight_command_fails_with_the_fix_against_a_server_without_a_model(
+    tmp_path: Path,
+) -> None:
+    # The stub answers /health but serves no OpenAI API: preflight must stop and say so.
+    with launched(stub_config(tmp_path), tmp_path / "server.log", port=free_port()) as server:
+        done = _preflight_cli(server.url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ok reachable" in done.stdout
+    assert "preflight failed" in done.stderr and "model listed failed" in done.stderr
+    assert "Fix:" in done.stderr
+
+
+def test_preflight_command_against_nothing_says_it_is_unreachable() -> None:
+    done = _preflight_cli(f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 1
+    assert "reachable failed" in done.stderr and "start the engine" in done.stderr
