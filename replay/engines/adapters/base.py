@@ -166,7 +166,7 @@ class Adapter(ABC):
         parser = self.parser(res)
         phase = "waiting for the first token"
         try:
-            async with asyncio.timeout(min(deadline, t0 + lim.first_token_timeout_s)) as cm:
+            async with asyncio.timeout_at(min(deadline, t0 + lim.first_token_timeout_s)) as cm:
                 async with self.session.post(
                     self.endpoint(), data=body, headers=self.headers
                 ) as resp:

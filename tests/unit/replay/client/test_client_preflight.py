@@ -1,0 +1,81 @@
+"""Preflight against a real HTTP engine: every check passes on a fit engine, and each unfit
+setting fails its check with a message naming what to change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replay.engines.preflight import preflight
+
+
+async def test_fit_engine_passes_every_check(fake_engine: Any) -> None:
+    rep = await preflight(fake_engine.url, "vllm")
+    assert rep.ok, rep.message()
+    assert [c.name for c in rep.checks] == [
+        "reachable",
+        "model listed",
+        "metrics readable",
+        "token-id prompts",
+        "generated ids returned",
+        "cached-token reporting",
+        "prefix caching",
+    ]
+    assert rep.model == "fake-model"
+    assert rep.block_size == 16 and rep.context_tokens == 100_000
+    assert "all 7 checks passed" in rep.message()
+    assert rep.as_dict()["ok"] is True
+
+
+async def test_cached_token_reporting_off_names_the_vllm_flag(fake_engine: Any) -> None:
+    fake_engine.report_cached = False
+    rep = await preflight(fake_engine.url, "vllm")
+    assert not rep.ok
+    (bad,) = rep.failures
+    assert bad.name == "cached-token reporting"
+    assert "--enable-prompt-tokens-details" in rep.message()
+    assert "counters show a hit" in rep.message()
+
+
+async def test_sglang_without_cache_report_names_its_flag(fake_engine: Any) -> None:
+    fake_engine.report_cached = False
+    rep = await preflight(fake_engine.url, "sglang")
+    assert [c.name for c in rep.failures] == ["cached-token reporting"]
+    assert "--enable-cache-report" in rep.message()
+
+
+async def test_prefix_caching_off_is_caught_by_the_two_request_probe(fake_engine: Any) -> None:
+    fake_engine.caching = False
+    rep = await preflight(fake_engine.url, "vllm")
+    names = [c.name for c in rep.failures]
+    assert "prefix caching" in names
+    assert "--enable-prefix-caching" in rep.message()
+
+
+async def test_missing_generated_ids_names_return_token_ids(fake_engine: Any) -> None:
+    fake_engine.return_ids = False
+    rep = await preflight(fake_engine.url, "vllm")
+    assert [c.name for c in rep.failures] == ["generated ids returned"]
+    assert "return_token_ids" in rep.message()
+
+
+async def test_unknown_model_lists_the_served_ones(fake_engine: Any) -> None:
+    rep = await preflight(fake_engine.url, "vllm", model="glm-5.3")
+    assert not rep.ok
+    assert "model 'glm-5.3' is not served; the server lists: fake-model" in rep.message()
+
+
+async def test_unreachable_engine_says_so_and_skips_the_rest() -> None:
+    rep = await preflight("http://127.0.0.1:9", "sglang")
+    assert not rep.ok
+    assert rep.checks[0].name == "reachable" and rep.checks[0].ok is False
+    assert all(c.ok is None for c in rep.checks[1:])
+    assert "start the engine, or fix the URL http://127.0.0.1:9" in rep.message()
+
+
+async def test_rejected_token_prompts_are_reported(fake_engine: Any) -> None:
+    fake_engine.max_model_len = 600  # the probe fits; make the server reject it instead
+    fake_engine.faults = ["500"]
+    rep = await preflight(fake_engine.url, "vllm")
+    failed = {c.name for c in rep.failures}
+    assert "token-id prompts" in failed
+    assert "HTTP 500" in rep.message()

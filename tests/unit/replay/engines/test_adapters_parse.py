@@ -1,0 +1,138 @@
+"""The adapters' stream parsing against recorded stream transcripts (vLLM completions and
+SGLang /generate, in the exact wire format), fed in arbitrary byte splits as TCP delivers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from replay.engines.adapters import StreamResult, make_adapter
+from replay.engines.adapters.base import split_sse
+from replay.engines.adapters.sglang import SglangParser
+from replay.engines.adapters.vllm import VllmParser
+
+HERE = Path(__file__).parent / "transcripts"
+
+
+def feed(parser_cls: type, raw: bytes, cuts: list[int]) -> StreamResult:
+    res = StreamResult()
+    parser = parser_cls(res)
+    buf = b""
+    pos = 0
+    for i, end in enumerate([*cuts, len(raw)]):
+        payloads, buf = split_sse(buf + raw[pos:end])
+        pos = end
+        for p in payloads:
+            if p != b"[DONE]":
+                parser.feed(p, 1000 + i)
+    parser.finish()
+    return res
+
+
+def splits(raw: bytes, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return sorted(set(rng.integers(1, len(raw), size=12).tolist()))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vllm_transcript_gives_ids_usage_and_cached(seed: int) -> None:
+    raw = (HERE / "vllm_completions_cached.sse").read_bytes()
+    res = feed(VllmParser, raw, splits(raw, seed))
+    assert res.output_ids == [5012, 877, 23001, 4410]
+    assert res.output_tokens == 4
+    assert res.prompt_tokens == 40
+    assert res.cached_tokens == 32 and res.cached_field_seen
+    assert res.finish_reason == "length"
+    assert res.first_token_ns is not None and len(res.chunk_ns) == 4
+    assert res.error is None
+
+
+def test_vllm_without_token_details_reads_zero_cached_and_says_so() -> None:
+    raw = (HERE / "vllm_completions_no_details.sse").read_bytes()
+    res = feed(VllmParser, raw, [])
+    assert res.cached_tokens == 0
+    assert not res.cached_field_seen  # preflight uses this to name the missing flag
+
+
+@pytest.mark.parametrize(
+    "name", ["sglang_generate_cumulative.sse", "sglang_generate_incremental.sse"]
+)
+@pytest.mark.parametrize("seed", [0, 3])
+def test_sglang_cumulative_and_incremental_streams_give_the_same_ids(name: str, seed: int) -> None:
+    raw = (HERE / name).read_bytes()
+    res = feed(SglangParser, raw, splits(raw, seed))
+    assert res.output_ids == [311, 9034, 17, 2208, 4096]
+    assert res.output_tokens == 5
+    assert res.cached_tokens == 24 and res.cached_field_seen
+    assert res.prompt_tokens == 40
+    assert res.finish_reason == "length"
+
+
+def test_sglang_incremental_single_token_events_are_not_mistaken_for_cumulative() -> None:
+    # Incremental events of one id each look cumulative on length alone; completion_tokens
+    # tells them apart.
+    res = StreamResult()
+    p = SglangParser(res)
+    for k, t in enumerate([7, 7, 7, 8]):
+        ev = {"output_ids": [t], "meta_info": {"completion_tokens": k + 1, "cached_tokens": 0}}
+        p.feed(orjson.dumps(ev), k)
+    assert res.output_ids == [7, 7, 7, 8]
+
+
+def test_engine_error_event_inside_a_stream_is_recorded() -> None:
+    res = StreamResult()
+    VllmParser(res).feed(b'{"error": {"message": "KV cache exhausted", "code": 500}}', 1)
+    assert res.error is not None and "KV cache exhausted" in res.error
+
+
+def test_unparseable_event_is_an_error_not_an_exception() -> None:
+    res = StreamResult()
+    SglangParser(res).feed(b"{not json", 1)
+    assert res.error is not None and "unparseable" in res.error
+
+
+def test_split_sse_keeps_the_unfinished_tail() -> None:
+    payloads, rest = split_sse(b'data: {"a":1}\n\n: comment\nevent: x\ndata: [DONE]\n\ndata: {"b"')
+    assert payloads == [b'{"a":1}', b"[DONE]"]
+    assert rest == b'data: {"b"'
+
+
+def test_vllm_body_carries_token_ids_and_exact_length_settings() -> None:
+    a = make_adapter("vllm", "http://x", "tiny")
+    body = orjson.loads(a.build_body(np.array([5, 6, 7], dtype=np.int32), 9))
+    assert body["prompt"] == [5, 6, 7]
+    assert body["max_tokens"] == 9 and body["ignore_eos"] is True
+    assert body["return_token_ids"] is True and body["stream"] is True
+    assert body["stream_options"]["include_usage"] is True
+    assert body["model"] == "tiny"
+
+
+def test_sglang_body_uses_input_ids_and_sampling_params() -> None:
+    a = make_adapter("sglang", "http://x", None)
+    body = orjson.loads(a.build_body(np.array([5, 6], dtype=np.int64), 3))
+    assert body["input_ids"] == [5, 6]
+    assert body["sampling_params"]["max_new_tokens"] == 3
+    assert body["sampling_params"]["ignore_eos"] is True
+    assert body["stream"] is True
+
+
+def test_flashstate_kind_uses_the_completions_adapter() -> None:
+    assert make_adapter("flashstate", "http://x", None).path == "/v1/completions"
+
+
+def test_unknown_kind_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown engine kind 'tgi'.*sglang"):
+        make_adapter("tgi", "http://x", None)
+
+
+def test_openai_adapter_renders_ids_as_stable_text_and_generated_text_verbatim() -> None:
+    a = make_adapter("openai", "http://x", "m")
+    t1 = a.render_ids(np.array([300, 301, 300]))  # type: ignore[attr-defined]
+    assert t1 == a.render_ids(np.array([300, 301, 300]))  # type: ignore[attr-defined]
+    atom = a._atom(" hello\n")  # type: ignore[attr-defined]
+    assert a.render_ids(np.array([300, atom])).endswith(" hello\n")  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="api must be"):
+        make_adapter("openai", "http://x", "m", api="embeddings")
