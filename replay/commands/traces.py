@@ -1,17 +1,174 @@
-"""`replay traces ...`: not built yet."""
+"""`replay traces stats|synth|convert`: describe, generate and convert agent traces."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
 import typer
+from rich.table import Table
 
-from replay.commands.common import not_built
+from replay.commands.common import console, fail
+from replay.traces import FORMATS, Trace, TraceError, load_trace, sample_path
 
-app = typer.Typer(help="not built yet", no_args_is_help=True)
+app = typer.Typer(help="Describe, generate and convert agent traces.", no_args_is_help=True)
+
+SRC_HELP = (
+    "A .jsonl or .jsonl.gz file, a folder of .json files, or a Hugging Face dataset id "
+    "(hf:owner/name). Default: the bundled sample trace."
+)
 
 
-@app.command("status", hidden=True)
-def _status() -> None:
-    not_built("replay traces", "see the open issues")
+OUT_OPTION: Any = typer.Option(
+    ..., "--out", help="File to write (.jsonl, or .jsonl.gz to compress)."
+)
+
+
+def _load(src: str | None, strict: bool, fmt: str | None) -> Trace:
+    try:
+        return load_trace(src or sample_path(), strict=strict, fmt=fmt)
+    except TraceError as exc:
+        hint = "" if not strict else " (without --strict such inconsistencies are counted instead)"
+        fail(f"{exc}{hint}")
+
+
+def _fmt_option() -> Any:
+    return typer.Option(
+        None, "--format", help=f"Trace format, one of {', '.join(FORMATS)} (default: detected)."
+    )
+
+
+@app.command("stats")
+def stats(
+    src: str = typer.Argument(None, help=SRC_HELP, show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on inconsistencies instead of counting them."
+    ),
+    fmt: str = _fmt_option(),
+) -> None:
+    """Trajectories, requests, prompt and output lengths, prefix reuse and tool gaps."""
+    from replay.traces.stats import trace_stats
+
+    trace = _load(src, strict, fmt)
+    figures = trace_stats(trace)
+    figures["source"] = trace.source
+    figures["load_issue_examples"] = [str(i) for i in trace.issues[:10]]
+    if as_json:
+        typer.echo(orjson.dumps(figures, option=orjson.OPT_SERIALIZE_NUMPY).decode())
+        return
+    console.print(_stats_table(figures))
+    _print_issues(trace)
+
+
+def _stats_table(f: dict[str, Any]) -> Table:
+    table = Table(title=f"trace {f['source']} ({f['format']}, {f['block_size']}-token blocks)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("trajectories", f"{f['trajectories']:,}"),
+        ("requests (all)", f"{f['requests']:,}"),
+        ("  top-level", f"{f['top_level_requests']:,}"),
+        ("  inside subagents", f"{f['subagent_requests']:,} ({f['subagent_request_share']:.1%})"),
+        ("subagents (max nesting)", f"{f['subagents']:,} ({f['max_subagent_depth']})"),
+        (
+            "prompt tokens mean / median",
+            f"{f['mean_prompt_tokens']:,.0f} / {f['median_prompt_tokens']:,.0f}",
+        ),
+        ("prompt tokens p90 / max", f"{f['p90_prompt_tokens']:,.0f} / {f['max_prompt_tokens']:,}"),
+        (
+            "output tokens mean / median",
+            f"{f['mean_output_tokens']:,.0f} / {f['median_output_tokens']:,.0f}",
+        ),
+        ("continuations (extend predecessor)", f"{f['continuation_share']:.1%}"),
+        ("context edits", f"{f['context_edit_share']:.1%}"),
+        ("fresh prompts (no shared prefix)", f"{f['fresh_share']:.1%}"),
+        (
+            "tool gap p50 / p90 / p99",
+            f"{f['tool_gap_p50_s']:.1f} / {f['tool_gap_p90_s']:.1f} / {f['tool_gap_p99_s']:.1f} s",
+        ),
+        ("tool gap mean / max", f"{f['tool_gap_mean_s']:.1f} / {f['tool_gap_max_s']:,.0f} s"),
+        (
+            f"tool gaps over the {f['tool_gap_cap_s']:.0f} s cap",
+            f"{f['tool_gap_over_cap_share']:.2%}",
+        ),
+        ("load issues", f"{f['load_issues']:,}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def _print_issues(trace: Trace) -> None:
+    n = len(trace.issues)
+    if not n:
+        console.print("no load issues")
+        return
+    console.print(
+        f"[yellow]{n} load issue(s)[/] (use --strict to fail on them); first {min(n, 5)}:"
+    )
+    for issue in trace.issues[:5]:
+        console.print(f"  {issue}", highlight=False, soft_wrap=True)
+
+
+@app.command("synth")
+def synth(
+    out: Path = OUT_OPTION,
+    trajectories: int = typer.Option(393, "--trajectories", help="Top-level sessions to generate."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same file)."),
+    scale: float = typer.Option(1.0, "--scale", help="Divide every token length by this (>= 1)."),
+) -> None:
+    """Generate a Weka-format trace calibrated to the published cc-traces corpus."""
+    from replay.traces.synth import SynthConfig, write_synth
+
+    if trajectories < 1:
+        fail(f"--trajectories must be at least 1, got {trajectories}")
+    if scale < 1:
+        fail(f"--scale must be at least 1 (it divides token lengths), got {scale}")
+    if out.is_dir():
+        fail(f"--out {out} is a folder; give a file name ending in .jsonl or .jsonl.gz")
+    t0 = time.perf_counter()
+    n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
+    size = out.stat().st_size / 1e6
+    console.print(
+        f"wrote {n} sessions to {out} ({size:,.1f} MB) in {time.perf_counter() - t0:.1f} s"
+    )
+
+
+@app.command("convert")
+def convert(
+    src: str = typer.Argument(
+        ..., help=SRC_HELP.replace(" Default: the bundled sample trace.", "")
+    ),
+    to: str = typer.Option(..., "--to", help="Output format: weka or mooncake."),
+    out: Path = OUT_OPTION,
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on inconsistencies instead of counting them."
+    ),
+    fmt: str = _fmt_option(),
+) -> None:
+    """Convert between the Weka and Mooncake formats (what the target cannot hold is dropped)."""
+    from replay.traces.convert import MOONCAKE_LOSSES, WEKA_LOSSES, write_mooncake, write_weka
+
+    if to not in FORMATS:
+        fail(f"--to {to!r}: expected one of {', '.join(FORMATS)}")
+    trace = _load(src, strict, fmt)
+    try:
+        if to == "mooncake":
+            n = write_mooncake(trace, out)
+            what = f"{n:,} Mooncake rows"
+        else:
+            n = write_weka(trace, out)
+            what = f"{n:,} Weka sessions"
+    except TraceError as exc:
+        fail(str(exc))
+    console.print(f"wrote {what} to {out}")
+    if trace.format != to:
+        lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
+        console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)
+    _print_issues(trace)
 
 
 def register(root: typer.Typer) -> None:

@@ -138,5 +138,6 @@ def open_output(path: Path) -> IO[bytes]:
     """Open a trace file for writing, gzip-compressed when its name ends with `.gz`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.name.endswith(".gz"):
-        return cast(IO[bytes], gzip.open(path, "wb", compresslevel=6))
+        # mtime=0: the same trace always gives the same bytes (the bundled sample is committed)
+        return cast(IO[bytes], gzip.GzipFile(str(path), "wb", compresslevel=6, mtime=0))
     return path.open("wb")
