@@ -61,10 +61,14 @@ def write_tables(data: ReportData, out: Path, formats: set[str]) -> tuple[list[T
     return tables, files
 
 
-def write_summaries(data: ReportData, bin_s: float) -> list[Path]:
-    """Rewrite each run's summary.json from the metrics already computed."""
+def write_summaries(data: ReportData, bin_s: float, custom_window: bool = False) -> list[Path]:
+    """Rewrite each run's summary.json from the metrics already computed. With a custom
+    `--window` the summary keeps the run's own (manifest) window, computed afresh."""
     paths = []
     for a in data.runs:
+        if custom_window:
+            paths.append(write_summary(a.run))
+            continue
         summary = summary_from_table(a.run, a.window, a.metrics, bin_s)
         paths.append(write_summary(a.run, summary=summary))
     return paths
@@ -102,7 +106,7 @@ def build_report(
     t = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     tables, files = write_tables(data, out, fmts)
-    result.files += files + write_summaries(data, bin_s)
+    result.files += files + write_summaries(data, bin_s, custom_window=window is not None)
     result.timings["tables_s"] = time.perf_counter() - t
     t = time.perf_counter()
     figs = all_figures(data) if figures else {}

@@ -214,3 +214,15 @@ def test_runs_without_measured_requests_still_report(builder: Builder, tmp_path:
     assert (tmp_path / "rep" / "report.html").exists()
     lat = (tmp_path / "rep" / "tables" / "latency.md").read_text()
     assert "| errors | a | – |" in lat  # no TTFT: a dash, not a crash
+
+
+def test_custom_window_leaves_the_summary_on_the_manifest_window(
+    builder: Builder, tmp_path: Path
+) -> None:
+    run_dir = _run(builder)
+    build_report([run_dir], tmp_path / "rep", "md", window=(0, 60), figures=False)
+    t = _csv(tmp_path / "rep" / "tables" / "throughput.csv")
+    assert float(t["a"]["hit_rate"]) == pytest.approx(0.6)  # the first minute only
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["window"] == [0.0, 120.0]
+    assert summary["engines"]["a"]["hit_rate"] == pytest.approx(0.65)
