@@ -1,0 +1,88 @@
+"""Engine lists from flags and YAML files: every bad input names the flag or file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay.client.config import ConfigError, engines_from_flags, load_config_file, parse_window
+
+
+def test_endpoints_name_their_engines_and_kinds() -> None:
+    specs = engines_from_flags("vllm,mine", ["vllm=http://a:8000", "mine=sglang@http://b:30000"])
+    assert [(s.name, s.kind, s.url) for s in specs] == [
+        ("vllm", "vllm", "http://a:8000"),
+        ("mine", "sglang", "http://b:30000"),
+    ]
+
+
+def test_no_endpoints_means_emulators_for_the_named_engines() -> None:
+    specs = engines_from_flags("flashstate,vllm", [])
+    assert [s.url for s in specs] == [None, None]
+    assert [s.name for s in engines_from_flags(None, [])] == ["flashstate", "vllm", "sglang"]
+
+
+@pytest.mark.parametrize(
+    ("engines", "endpoints", "message"),
+    [
+        (None, ["vllm"], "--endpoint 'vllm': expected NAME=URL"),
+        (None, ["vllm=ftp://x"], "URL must start with http://"),
+        ("vllm", ["sglang=http://x"], "--endpoint names sglang not in --engines vllm"),
+        ("mine", [], "'mine' is not an engine kind"),
+        ("vllm,sglang", ["vllm=http://x"], "sglang have no --endpoint"),
+        (None, ["x=tgi@http://h"], "unknown kind 'tgi'"),
+    ],
+)
+def test_bad_flags_say_what_to_do(engines: str | None, endpoints: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        engines_from_flags(engines, endpoints)
+
+
+def test_config_file_with_gpus_and_settings(tmp_path: Path) -> None:
+    p = tmp_path / "engines.yaml"
+    p.write_text(
+        "engines:\n"
+        "  - {name: flashstate, url: 'http://a:1', gpus: 2, gpu_type: B200}\n"
+        "  - {name: base, kind: vllm, url: 'http://b:1', model: glm}\n"
+        "sessions: 12\nwindow: 5-10\n"
+    )
+    cfg = load_config_file(p)
+    assert cfg.engines[0].kind == "flashstate" and cfg.engines[0].gpus == 2
+    assert cfg.engines[1].model == "glm" and cfg.sessions == 12 and cfg.window == "5-10"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("engines: []\n", "field 'engines': list at least one engine"),
+        ("engines:\n  - {url: 'http://a'}\n", r"engines\[0\]: field 'name' is required"),
+        ("engines:\n  - {name: a, kind: vllm, gpus: 0}\n", "field 'engines.0.gpus'"),
+        ("engines:\n  - {name: a, kind: vllm, colour: red}\n", "field 'engines.0.colour'"),
+        ("engines:\n  - {name: a, kind: tgi}\n", "unknown kind 'tgi'"),
+        ("engines:\n  - {name: a}\n  - {name: a}\n", "duplicate engine names"),
+        ("- 1\n", "expected a mapping"),
+        ("engines: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_files_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=message) as e:
+        load_config_file(p)
+    assert str(p) in str(e.value)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config_file(Path("/nonexistent/engines.yaml"))
+
+
+@pytest.mark.parametrize("text", ["15", "a-b", "30-15"])
+def test_bad_window(text: str) -> None:
+    with pytest.raises(ConfigError, match="--window"):
+        parse_window(text)
+
+
+def test_window_minutes() -> None:
+    assert parse_window("15-45") == (15.0, 45.0)

@@ -1,0 +1,43 @@
+"""The ideal-prefix index: exact to the token, across chunk boundaries and branches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay.client.ideal import PrefixIndex, computed_sequence
+
+
+def test_longest_prefix_is_exact_to_the_token_inside_a_chunk() -> None:
+    ix = PrefixIndex(chunk_tokens=8)
+    a = np.arange(100, 140)
+    ix.insert(a)
+    b = a.copy()
+    b[21] = 7
+    assert ix.longest_prefix(b) == 21
+    assert ix.longest_prefix(a) == 40
+    assert ix.longest_prefix(np.concatenate([a, [1, 2, 3]])) == 40
+    assert ix.longest_prefix(a[:13]) == 13
+    assert ix.longest_prefix(np.array([5, 6])) == 0
+
+
+def test_branches_keep_every_continuation() -> None:
+    ix = PrefixIndex(chunk_tokens=4)
+    base = list(range(10, 22))
+    ix.insert([*base, 1, 1, 1, 1, 9])
+    ix.insert([*base, 2, 2, 2, 2, 2, 2])
+    assert ix.longest_prefix([*base, 2, 2, 2, 2, 2, 5]) == len(base) + 5
+    assert ix.longest_prefix([*base, 1, 1, 1, 1, 9, 9]) == len(base) + 5
+    assert ix.longest_prefix([*base, 3]) == len(base)
+
+
+def test_empty_index_and_empty_prompt() -> None:
+    ix = PrefixIndex()
+    assert ix.longest_prefix(np.arange(10)) == 0
+    ix.insert(np.arange(10))
+    assert ix.longest_prefix(np.zeros(0, dtype=np.int32)) == 0
+
+
+def test_computed_sequence_drops_the_last_generated_token() -> None:
+    seq = computed_sequence(np.array([1, 2, 3]), [4, 5, 6])
+    assert seq.tolist() == [1, 2, 3, 4, 5]
+    assert computed_sequence(np.array([1, 2]), [9]).tolist() == [1, 2]

@@ -1,0 +1,107 @@
+"""Token-id prompts: seeded blocks, the salt, growth with generated ids, context edits kept
+token for token, subagents sharing their parent's blocks, and the vocabulary's safe range."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from replay.prompts import HIGH_RESERVED, LOW_RESERVED, PromptBuilder, PromptError, TokenSpace
+
+
+def conv(
+    helpers: Any, blocks: list[list[int]], inputs: list[int], tid: str = "t", **kw: Any
+) -> Any:
+    return helpers.make_trajectory(tid, inputs, [5] * len(inputs), blocks, **kw)
+
+
+def test_same_hash_same_tokens_any_order_and_salt_changes_them(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 3], [3, 2, 1]], [48, 48])
+    a = PromptBuilder(TokenSpace(32000, 7)).context(tr)
+    p0 = a.prompt(0)
+    b = PromptBuilder(TokenSpace(32000, 7)).context(tr)
+    q1 = b.prompt(1)  # the other request first: block 3 must still be the same tokens
+    assert np.array_equal(p0[32:48], q1[:16]) and np.array_equal(p0[:16], q1[32:48])
+    c = PromptBuilder(TokenSpace(32000, 8)).context(tr)
+    assert not np.array_equal(c.prompt(0), p0)
+
+
+def test_ids_stay_inside_the_vocabulary_away_from_special_tokens(helpers: Any) -> None:
+    tr = conv(helpers, [list(range(400))], [6400])
+    p = PromptBuilder(TokenSpace(32000, 1)).context(tr).prompt(0)
+    assert p.min() >= LOW_RESERVED and p.max() < 32000 - HIGH_RESERVED
+    assert p.dtype == np.int32 and len(p) == 6400
+
+
+def test_too_small_vocabulary_is_refused_with_the_field_named() -> None:
+    with pytest.raises(PromptError, match="vocab_size 1000 is too small"):
+        TokenSpace(1000, 1)
+
+
+def test_next_turn_is_previous_prompt_then_generated_then_new_blocks(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 10], [1, 2, 3, 11]], [40, 60])
+    ctx = PromptBuilder(TokenSpace(32000, 3)).context(tr)
+    p0 = ctx.prompt(0)
+    gen = [7, 8, 9, 10, 11]
+    ctx.completed(0, p0, gen)
+    p1 = ctx.prompt(1)
+    assert len(p1) == 60
+    assert np.array_equal(p1[:40], p0) and list(p1[40:45]) == gen
+
+
+def test_prompt_is_cut_to_the_trace_length_when_output_exceeds_it(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 10], [1, 2, 11]], [40, 42])
+    ctx = PromptBuilder(TokenSpace(32000, 3)).context(tr)
+    p0 = ctx.prompt(0)
+    ctx.completed(0, p0, [7, 8, 9, 10, 11])
+    p1 = ctx.prompt(1)
+    assert list(p1) == [*p0, 7, 8]
+
+
+def test_context_edit_keeps_the_shared_blocks_exactly_and_resynthesises_the_rest(
+    helpers: Any,
+) -> None:
+    # Request 1 keeps only the first block of request 0 (an edit / compaction).
+    tr = conv(helpers, [[1, 2, 3], [1, 20, 21]], [48, 48])
+    ctx = PromptBuilder(TokenSpace(32000, 3)).context(tr)
+    p0 = ctx.prompt(0)
+    ctx.completed(0, p0, [9, 9, 9])
+    p1 = ctx.prompt(1)
+    assert np.array_equal(p1[:16], p0[:16])
+    assert not np.array_equal(p1[16:32], p0[16:32])
+    assert 9 not in p1[16:].tolist()  # the generated ids were edited away too
+
+
+def test_a_block_seen_before_carries_the_tokens_actually_sent(helpers: Any) -> None:
+    # Turn 1 grows over turn 0's generated ids; block 2 (positions 32-47) then holds them.
+    # A subagent whose first request names block 2 must send those same tokens.
+    tr = conv(helpers, [[1, 2, 50], [1, 2, 3, 51]], [40, 60], tid="p")
+    sub = conv(helpers, [[1, 2, 3, 77]], [56], tid="p/s", namespace="p", agent_id="s")
+    builder = PromptBuilder(TokenSpace(32000, 3))
+    ctx = builder.context(tr)
+    p0 = ctx.prompt(0)
+    ctx.completed(0, p0, [5, 6, 7, 8, 9, 10, 11, 12])
+    p1 = ctx.prompt(1)
+    child = builder.context(sub).prompt(0)
+    assert np.array_equal(child[:48], p1[:48])
+    assert child[40:48].tolist() == [5, 6, 7, 8, 9, 10, 11, 12]
+
+
+def test_local_namespaces_are_forgotten_when_their_last_context_ends(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 3]], [48])
+    builder = PromptBuilder(TokenSpace(32000, 3))
+    ctx = builder.context(tr)
+    first = ctx.prompt(0)
+    assert builder.remembered_blocks == 3
+    ctx.release()
+    assert builder.remembered_blocks == 0
+    assert np.array_equal(builder.context(tr).prompt(0), first)  # same salt, same tokens
+
+
+def test_positions_beyond_the_traces_blocks_are_filled_deterministically(helpers: Any) -> None:
+    tr = conv(helpers, [[1]], [40])  # one 16-token block named, 40 tokens long
+    a = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
+    b = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
+    assert len(a) == 40 and np.array_equal(a, b)
