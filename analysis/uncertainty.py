@@ -166,17 +166,23 @@ def _paired_frame(run: Run, engine: str, window: Window) -> pd.DataFrame:
 
 
 def paired_deltas(
-    run: Run, engine: str, reference: str, window: Window | tuple[float, float] | None = None
+    run: Run,
+    engine: str,
+    reference: str,
+    window: Window | tuple[float, float] | None = None,
+    reference_run: Run | None = None,
 ) -> pd.DataFrame:
     """Per-request deltas `engine − reference` over requests both engines served (matched on
     session, trajectory, agent and turn; measured, `ok`, scheduled in the window).
 
+    `reference_run` pairs across two run directories that replayed the same seeded workload
+    (the simulator writes one run per policy); by default both engines are in `run`.
     One row per quantity (ttft, e2e, cached_tokens, uncached_tokens): pairs, mean of each,
     mean delta, its standard error and `significant` at two standard errors.
     """
     win = resolve_window(run, window)
     a = _paired_frame(run, engine, win)
-    b = _paired_frame(run, reference, win)
+    b = _paired_frame(reference_run if reference_run is not None else run, reference, win)
     both = a.merge(b, on=list(PAIR_KEYS), suffixes=("_a", "_b"))
     rows = []
     for q in ("ttft", "e2e", "cached_tokens", "uncached_tokens"):

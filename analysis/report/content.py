@@ -47,6 +47,7 @@ class ReportData:
     sheet: str | None
     gpu: str | None
     notes: list[str] = field(default_factory=list)
+    paired_across: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyze_run(
@@ -97,12 +98,34 @@ def analyze(
         run_notes: list[str] = []
         analyses.append(analyze_run(run, window, sheet, gpu, pricing_dir, bin_s, run_notes))
         notes += [f"{run.run_id}: {n}" for n in dict.fromkeys(run_notes)]
+    cross = paired_across_runs(analyses)
     metrics = pd.concat([a.metrics for a in analyses], ignore_index=True)
     metrics["seed"] = [
         manifest_seed(a.run.manifest) for a in analyses for _ in range(len(a.metrics))
     ]
     sweep = aggregate_sweep(metrics)
-    return ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes)
+    return ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
+
+
+def paired_across_runs(analyses: list[RunAnalysis]) -> pd.DataFrame:
+    """Paired deltas between engines of *different* runs that replayed the same workload:
+    the same session count, seed and window (the simulator's one-run-per-policy layout)."""
+    groups: dict[tuple[object, ...], list[tuple[RunAnalysis, str]]] = {}
+    for a in analyses:
+        seed = manifest_seed(a.run.manifest)
+        if seed is None:
+            continue  # without a recorded seed the workloads cannot be known to match
+        sessions = a.metrics["sessions"].iloc[0] if len(a.metrics) else None
+        key = (sessions, seed, a.window.start_s, a.window.end_s)
+        groups.setdefault(key, []).extend((a, str(e)) for e in a.metrics["engine"])
+    frames = []
+    for members in groups.values():
+        for (a, ea), (b, eb) in itertools.combinations(members, 2):
+            if a is b or ea == eb:
+                continue
+            d = paired_deltas(a.run, ea, eb, a.window, reference_run=b.run)
+            frames.append(d.assign(run_id=a.run.run_id, reference_run=b.run.run_id))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 # tables -------------------------------------------------------------------------------------
@@ -277,6 +300,25 @@ def make_tables(data: ReportData) -> list[Table]:
                     _c("significant", "Significant", kind="bool"),
                 ],
                 "Matched on session, trajectory, agent and turn; TTFT and E2E in s, tokens in tok.",
+            )
+        )
+    if not data.paired_across.empty:
+        tables.append(
+            Table(
+                "paired_across_runs",
+                "Paired per-request deltas between runs of the same seeded workload",
+                data.paired_across,
+                [
+                    _c("engine", "Engine", kind="text"),
+                    _c("run_id", "Run", kind="text"),
+                    _c("reference", "Against", kind="text"),
+                    _c("reference_run", "Its run", kind="text"),
+                    _c("quantity", "Quantity", kind="text"),
+                    _c("pairs", "Pairs", kind="int"),
+                    Column("mean_delta", "Delta", "", "num", 2, "se"),
+                    _c("significant", "Significant", kind="bool"),
+                ],
+                "Same session count, seed and window; matched on session, trajectory, agent, turn.",
             )
         )
     tables += _rollup_tables(data, run_col)

@@ -226,3 +226,23 @@ def test_custom_window_leaves_the_summary_on_the_manifest_window(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["window"] == [0.0, 120.0]
     assert summary["engines"]["a"]["hit_rate"] == pytest.approx(0.65)
+
+
+def test_paired_across_runs_of_the_same_seeded_workload(builder: Builder, tmp_path: Path) -> None:
+    cfg = {"window": [0, 100], "sessions": 1, "seed": 5}
+    for engine, cached in (("a", 900), ("b", 600)):
+        b = builder()
+        for turn in range(3):
+            b.req(engine, 10.0 * turn, turn=turn, prompt=1000, cached=cached + 10 * turn)
+        b.write(f"sweep/{engine}", engines=[{"name": engine, "gpus": 1}], config=cfg)
+    other = (
+        builder().req("c", 5.0).write("sweep/c", engines=[{"name": "c"}], config={**cfg, "seed": 6})
+    )
+    assert other.exists()
+    out = tmp_path / "rep"
+    build_report([tmp_path / "sweep" / n for n in ("a", "b", "c")], out, "md", figures=False)
+    with open(out / "tables" / "paired_across_runs.csv", newline="") as f:
+        rows = {r["quantity"]: r for r in csv.DictReader(f)}
+    cached = rows["cached_tokens"]
+    assert (cached["engine"], cached["reference"], cached["pairs"]) == ("a", "b", "3")
+    assert float(cached["mean_delta"]) == pytest.approx(300.0)  # c has another seed: no pairs
