@@ -10,6 +10,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+import yaml
 from rich.table import Table
 
 from replay.commands.common import console, err_console, fail
@@ -182,6 +183,13 @@ def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
     if preflight and not _preflight_report(server.url, cfg):
         raise typer.Exit(1)
     typer.echo(cfg.endpoint_arg(server.url))
+    if cfg.hardware.gpus > 1:
+        console.print(
+            f"(per-GPU metrics need the GPU count: replay engines run-config "
+            f"{cfg.name}={server.url} --out FILE, then replay run --config FILE)",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print("serving; press Ctrl-C to stop")
     while server.alive():
         time.sleep(1.0)
@@ -268,6 +276,39 @@ def preflight_cmd(
         url = f"http://127.0.0.1:{cfg.serve.port}"
     if not _preflight_report(url, cfg, kind):
         raise typer.Exit(1)
+
+
+@app.command("run-config")
+def run_config_cmd(
+    pairs: Annotated[
+        list[str],
+        typer.Argument(help="CONFIG=URL per running engine, e.g. vllm-glm53-b200=http://h:8002"),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write the YAML here (default: print it)")
+    ] = None,
+) -> None:
+    """Write the engines block of a `replay run --config` file from engine configs and the URLs
+    their servers answer on, so the run records each engine's kind, model, GPUs and GPU type
+    (per-GPU metrics and prices need them; `--endpoint` alone assumes one GPU)."""
+    entries = []
+    for pair in pairs:
+        name, sep, url = pair.partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            fail(
+                f"'{pair}': expected CONFIG=URL with an http(s) URL, e.g. vllm-cpu-tiny=http://127.0.0.1:8000"
+            )
+        entries.append(_load(name).run_entry(url.rstrip("/")))
+    names = [e["name"] for e in entries]
+    if len(set(names)) != len(names):
+        fail(f"engine names repeat ({', '.join(map(str, names))}): one server per engine name")
+    text = yaml.safe_dump({"engines": entries}, sort_keys=False)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    console.print(f"wrote {out}; run with: replay run --config {out} ...", highlight=False)
 
 
 def register(root: typer.Typer) -> None:

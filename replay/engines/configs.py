@@ -184,6 +184,15 @@ class EngineConfig(_Strict):
             return f"--endpoint {self.engine}={url}"
         return f"--endpoint {self.engine}={self.kind}@{url}"
 
+    def run_entry(self, url: str) -> dict[str, object]:
+        """This engine as an entry of a `replay run --config` file (kind, model, GPUs for
+        per-GPU metrics; a CPU engine counts as one device)."""
+        entry: dict[str, object] = {"name": self.engine, "kind": self.kind, "url": url}
+        entry["model"] = self.model_name
+        entry["gpus"] = max(self.hardware.gpus, 1)
+        entry["gpu_type"] = self.hardware.gpu_type
+        return entry
+
     def with_model(self, model: str) -> EngineConfig:
         """A copy serving `model` instead (a local path is made absolute, an id kept)."""
         local = Path(model).expanduser()

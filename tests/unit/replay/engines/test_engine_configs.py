@@ -452,3 +452,37 @@ def test_judge_ignores_a_check_the_config_expects_off(tmp_path: Path) -> None:
     data["model"]["path"] = "some-model"
     cfg = load_engine_config(str(_write(tmp_path, data, "no-report")))
     assert judge(_report(128, False), cfg) == []
+
+
+# ---- run-config: the engines block for `replay run --config` -------------------------------
+
+
+def test_run_config_writes_a_file_replay_run_accepts(tmp_path: Path) -> None:
+    from replay.client.config import load_config_file
+
+    out = tmp_path / "engines.yaml"
+    result = invoke(
+        "run-config",
+        "flashstate-glm53-b200=http://n1:8001",
+        "vllm-glm53-b200=http://n2:8002/",
+        "sglang-glm53-b200-hicache=http://n3:8003",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    specs = load_config_file(out).engines
+    assert [(s.name, s.kind, s.url) for s in specs] == [
+        ("flashstate", "flashstate", "http://n1:8001"),
+        ("vllm", "vllm", "http://n2:8002"),
+        ("sglang-hicache", "sglang", "http://n3:8003"),
+    ]
+    assert {(s.gpus, s.gpu_type, s.model) for s in specs} == {(2, "B200", "glm-5.3-flash")}
+
+
+def test_run_config_rejects_bad_pairs_and_repeated_engines() -> None:
+    result = invoke("run-config", "vllm-glm53-b200:http://n2:8002")
+    assert result.exit_code == 2 and "expected CONFIG=URL" in result.stderr
+    result = invoke("run-config", "vllm-glm53-b200=http://a:1", "vllm-cpu-tiny=http://b:2")
+    assert result.exit_code == 2 and "engine names repeat (vllm, vllm)" in result.stderr
+    result = invoke("run-config", "no-such-config=http://a:1")
+    assert result.exit_code == 2 and "no engine config named 'no-such-config'" in result.stderr
