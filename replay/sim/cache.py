@@ -14,9 +14,11 @@ cache = HybridCache(profile, make_policy("flashstate", profile))
 prompt = TokenPrefix(prompt_ids, g=64)                # or LineagePrefix in the simulator
 info = cache.lookup(prompt, len(prompt_ids), now)     # ResumeInfo: resume_pos, misses, …
 h = cache.begin(prompt, len(prompt_ids), info, now)   # pins (parks) what it resumes from
-if not cache.reserve(h, total_len, now):              # KV for [0, total_len) + state buffers
+if not cache.reserve(h, total_len, now):              # KV for [0, total_len) + state buffer
     cache.abort(h, now)                               #   doesn't fit even after eviction
-…prefill [info.resume_pos, n), decode…                # the caller's clock moves on
+…prefill [info.resume_pos, n)…                        # the caller's clock moves on
+cache.prefill_done(h, now)                            # prompt blocks + their checkpoints cached
+…decode…
 full = prompt.extended(output_ids)                    # keys of prompt + output
 cache.finish(h, full, total_len, now)                 # checkpoints placed, exact-end capture,
                                                       # admission, pins released
@@ -82,9 +84,13 @@ class Handle:
     pinned: list[Block]
     reserved_blocks: int = 0
     reserved_states: int = 0  # live state buffer + placed checkpoints
-    placements: list[int] = field(default_factory=list)
+    placements: list[int] = field(default_factory=list)  # cached when the prefill is done
+    late_placements: list[int] = field(default_factory=list)  # cached at finish
+    early_states: list[State] = field(default_factory=list)  # cached at prefill_done
+    held_state: State | None = None  # the latest of them, held until the request ends
     total_len: int = 0
     reserved: bool = False
+    prefilled: bool = False
 
 
 class CacheError(RuntimeError):
@@ -199,8 +205,8 @@ class HybridCache:
         # The last chain node's children: blocks the prompt diverges inside (or ends inside).
         parent = chain[-1] if chain else self.root
         tail: list[tuple[State, bool]] = []
-        for c in parent.children:
-            lcp = _common(prefix, c.src, c.end, n) if c.src is not None else 0
+        for c in parent.related(prefix):
+            lcp = _common(prefix, c.src, parent.end, min(c.end, n)) if c.src is not None else 0
             if lcp <= parent.end:
                 continue
             ideal = max(ideal, lcp)
@@ -249,14 +255,24 @@ class HybridCache:
             st.live += 1
             self.eviction.on_resume(st, now)
         placements = self.policy.placement.prefill_positions(info.resume_pos, prompt_len, self.B)
-        return Handle(prefix, prompt_len, info.resume_pos, st, info.chain, placements=placements)
+        full_end = (prompt_len // self.B) * self.B
+        return Handle(
+            prefix,
+            prompt_len,
+            info.resume_pos,
+            st,
+            list(info.chain),
+            placements=[p for p in placements if p <= full_end],
+            late_placements=[p for p in placements if p > full_end],
+        )
 
     def reserve(self, h: Handle, total_len: int, now: float) -> bool:
-        """Hold KV for [0, total_len), the live state buffer and the placed checkpoints."""
+        """Hold KV for [0, total_len), the live state buffer, and checkpoints placed inside
+        the prompt's last partial block (they are cached when the request ends)."""
         if h.reserved:
             raise CacheError("reserve() called twice for one request")
         need_blocks = max(-(-total_len // self.B) - len(h.pinned), 0)
-        need_states = 1 + len(h.placements)
+        need_states = 1 + len(h.late_placements)
         if not self.make_room(need_blocks, need_states, now):
             return False
         h.reserved_blocks, h.reserved_states, h.total_len = need_blocks, need_states, total_len
@@ -265,10 +281,20 @@ class HybridCache:
         h.reserved = True
         return True
 
+    def prefill_done(self, h: Handle, now: float) -> None:
+        """The prompt is computed: its full blocks join the tree (pinned by the request) and
+        the checkpoints placed in them are cached now, evictable like any other."""
+        from replay.sim.materialize import prefill_done
+
+        prefill_done(self, h, now)
+
     def abort(self, h: Handle, now: float) -> None:
         """Release a request that will not run (or was cancelled): nothing is cached."""
         self._release_private(h)
         self._unpin(h, now)
+        if h.held_state is not None:
+            h.held_state.live -= 1
+            self.eviction.on_state_released(h.held_state, now)
         self.eviction.after_release(h.pinned, now)
 
     def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
@@ -319,7 +345,7 @@ class HybridCache:
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
         self.evictions += 1
-        b = s.block
+        b: Block | None = s.block
         while b is not None and b is not self.root:
             b.deps -= 1
             b = b.parent
@@ -328,7 +354,7 @@ class HybridCache:
         """Blocks only `s` needs: its terminal block and ancestors up to the first one that
         another resident checkpoint or a live request needs."""
         out: list[Block] = []
-        b = s.block
+        b: Block | None = s.block
         while b is not None and b is not self.root and b.resident and b.deps == 1 and b.live == 0:
             out.append(b)
             b = b.parent
@@ -374,11 +400,14 @@ class HybridCache:
         return self.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
 
 
-def _common(q: Prefix, src: Prefix, end: int, n: int) -> int:
-    """Length of the common prefix of `q` and `src`, at most min(end, n)."""
-    lo, hi = 0, min(end, n, q.length, src.length)
-    if hi > 0 and q.key_at(hi) == src.key_at(hi):
+def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
+    """Length of the common prefix of `q` and `src` within [lo, hi], given they share lo."""
+    hi = min(hi, q.length, src.length)
+    if hi <= lo:
+        return lo
+    if q.key_at(hi) == src.key_at(hi):
         return hi
+    hi -= 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if q.key_at(mid) == src.key_at(mid):

@@ -25,11 +25,70 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
         raise CacheError("finish() before a successful reserve()")
     if full.length < e:
         raise CacheError(f"finish(): the prefix covers {full.length} tokens, not {e}")
+    if not h.prefilled:
+        prefill_done(cache, h, now)
     path = _materialize(cache, full, e, now)
     cache._release_private(h)
     cache._unpin(h, now)
-    positions = [*h.placements, *cache.policy.placement.end_positions(h.prompt_len, e, cache.B)]
-    new_states = _register_states(cache, full, path, sorted(set(positions)), now)
+    if h.held_state is not None:
+        h.held_state.live -= 1
+    for s in h.early_states:  # released with the request, like every block it wrote
+        if s.resident and s.live == 0:
+            s.last_use = now
+            cache.eviction.on_state_released(s, now)
+    end = cache.policy.placement.end_positions(h.prompt_len, e, cache.B)
+    positions = sorted({*h.late_placements, *end})
+    _add_states(cache, _register_states(cache, full, path, positions, now), now)
+    cache.eviction.after_release(path, now)
+
+
+def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
+    """Full prompt blocks become pinned tree nodes; early placements are cached."""
+    from replay.sim.cache import CacheError
+
+    if not h.reserved:
+        raise CacheError("prefill_done() before a successful reserve()")
+    if h.prefilled:
+        return
+    h.prefilled = True
+    B, nodes, prefix = cache.B, cache.nodes, h.prefix
+    parent = cache.root
+    path: list[Block] = []
+    for j in range(h.prompt_len // B):
+        end = (j + 1) * B
+        key = prefix.key_at(end)
+        b = nodes.get(key)
+        if b is None:
+            b = Block(key, parent, j, end, prefix)
+            nodes[key] = b
+            parent.add_child(b, prefix)
+        if not b.resident and h.reserved_blocks > 0:
+            b.resident = True
+            cache.resident_blocks += 1
+            cache.private_blocks -= 1
+            h.reserved_blocks -= 1
+            _absorb_partials(cache, parent, b, prefix)
+        b.last_use = now
+        b.live += 1
+        path.append(b)
+        parent = b
+    for b in h.pinned:
+        b.live -= 1
+    h.pinned = path
+    for p in h.placements:
+        if cache.make_room(0, 1, now):  # no room: this checkpoint is not kept
+            added = _register_states(cache, prefix, path, [p], now)
+            _add_states(cache, added, now)
+            h.early_states.extend(added)
+    # The latest checkpoint stays with the request until it ends (earlier ones are released
+    # as the prefill moves past them).
+    last = h.early_states[-1] if h.early_states else None
+    if last is not None and last.resident:
+        last.live += 1
+        h.held_state = last
+
+
+def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None:
     ev = cache.eviction
     ev.on_states_added(new_states, now)
     for s in new_states:
@@ -37,7 +96,6 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
             cache.admission_refusals += 1
             cache.evictions -= 1  # a refusal is not an eviction
             cache.drop_unit(s)
-    ev.after_release(path, now)
 
 
 def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[Block]:
@@ -54,7 +112,7 @@ def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[B
         if b is None:
             b = Block(key, parent, j, end, full)
             nodes[key] = b
-            parent.children.append(b)
+            parent.add_child(b, full)
         if not b.resident and (keep_terminal or not partial):
             b.resident = True
             cache.resident_blocks += 1
@@ -68,7 +126,7 @@ def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[B
 def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
     """A resident child of `parent` that already holds this sequence's tokens up to `end`."""
     key = full.key_at(end)
-    for c in parent.children:
+    for c in parent.related(full):
         if c.resident and c.end >= end and c.src is not None and c.src.key_at(end) == key:
             return c
     return None
@@ -76,7 +134,7 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
 
 def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
     """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
-    for p in list(parent.children):
+    for p in list(parent.related(full)):
         if p is b or p.end >= b.end or p.live or any(s.live for s in p.states):
             continue
         if full.key_at(p.end) != p.key:
@@ -91,7 +149,7 @@ def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) 
         if p.resident:
             p.resident = False
             cache.resident_blocks -= 1
-        parent.children.remove(p)
+        parent.remove_child(p)
         cache.nodes.pop(p.key, None)
 
 

@@ -19,6 +19,7 @@ class Block:
         "end",
         "index",
         "key",
+        "kids",
         "last_use",
         "live",
         "parent",
@@ -35,12 +36,32 @@ class Block:
         self.end = end
         self.src = src  # a sequence that holds this block's tokens (for exact common prefixes)
         self.children: list[Block] = []
+        # children by the key of their first token: only those can share anything with a
+        # sequence that passed through this block, so lookups never scan unrelated ones
+        self.kids: dict[int, list[Block]] = {}
         self.states: list[State] = []  # checkpoints whose last KV position falls in this block
         self.resident = False
         self.live = 0  # live requests pinning it
         self.deps = 0  # resident checkpoints whose path runs through it
         self.last_use = 0.0
         self.ver = 0
+
+    def add_child(self, b: Block, src: Prefix) -> None:
+        self.children.append(b)
+        self.kids.setdefault(src.key_at(self.end + 1), []).append(b)
+
+    def remove_child(self, b: Block) -> None:
+        self.children.remove(b)
+        for group in self.kids.values():
+            if b in group:
+                group.remove(b)
+                return
+
+    def related(self, q: Prefix) -> list[Block]:
+        """Children that share at least their first token with `q`."""
+        if q.length <= self.end:
+            return []
+        return self.kids.get(q.key_at(self.end + 1), [])
 
     def __repr__(self) -> str:
         flag = "R" if self.resident else "g"

@@ -1,0 +1,200 @@
+"""The simulator's clock and sessions: a small deterministic event loop running one process
+per session slot (and per subagent), following `replay.workload`'s replay rules.
+
+A process is a generator that yields `Wait(seconds)` or `Send(request)`; the executor (trace
+or engine timing, `replay.sim.executors`) decides when a sent request completes and resumes
+the process then. Events are ordered by (time, insertion order), so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from replay.sim.keys import LineagePrefix
+from replay.traces.model import Trajectory
+from replay.workload import Assignment, Spawn, Workload
+
+
+@dataclass(slots=True)
+class SimRequest:
+    """One request of the replay, with its sequence identity and what happened to it."""
+
+    slot: int
+    conv: int  # the conversation (assignment instance) it belongs to
+    trajectory: Trajectory
+    index: int
+    priming: bool
+    gap_s: float
+    n: int  # prompt tokens
+    out: int  # output tokens
+    seq: LineagePrefix  # prompt + output
+    ideal_hint: int
+    scheduled_s: float = 0.0
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    done_s: float | None = None
+    status: str = "ok"
+    error: str | None = None
+    info: object = None  # the cache's ResumeInfo at send time
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    request: SimRequest
+
+
+Process = Generator[Wait | Send, None, None]
+
+
+class Executor(Protocol):
+    def submit(self, req: SimRequest, done: Callable[[], None]) -> None: ...
+
+
+class EventLoop:
+    """Time-ordered callbacks; `now` is the simulated clock in seconds from run start."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._q: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._q, (max(t, self.now), next(self._seq), fn))
+
+    def run(self, until: float) -> None:
+        q = self._q
+        while q and q[0][0] <= until:
+            t, _, fn = heapq.heappop(q)
+            self.now = t
+            fn()
+        self.now = until
+
+
+def common_blocks(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading hash blocks two requests share."""
+    m = min(a.shape[0], b.shape[0])
+    if m == 0:
+        return 0
+    diff = np.flatnonzero(a[:m] != b[:m])
+    return int(diff[0]) if diff.shape[0] else m
+
+
+def shared_with(prev: SimRequest | None, tr: Trajectory, i: int) -> int:
+    """Tokens request `i` shares with the predecessor's prompt + output under exact
+    continuation: a prompt that extends the previous prompt (at hash granularity, its
+    partial last block aside) continues its output too; otherwise (a context edit) only
+    the shared hash blocks count."""
+    if prev is None:
+        return 0
+    g = tr.block_size
+    m = common_blocks(tr.blocks(i), prev.trajectory.blocks(prev.index))
+    n = int(tr.input_tokens[i])
+    if n >= prev.n and m >= prev.n // g:
+        return min(prev.n + prev.out, n)
+    return min(m * g, n, prev.n)
+
+
+class Sessions:
+    """Starts one process per session slot and turns trajectories into `SimRequest`s."""
+
+    def __init__(self, loop: EventLoop, executor: Executor, workload: Workload, end_s: float):
+        self.loop = loop
+        self.executor = executor
+        self.workload = workload
+        self.end_s = end_s
+        self.requests: list[SimRequest] = []
+        self._seq_ids = itertools.count(1)
+        self._conv_ids = itertools.count(1)
+        self.context_blocks: dict[int, int] = {}  # conversation -> tokens of its latest state
+        self.finished_conversations = 0
+
+    def start(self) -> None:
+        for slot in range(self.workload.cfg.sessions):
+            self._run(self._session(slot))
+
+    def _run(self, proc: Process) -> None:
+        try:
+            cmd = next(proc)
+        except StopIteration:
+            return
+        if isinstance(cmd, Wait):
+            self.loop.at(self.loop.now + cmd.seconds, lambda: self._run(proc))
+        else:
+            self.executor.submit(cmd.request, lambda: self._run(proc))
+
+    def _session(self, slot: int) -> Process:
+        for a in self.workload.session_assignments(slot):
+            if self.loop.now >= self.end_s:
+                return
+            yield from self._assignment(a, None)
+
+    def _assignment(self, a: Assignment, parent: SimRequest | None) -> Process:
+        conv = next(self._conv_ids)
+        by_turn: dict[int, list[Spawn]] = defaultdict(list)
+        for sp in a.spawns():
+            by_turn[sp.after_turn].append(sp)
+        self._spawn(a, by_turn.get(-1, ()), parent)
+        prev = parent
+        try:
+            for turn in a.turns():
+                if turn.gap_s > 0:
+                    yield Wait(turn.gap_s)
+                if self.loop.now >= self.end_s:
+                    return
+                req = self._request(a, conv, turn.index, turn.priming, turn.gap_s, prev)
+                yield Send(req)
+                if req.status == "ok":
+                    prev = req
+                    self.context_blocks[conv] = req.n + req.out
+                self._spawn(a, by_turn.get(turn.index, ()), req)
+        finally:
+            self.context_blocks.pop(conv, None)
+            self.finished_conversations += 1
+
+    def _spawn(self, a: Assignment, spawns: Iterable[Spawn], parent: SimRequest | None) -> None:
+        for sp in spawns:
+            child = a.child(sp)
+            self.loop.at(
+                self.loop.now + sp.delay_s,
+                lambda c=child, p=parent: self._run(self._assignment(c, p)),
+            )
+
+    def _request(
+        self,
+        a: Assignment,
+        conv: int,
+        i: int,
+        priming: bool,
+        gap: float,
+        prev: SimRequest | None,
+    ) -> SimRequest:
+        tr = a.trajectory
+        n, out = int(tr.input_tokens[i]), int(tr.output_tokens[i])
+        shared = shared_with(prev, tr, i)
+        seq = LineagePrefix(
+            next(self._seq_ids), n + out, prev.seq if prev is not None else None, shared
+        )
+        req = SimRequest(a.slot, conv, tr, i, priming, gap, n, out, seq, min(shared, n))
+        req.scheduled_s = self.loop.now
+        self.requests.append(req)
+        return req
+
+
+def api_seconds(tr: Trajectory, i: int, fallback: float) -> float:
+    """The recorded request duration, or `fallback` where the trace has none."""
+    v = float(tr.api_time[i])
+    return fallback if math.isnan(v) or v < 0 else v

@@ -1,0 +1,134 @@
+"""One simulated run's figures: the `summary.csv` row (hit rates, the miss split, occupancy,
+and in engine timing TTFT, latency and throughput per GPU), from its request records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replay.profiles import ModelProfile
+from replay.records import RequestRecord
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "policy",
+    "sessions",
+    "seed",
+    "requests",
+    "hit_rate",
+    "ideal_hit_rate",
+    "median_uncached_tokens",
+    "redundant_prefill_per_request",
+    "placement_miss_per_request",
+    "dependency_miss_per_request",
+    "capacity_miss_per_request",
+    "resident_checkpoints",
+    "working_set_ratio",
+    "wall_seconds",
+)
+
+
+@dataclass(slots=True)
+class Occupancy:
+    """Samples of the cache taken at each request arrival inside the window."""
+
+    window: tuple[float, float]
+    states: list[int] = field(default_factory=list)
+    used: list[int] = field(default_factory=list)
+    working_set: list[int] = field(default_factory=list)
+
+    def add(self, t: float, states: int, used: int, working_set: int) -> None:
+        if self.window[0] <= t < self.window[1]:
+            self.states.append(states)
+            self.used.append(used)
+            self.working_set.append(working_set)
+
+
+def _mean(xs: list[int] | np.ndarray) -> float:
+    return float(np.mean(xs)) if len(xs) else 0.0
+
+
+def summarize(
+    records: list[RequestRecord],
+    occ: Occupancy,
+    profile: ModelProfile,
+    *,
+    policy: str,
+    sessions: int,
+    seed: int,
+    timing: str,
+    wall_seconds: float,
+    evictions: int = 0,
+    refusals: int = 0,
+) -> dict[str, Any]:
+    """The summary row: measured requests are the non-priming ones whose first token came
+    inside the window (rates as fractions, misses in tokens per request)."""
+    a, b = occ.window
+    measured = [
+        r
+        for r in records
+        if not r.priming
+        and r.status == "ok"
+        and r.first_token_s is not None
+        and a <= r.first_token_s < b
+    ]
+    prompt = np.array([r.prompt_tokens for r in measured], dtype=np.int64)
+    cached = np.array([r.cached_tokens or 0 for r in measured], dtype=np.int64)
+    ideal = np.array([r.ideal_cached_tokens for r in measured], dtype=np.int64)
+    total = int(prompt.sum())
+
+    def per_req(name: str) -> float:
+        return _mean(np.array([getattr(r, name) or 0 for r in measured], dtype=np.int64))
+
+    row: dict[str, Any] = {
+        "policy": policy,
+        "sessions": sessions,
+        "seed": seed,
+        "requests": len(measured),
+        "hit_rate": float(cached.sum() / total) if total else 0.0,
+        "ideal_hit_rate": float(ideal.sum() / total) if total else 0.0,
+        "median_uncached_tokens": float(np.median(prompt - cached)) if len(measured) else 0.0,
+        "redundant_prefill_per_request": _mean(ideal - cached),
+        "placement_miss_per_request": per_req("placement_miss"),
+        "dependency_miss_per_request": per_req("dependency_miss"),
+        "capacity_miss_per_request": per_req("capacity_miss"),
+        "resident_checkpoints": _mean(occ.states),
+        "working_set_ratio": _mean(occ.working_set) / profile.blocks_per_engine,
+        "wall_seconds": round(wall_seconds, 3),
+        "timing": timing,
+        "mean_used_blocks": _mean(occ.used),
+        "capacity_blocks": profile.blocks_per_engine,
+        "overflow_requests": sum(1 for r in records if r.status == "overflow"),
+        "evictions": evictions,
+        "admission_refusals": refusals,
+        "all_requests": len(records),
+    }
+    if timing == "engine":
+        row.update(_engine_metrics(measured, records, profile, (a, b)))
+    return row
+
+
+def _engine_metrics(
+    measured: list[RequestRecord],
+    records: list[RequestRecord],
+    profile: ModelProfile,
+    window: tuple[float, float],
+) -> dict[str, float]:
+    a, b = window
+    minutes = (b - a) / 60.0
+    ttft = np.array([r.first_token_s - r.sent_s for r in measured if r.sent_s is not None])
+    lat = np.array(
+        [r.done_s - r.sent_s for r in measured if r.done_s is not None and r.sent_s is not None]
+    )
+    out_tokens = sum(r.output_tokens for r in records if r.done_s is not None and a <= r.done_s < b)
+    prompt_tokens = sum(r.prompt_tokens for r in measured)
+    q = lambda x, p: float(np.percentile(x, p)) if len(x) else 0.0  # noqa: E731
+    return {
+        "ttft_p50_s": q(ttft, 50),
+        "ttft_p90_s": q(ttft, 90),
+        "latency_p50_s": q(lat, 50),
+        "latency_mean_s": float(lat.mean()) if len(lat) else 0.0,
+        "prompt_tokens_per_min_per_gpu": prompt_tokens / minutes / profile.gpus,
+        "output_tokens_per_min_per_gpu": out_tokens / minutes / profile.gpus,
+    }
