@@ -27,6 +27,7 @@ def build_config(
     max_batch: int | None,
     hash_tokens: int,
     faults: dict[str, object],
+    token_scale: float = 1.0,
 ) -> EmulatorConfig:
     """The config from flags; a bad value fails naming its flag."""
     flag = {
@@ -38,6 +39,7 @@ def build_config(
         "seed": "--fault-seed",
         "engine": "--engine",
         "time_scale": "--time-scale",
+        "token_scale": "--token-scale",
         "blocks": "--blocks",
         "block_tokens": "--block-tokens",
         "max_batch": "--max-batch",
@@ -54,6 +56,7 @@ def build_config(
             time_scale=time_scale,
             policy=policy,
             served_model_name=served_model_name,
+            token_scale=token_scale,
             blocks=blocks,
             block_tokens=block_tokens,
             max_batch=max_batch,
@@ -87,6 +90,11 @@ def register(app: typer.Typer) -> None:
         served_model_name: str | None = typer.Option(
             None, "--served-model-name", help="model id to serve (default: the profile name)"
         ),
+        token_scale: float = typer.Option(
+            1.0,
+            "--token-scale",
+            help="the trace's lengths were divided by this (scales the profile)",
+        ),
         blocks: int | None = typer.Option(
             None, "--blocks", help="cache blocks per engine (overrides the profile)"
         ),
@@ -119,7 +127,7 @@ def register(app: typer.Typer) -> None:
         }
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
-            block_tokens, max_batch, hash_tokens, faults,
+            block_tokens, max_batch, hash_tokens, faults, token_scale,
         )  # fmt: skip
         from replay.engines.emulator.caches import make_cache
         from replay.engines.emulator.server import serve
@@ -127,7 +135,7 @@ def register(app: typer.Typer) -> None:
         try:
             make_cache(cfg, cfg.resolved_profile())
         except ValueError as e:
-            fail(f"--policy: {e}")
+            fail(f"--policy {cfg.policy_name}: {e}")
 
         def ready(url: str) -> None:
             profile = cfg.resolved_profile()

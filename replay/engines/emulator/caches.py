@@ -12,19 +12,37 @@ class UnknownPolicy(ValueError):
     """A policy name no cache implements; the message lists the known ones."""
 
 
-def policy_options(policy: str, base: ModelProfile, profile: ModelProfile) -> dict[str, object]:
-    """Policy options for a cache resized from `base` to `profile`.
+# Policy options measured in tokens: they shrink with a scaled trace like the profile does.
+_TOKEN_OPTIONS = ("grid", "chunk", "every")
 
-    SGLang's state pool is a fixed number of checkpoint slots (≈430 on GLM-5.3-Flash); when
-    the cache is scaled down for a small trace, the pool shrinks in proportion so it keeps
-    its share of memory (otherwise it would not even fit)."""
-    if policy != "sglang" or profile.blocks_per_engine == base.blocks_per_engine:
+
+def policy_options(
+    policy: str, base: ModelProfile, profile: ModelProfile, token_scale: float = 1.0
+) -> dict[str, object]:
+    """Options for `policy` on a cache resized from `base` to `profile` for a trace whose
+    token lengths were divided by `token_scale`.
+
+    Token-valued options (SGLang's 256-token grid and chunk, dense's spacing) shrink by the
+    token scale, so a scaled prompt gets as many checkpoints as its full-size original.
+    SGLang's state pool is a fixed number of checkpoint slots (≈430 on GLM-5.3-Flash): when
+    the block count is changed, the pool changes in proportion so it keeps its share of
+    memory (otherwise a small cache could not even hold it)."""
+    from replay.sim.policies import Policy
+
+    cls = Policy.registry.get(policy)
+    if cls is None:
         return {}
-    from replay.sim.policies import SglangPolicy
-
-    slots = int(SglangPolicy.options["state_slots"])
-    scaled = round(slots * profile.blocks_per_engine / base.blocks_per_engine)
-    return {"state_slots": max(1, scaled)}
+    opts: dict[str, object] = {}
+    if token_scale != 1.0:
+        for key in _TOKEN_OPTIONS:
+            if key in cls.options:
+                opts[key] = max(1, round(int(cls.options[key]) / token_scale))
+    if "state_slots" in cls.options and profile.blocks_per_engine != base.blocks_per_engine:
+        slots = int(cls.options["state_slots"])
+        opts["state_slots"] = max(
+            1, round(slots * profile.blocks_per_engine / base.blocks_per_engine)
+        )
+    return opts
 
 
 def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
@@ -34,4 +52,5 @@ def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
         return KVLRUCache(profile.block_tokens, profile.blocks_per_engine)
     from replay.engines.emulator.sim_cache import SimCache
 
-    return SimCache(name, profile, policy_options(name, load_profile(cfg.model), profile))
+    base = load_profile(cfg.model)
+    return SimCache(name, profile, policy_options(name, base, profile, cfg.token_scale))

@@ -68,6 +68,11 @@ class EmulatorConfig(BaseModel):
         gt=0.0,
         description="10 runs the modelled engine ten times faster than real time",
     )
+    token_scale: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="the trace's token lengths were divided by this: scale the profile alike",
+    )
     blocks: int | None = Field(
         default=None, gt=0, description="cache blocks per engine (overrides the profile's)"
     )
@@ -98,12 +103,15 @@ class EmulatorConfig(BaseModel):
         return self.policy or self.engine
 
     def resolved_profile(self) -> ModelProfile:
-        """The model profile with this emulator's overrides applied.
+        """The model profile with this emulator's overrides applied: first scaled to the
+        trace's token scale, then `blocks`, `block_tokens` and `max_batch` as given.
 
         `blocks` is per engine; the profile counts per GPU, so it is split over the GPUs
         (rounded up) to keep `blocks_per_engine` at least what was asked.
         """
-        profile = load_profile(self.model)
+        from replay.engines.emulator.defaults import scaled_profile
+
+        profile = scaled_profile(load_profile(self.model), self.token_scale)
         update: dict[str, object] = {}
         if self.blocks is not None:
             update["blocks_per_gpu"] = -(-self.blocks // profile.gpus)
@@ -124,6 +132,8 @@ class EmulatorConfig(BaseModel):
             args += ["--policy", self.policy]
         if self.served_model_name:
             args += ["--served-model-name", self.served_model_name]
+        if self.token_scale != 1.0:
+            args += ["--token-scale", repr(self.token_scale)]
         if self.blocks is not None:
             args += ["--blocks", str(self.blocks)]
         if self.block_tokens is not None:

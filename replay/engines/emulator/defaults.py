@@ -1,0 +1,105 @@
+"""The embedded default: what `replay run` with engines but no endpoints replays, and how.
+
+Settings live in `configs/workloads/default.yaml` (documented there). The bundled sample
+trace has its token lengths divided by `token_scale` so a laptop can replay it; the model
+profile is scaled the same way (`scaled_profile`), so a scaled prompt fills the same share
+of the cache and costs the same prefill time as the full-size prompt it stands for, and the
+48-session working-set pressure of the paper's demo is reproduced. The emulators and the
+twin check (`replay simulate` on the same settings) both use `scaled_profile`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from replay.config_paths import config_subdir
+from replay.engines.emulator.config import EmulatorConfig
+from replay.profiles import ModelProfile
+
+
+class DefaultRunError(ValueError):
+    """A malformed default-run file; the message names the file and field."""
+
+
+def scaled_profile(base: ModelProfile, token_scale: float) -> ModelProfile:
+    """`base` for a trace whose token lengths were divided by `token_scale`.
+
+    Block, chunk and context sizes shrink by the scale, the block count stays (so a context
+    takes as many blocks as its full-size original), and the prefill cost coefficients grow
+    so a scaled span costs what the full span costs: D' = D·s and, with positions in the
+    quadratic term also shrunk, E' = E·s². Decode costs stay per step: the sample's outputs
+    are 1/s as long, so decoding takes 1/s of the modelled time (and output token counts are
+    the sample's, not full-size ones).
+    """
+    s = float(token_scale)
+    if s == 1.0:
+        return base
+    if s < 1.0:
+        raise ValueError(f"token_scale must be >= 1, got {token_scale}")
+    return base.model_copy(
+        update={
+            "name": f"{base.name}/{s:g}",
+            "block_tokens": max(1, round(base.block_tokens / s)),
+            "chunk_tokens": max(1, round(base.chunk_tokens / s)),
+            "context_tokens": max(1, int(base.context_tokens / s)),
+            "prefill_cost_d": base.prefill_cost_d * s,
+            "prefill_cost_e": base.prefill_cost_e * s * s,
+        }
+    )
+
+
+class DefaultRun(BaseModel):
+    """The embedded default's settings (`configs/workloads/default.yaml`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engines: list[str] = Field(default=["flashstate", "vllm", "sglang"])
+    trace: str = Field(default="sample", description="'sample': the bundled sample trace")
+    model: str = Field(default="glm-5.3-flash", description="model profile of every emulator")
+    token_scale: float = Field(default=32.0, ge=1.0, description="the sample's length divisor")
+    blocks: int | None = Field(default=None, gt=0, description="cache blocks per engine")
+    sessions: int = Field(default=48, gt=0)
+    duration_min: float = Field(default=45.0, gt=0)
+    window: tuple[float, float] = Field(default=(15.0, 45.0), description="minutes")
+    time_scale: float = Field(default=30.0, gt=0, description="emulators and tool gaps")
+    seed: int = 0
+
+    def emulator_configs(self) -> list[EmulatorConfig]:
+        """One emulator per engine, each with its own policy, on a free loopback port."""
+        return [
+            EmulatorConfig(
+                engine=e,
+                model=self.model,
+                port=0,
+                time_scale=self.time_scale,
+                token_scale=self.token_scale,
+                blocks=self.blocks,
+            )
+            for e in self.engines
+        ]
+
+
+def default_run_path() -> Path:
+    return config_subdir("workloads") / "default.yaml"
+
+
+def load_default_run(path: Path | None = None) -> DefaultRun:
+    """The embedded default's settings (built-in defaults where the file is silent)."""
+    path = path or default_run_path()
+    if not path.exists():
+        return DefaultRun()
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise DefaultRunError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise DefaultRunError(f"{path}: expected a mapping of settings")
+    try:
+        return DefaultRun.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise DefaultRunError(f"{path}: field '{loc}': {err['msg']}") from e
