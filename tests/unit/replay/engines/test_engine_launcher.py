@@ -212,3 +212,26 @@ def test_preflight_command_against_nothing_says_it_is_unreachable() -> None:
     done = _preflight_cli(f"http://127.0.0.1:{free_port()}")
     assert done.returncode == 1
     assert "reachable failed" in done.stderr and "start the engine" in done.stderr
+
+
+def test_visible_gpus_counts_nvidia_smi_lines_within_cuda_visible_devices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No GPU here: a stand-in nvidia-smi prints what the real one prints on a 2×B200 node.
+    from replay.engines.launch import visible_gpus
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "GPU 0: NVIDIA B200 (UUID: GPU-aaaa)"\n'
+        'echo "GPU 1: NVIDIA B200 (UUID: GPU-bbbb)"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpus() == 2
+    for cvd, n in (("0", 1), ("1,0", 2), ("", 0), ("-1", 0), ("0,1,2,3", 2)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cvd)
+        assert visible_gpus() == n, cvd
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert visible_gpus() == 0

@@ -1,0 +1,172 @@
+"""`replay run` from the command line against a real local engine (served from a thread):
+a run writes its directory and prints the side-by-side table; bad input and a failing
+preflight stop it with a message saying what to change."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.rundir import read_manifest, read_requests
+
+
+@pytest.fixture
+def engine_thread(helpers: Any) -> Iterator[Any]:
+    """The fake engine on its own event loop in a thread (the CLI runs its own loop)."""
+    eng = helpers.FakeEngine()
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(eng.start())
+        ready.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    ready.wait(10)
+    yield eng
+    asyncio.run_coroutine_threadsafe(eng.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(10)
+    loop.close()
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["run", *args], catch_exceptions=False)
+
+
+def test_replay_run_writes_the_run_directory(
+    engine_thread: Any, helpers: Any, tmp_path: Path
+) -> None:
+    trace = helpers.write_weka(tmp_path / "t.jsonl", sessions=2, turns=4)
+    out = tmp_path / "run"
+    res = run(
+        "--endpoint",
+        f"vllm={engine_thread.url}",
+        "--trace",
+        trace,
+        "--sessions",
+        "2",
+        "--duration-min",
+        "0.02",
+        "--window",
+        "0-0.02",
+        "--out",
+        str(out),
+        "--no-panel",
+    )
+    assert res.exit_code == 0, res.output
+    assert "hit rate" in res.output and "run directory" in res.output
+    man = read_manifest(out)
+    assert man["status"] == "completed"
+    assert man["config"]["sessions"] == 2 and man["config"]["window"] == [0.0, 1.2]
+    assert man["trace"]["sha256"] and man["engines"][0]["url"] == engine_thread.url
+    assert "api_key" not in orjson.dumps(man).decode().lower()
+    df = read_requests(out)
+    assert len(df) > 5 and set(df.engine) == {"vllm"}
+    assert (out / "summary.json").exists() and (out / "server_metrics.parquet").exists()
+    res = run("--endpoint", f"vllm={engine_thread.url}", "--trace", trace, "--out", str(out))
+    assert res.exit_code == 2 and "already holds a run" in res.output
+
+
+def test_config_file_engines(engine_thread: Any, helpers: Any, tmp_path: Path) -> None:
+    trace = helpers.write_weka(tmp_path / "t.jsonl", sessions=2, turns=4)
+    cfg = tmp_path / "engines.yaml"
+    cfg.write_text(
+        "engines:\n"
+        f"  - {{name: base, kind: vllm, url: '{engine_thread.url}', gpus: 2, gpu_type: B200}}\n"
+        "sessions: 1\nduration_min: 0.01\nwindow: 0-0.01\n"
+    )
+    res = run("--config", str(cfg), "--trace", trace, "--out", str(tmp_path / "r"), "--no-panel")
+    assert res.exit_code == 0, res.output
+    (eng,) = read_manifest(tmp_path / "r")["engines"]
+    assert (eng["name"], eng["gpus"], eng["gpu_type"]) == ("base", 2, "B200")
+
+
+def test_failing_preflight_stops_before_the_run(
+    engine_thread: Any, helpers: Any, tmp_path: Path
+) -> None:
+    engine_thread.report_cached = False
+    trace = helpers.write_weka(tmp_path / "t.jsonl")
+    res = run(
+        "--endpoint",
+        f"vllm={engine_thread.url}",
+        "--trace",
+        trace,
+        "--out",
+        str(tmp_path / "r"),
+        "--no-panel",
+    )
+    assert res.exit_code == 2
+    assert "--enable-prompt-tokens-details" in res.output
+    assert "nothing was sent" in res.output
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--endpoint", "vllm"], "expected NAME=URL"),
+        (["--endpoint", "vllm=http://127.0.0.1:9", "--window", "50-40"], "--window"),
+        (
+            ["--endpoint", "vllm=http://127.0.0.1:9", "--window", "10-20", "--duration-min", "5"],
+            "window",
+        ),
+        (["--endpoint", "vllm=http://127.0.0.1:9", "--trace", "/nonexistent.jsonl"], "--trace"),
+        (["--endpoint", "vllm=http://127.0.0.1:9", "--sessions", "0"], "sessions"),
+        (["--resume", "/nonexistent-run"], "--resume"),
+        (["--config", "/nonexistent.yaml"], "--config /nonexistent.yaml: file not found"),
+    ],
+)
+def test_bad_input_is_named(args: list[str], message: str, tmp_path: Path) -> None:
+    res = run(*args, "--no-panel")
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+
+
+def test_unreachable_endpoint_fails_preflight_with_the_url(helpers: Any, tmp_path: Path) -> None:
+    trace = helpers.write_weka(tmp_path / "t.jsonl")
+    res = run(
+        "--endpoint",
+        "vllm=http://127.0.0.1:9",
+        "--trace",
+        trace,
+        "--no-panel",
+        "--out",
+        str(tmp_path / "r"),
+    )
+    assert res.exit_code == 2
+    assert "fix the URL http://127.0.0.1:9" in res.output
+
+
+def test_resume_refuses_a_completed_run(engine_thread: Any, helpers: Any, tmp_path: Path) -> None:
+    trace = helpers.write_weka(tmp_path / "t.jsonl", sessions=1, turns=3)
+    out = tmp_path / "run"
+    res = run(
+        "--endpoint",
+        f"vllm={engine_thread.url}",
+        "--trace",
+        trace,
+        "--sessions",
+        "1",
+        "--duration-min",
+        "0.01",
+        "--window",
+        "0-0.01",
+        "--out",
+        str(out),
+        "--no-panel",
+    )
+    assert res.exit_code == 0, res.output
+    res = run("--resume", str(out), "--no-panel")
+    assert res.exit_code == 2 and "that run completed; nothing to resume" in res.output
