@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.manifest import Window
-from analysis.report.content import ReportData, analyze, make_tables
+from analysis.report.catalog import make_tables
+from analysis.report.content import ReportData, analyze
 from analysis.report.document import render_html, render_markdown, render_tex, write_text
 from analysis.report.export import STATIC_FORMATS, export_static
 from analysis.report.figures import all_figures
