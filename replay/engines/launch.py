@@ -40,7 +40,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def visible_gpus() -> int:
-    """How many NVIDIA GPUs `nvidia-smi -L` lists (0 when the tool is absent or fails)."""
+    """How many NVIDIA GPUs this process may use: those `nvidia-smi -L` lists, limited by
+    CUDA_VISIBLE_DEVICES when it is set (empty or -1: none), as the engines themselves do."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return 0
@@ -48,7 +49,14 @@ def visible_gpus() -> int:
         out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    listed = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return listed
+    allowed = [d for d in cvd.split(",") if d.strip()]
+    if allowed and allowed[0].strip() == "-1":
+        return 0
+    return min(listed, len(allowed))
 
 
 def check_can_start(cfg: EngineConfig, command: ServeCommand, gpus: int | None = None) -> None:
