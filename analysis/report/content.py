@@ -46,6 +46,7 @@ class ReportData:
     gpu: str | None
     notes: list[str] = field(default_factory=list)
     paired_across: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pricing_dir: Path | None = None
 
 
 def analyze_run(

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import pricing
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
 from analysis.report.content import ReportData, RunAnalysis
@@ -267,6 +268,44 @@ def economics(data: ReportData) -> go.Figure:
     return fig
 
 
+def profit_vs_gpu_rate(data: ReportData) -> go.Figure:
+    """Sensitivity: each engine's profit per GPU-hour as the GPU rental rate moves from 0 to
+    twice the highest rate used, at its measured token rates and hit rate; the dotted line is
+    the rate the report priced at. Where a line crosses zero is that engine's break-even."""
+    fig = go.Figure()
+    m = data.metrics
+    priced = m[m["profit_per_gpu_hour"].notna()] if "profit_per_gpu_hour" in m else m.iloc[:0]
+    if priced.empty:
+        return _layout(
+            fig, "Profit against GPU rate (no priced engine)", "$/GPU-hour", "$/GPU-hour"
+        )
+    sheet = pricing.get_sheet(str(priced["sheet"].iloc[0]), data.pricing_dir)
+    top = float(priced["gpu_rate_per_hour"].max())
+    rates = np.linspace(0.0, 2.0 * top, 41)
+    multi = len(data.runs) > 1
+    for rec in priced.to_dict(orient="records"):
+        grid = pricing.profit_vs_gpu_rate(
+            sheet,
+            rates,
+            hit_rate=min(max(float(rec["hit_rate"]), 0.0), 1.0),
+            prompt_tokens_per_min_per_gpu=float(rec["prefill_tokens_per_min_per_gpu"]),
+            output_tokens_per_min_per_gpu=float(rec["output_tokens_per_min_per_gpu"]),
+        )
+        name = f"{rec['engine']} · {rec['sessions']} sessions" if multi else str(rec["engine"])
+        fig.add_trace(
+            go.Scatter(x=grid["gpu_rate_per_hour"], y=grid["profit_per_gpu_hour"], name=name)
+        )
+    for rate in sorted(set(priced["gpu_rate_per_hour"])):
+        fig.add_vline(x=rate, line_dash="dot", line_color="grey", annotation_text=f"${rate:.2f}")
+    fig.add_hline(y=0, line_color="black", line_width=1)
+    return _layout(
+        fig,
+        f"Profit against GPU rental rate (price sheet {sheet.name})",
+        "GPU rate ($/GPU-hour)",
+        "profit ($/GPU-hour)",
+    )
+
+
 def _sheet(data: ReportData) -> str:
     if "sheet" in data.metrics.columns and data.metrics["sheet"].notna().any():
         return str(data.metrics["sheet"].dropna().iloc[0])
@@ -299,6 +338,7 @@ def all_figures(data: ReportData) -> dict[str, go.Figure]:
         "miss_decomposition": miss_decomposition(data),
         "hit_rate_vs_idle_gap": hit_vs_gap(data),
         "economics": economics(data),
+        "profit_vs_gpu_rate": profit_vs_gpu_rate(data),
     }
 
 

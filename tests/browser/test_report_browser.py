@@ -84,7 +84,7 @@ def test_report_html_renders_without_console_errors(tmp_path: Path) -> None:
         finally:
             browser.close()
     assert errors == []
-    assert plots == 9
+    assert plots == 10
     assert tables >= 8
     assert [u for u in requests if not u.startswith("file://")] == []
 
