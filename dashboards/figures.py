@@ -69,13 +69,15 @@ def cumulative_output_figure(
     return _layout(fig, "Output tokens completed", "run time (min)", "tokens")
 
 
-def throughput_over_time_figure(requests: pd.DataFrame, bin_s: float = 10.0) -> go.Figure:
-    """Completed requests per minute per engine, in `bin_s` bins of `done_s` (the Live page)."""
+def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Figure:
+    """Completed requests per minute per engine over run time (the Live page): `done_s`
+    in about `bins` equal bins of at least 10 s, so long runs stay readable."""
     fig = go.Figure()
     engines = [str(e) for e in pd.unique(requests["engine"].dropna())]
     colors = engine_colors(engines)
     done_all = _numbers(requests, "done_s")
     last = float(np.nanmax(done_all)) if np.isfinite(done_all).any() else 0.0
+    bin_s = max(10.0, math.ceil(last / bins / 10.0) * 10.0)
     edges = np.arange(0.0, last + bin_s, bin_s) if last > 0 else np.array([0.0, bin_s])
     for name in engines:
         done = _numbers(requests[requests["engine"] == name], "done_s")
@@ -89,7 +91,9 @@ def throughput_over_time_figure(requests: pd.DataFrame, bin_s: float = 10.0) -> 
                 line={"color": colors[name]},
             )
         )
-    return _layout(fig, "Requests completed per minute", "run time (min)", "requests/min")
+    return _layout(
+        fig, f"Requests completed per minute ({bin_s:.0f} s bins)", "run time (min)", "requests/min"
+    )
 
 
 def sweep_figure(table: pd.DataFrame, metric: str, label: str, percent: bool = False) -> go.Figure:
@@ -159,22 +163,33 @@ def engine_bars_figure(
 
 
 def session_turns_figure(turns: pd.DataFrame) -> go.Figure:
-    """One session's turns: stacked prompt tokens (cached, redundant, rest computed) as bars,
-    TTFT and the tool gap before each turn as lines on a second axis.
+    """One session's requests in order: stacked prompt tokens (cached, redundant, the rest
+    computed) as bars; TTFT and the tool gap before each request as lines on a second axis.
 
-    `turns` has `turn`, `cached_tokens`, `redundant_tokens`, `computed_tokens`, `ttft_s`,
-    `tool_gap_s` (see `dashboards.sessions.session_turns`)."""
+    `turns` has `label`, `cached_tokens`, `redundant_tokens`, `computed_tokens`, `ttft_s`,
+    `tool_gap_s` (see `dashboards.sessions.session_turns`). The x axis is the request's
+    position; the label (trajectory, agent, turn) shows on hover."""
     fig = go.Figure()
-    x = turns["label"] if "label" in turns else turns["turn"].astype(str)
+    x = np.arange(1, len(turns) + 1)
+    labels = turns["label"].astype(str).to_numpy()
     for col, name, color in (
         ("cached_tokens", "cached", "#2a9d8f"),
         ("redundant_tokens", "redundant (cacheable, recomputed)", "#e76f51"),
         ("computed_tokens", "new (uncacheable)", "#8d99ae"),
     ):
-        fig.add_trace(go.Bar(x=x, y=turns[col], name=name, marker_color=color))
-    for col, name, dash in (
-        ("ttft_s", "TTFT (s)", "solid"),
-        ("tool_gap_s", "tool gap before (s)", "dot"),
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=turns[col],
+                name=name,
+                marker_color=color,
+                customdata=labels,
+                hovertemplate="%{customdata}<br>%{y:,.0f} tokens<extra>" + name + "</extra>",
+            )
+        )
+    for col, name, color, dash in (
+        ("ttft_s", "TTFT (s)", "#264653", "solid"),
+        ("tool_gap_s", "tool gap before (s)", "#f4a261", "dot"),
     ):
         fig.add_trace(
             go.Scatter(
@@ -183,11 +198,18 @@ def session_turns_figure(turns: pd.DataFrame) -> go.Figure:
                 name=name,
                 yaxis="y2",
                 mode="lines+markers",
-                line={"color": "#264653", "dash": dash},
+                line={"color": color, "dash": dash},
+                marker={"size": 4},
+                customdata=labels,
+                hovertemplate="%{customdata}<br>%{y:.2f} s<extra>" + name + "</extra>",
             )
         )
+    _layout(fig, "Prompt tokens per request", "request (in scheduled order)", "tokens", 400)
     fig.update_layout(
         barmode="stack",
+        bargap=0.1,
         yaxis2={"title": "seconds", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        margin={"t": 80},
     )
-    return _layout(fig, "Prompt tokens per turn", "turn", "tokens", height=380)
+    return fig

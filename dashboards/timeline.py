@@ -33,7 +33,7 @@ class PanelMetric:
 
 
 PANEL: tuple[PanelMetric, ...] = (
-    PanelMetric("output_tokens_per_min_per_gpu", "Output tokens/min/GPU", "tok", True),
+    PanelMetric("output_tokens_per_min_per_gpu", "Output tok/min/GPU", "tok", True),
     PanelMetric("hit_rate", "Hit rate", "%", True),
     PanelMetric("ttft_p50", "TTFT p50", "s", False),
     PanelMetric("ttft_p90", "TTFT p90", "s", False),
@@ -76,24 +76,36 @@ def metrics_at(run: Run, t: float, start: float = 0.0) -> pd.DataFrame:
     return frame.set_index("engine", drop=False)
 
 
-def ratio_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
-    """Each engine's value divided by the best value among the *other* engines.
-
-    "Best" is the highest for a higher-is-better metric and the lowest otherwise, so a ratio
-    above 1 means "more than the best rival" either way; the panel colours it by direction.
-    NaN where there is no other engine or no comparable value.
-    """
+def best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    """For each engine, the best value among the *other* engines (highest for a
+    higher-is-better metric, lowest otherwise); NaN where no other engine has a value."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
     out = pd.Series(np.nan, index=values.index, dtype=float)
-    numbers = pd.to_numeric(values, errors="coerce")
     for name in values.index:
         others = numbers.drop(index=name).dropna()
-        mine = numbers.get(name)
-        if others.empty or mine is None or not math.isfinite(float(mine)):
-            continue
-        best = float(others.max() if higher_is_better else others.min())
-        if best != 0:
-            out[name] = float(mine) / best
+        if not others.empty:
+            out[name] = float(others.max() if higher_is_better else others.min())
     return out
+
+
+def ratio_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    """Each engine's value divided by the best value among the other engines.
+
+    A ratio above 1 means "more than the best rival" either way; the panel colours it by
+    direction. NaN where there is no rival, and where a ratio would mislead: a zero or
+    negative value on either side (a loss of $6 is not "1.6×" a loss of $4; the panel shows
+    the difference instead, see `diff_vs_best_other`).
+    """
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    best = best_other(values, higher_is_better)
+    ok = (numbers >= 0) & (best > 0)
+    return (numbers / best).where(ok)
+
+
+def diff_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    """Each engine's value minus the best value among the other engines (NaN: no rival)."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    return numbers - best_other(values, higher_is_better)
 
 
 def advance(t: float, speed: float, elapsed_s: float, end_s: float) -> tuple[float, bool]:

@@ -218,7 +218,7 @@ def _browser(root: Path, engines: tuple[str, ...]) -> tuple[float, float] | None
                 # Every engine's panel shows its name once the metrics are computed.
                 for name in engines:
                     page.get_by_role("heading", name=name).wait_for(timeout=60_000)
-                page.get_by_text("Output tokens/min/GPU").first.wait_for(timeout=60_000)
+                page.get_by_text("User cost per 1M input").first.wait_for(timeout=60_000)
                 times.append(time.perf_counter() - t0)
                 page.close()
             browser.close()

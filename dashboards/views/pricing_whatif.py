@@ -32,6 +32,18 @@ TABLE = (
 )
 
 
+_MONEY = st.column_config.NumberColumn
+_FORMATS = {
+    "hit_rate": _MONEY("hit rate", format="percent"),
+    "prefill_tokens_per_min_per_gpu": _MONEY("prefill tok/min/GPU", format="localized"),
+    "output_tokens_per_min_per_gpu": _MONEY("output tok/min/GPU", format="localized"),
+    "user_cost_per_m_input": _MONEY("user $/1M input", format="$%.4f"),
+    "revenue_per_gpu_hour": _MONEY("revenue $/GPU-h", format="$%.3f"),
+    "profit_per_gpu_hour": _MONEY("profit $/GPU-h", format="$%.3f"),
+    "break_even_gpu_rate": _MONEY("break-even $/GPU-h", format="$%.3f"),
+}
+
+
 def render(root: Path) -> None:
     st.header("Pricing what-if")
     name = pick_run(root, key="pricing_run")
@@ -115,12 +127,7 @@ def render(root: Path) -> None:
         key="whatif_cost",
         width="stretch",
     )
-    st.dataframe(
-        priced[list(TABLE)],
-        hide_index=True,
-        width="stretch",
-        column_config={"hit_rate": st.column_config.NumberColumn(format="percent")},
-    )
+    st.dataframe(priced[list(TABLE)], hide_index=True, width="stretch", column_config=_FORMATS)
     a, b, c = st.columns(3)
     a.plotly_chart(
         whatif_figure(

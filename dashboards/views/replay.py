@@ -13,14 +13,21 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import pandas as pd
 import streamlit as st
 
 from analysis.runs import Run
 from dashboards.figures import cumulative_output_figure
 from dashboards.loading import RunUnavailable, run_metrics_at
 from dashboards.money import price_engines
-from dashboards.timeline import PANEL, SPEEDS, advance, ratio_vs_best_other, run_end_s
+from dashboards.timeline import (
+    PANEL,
+    SPEEDS,
+    PanelMetric,
+    advance,
+    diff_vs_best_other,
+    ratio_vs_best_other,
+    run_end_s,
+)
 from dashboards.views.common import PricingChoice, fmt, load_or_explain, pick_pricing, pick_run
 
 TICK_S = 0.5  # wall seconds between frames while playing
@@ -148,6 +155,7 @@ def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> 
         metrics = metrics.assign(profit_per_gpu_hour=math.nan, user_cost_per_m_input=math.nan)
     metrics = metrics.set_index("engine", drop=False)
     ratios = {m.key: ratio_vs_best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
+    diffs = {m.key: diff_vs_best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
     st.caption(f"At {t / 60:.1f} min: {int(metrics['requests'].sum()):,} requests counted.")
     for column, engine in zip(st.columns(len(metrics)), metrics.index, strict=True):
         with column.container(border=True):
@@ -155,27 +163,34 @@ def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> 
             gpus = int(row["gpus"])
             st.subheader(str(engine))
             st.caption(f"{gpus} GPU{'s' if gpus != 1 else ''} {row.get('gpu_type') or ''}")
-            for m in PANEL:
-                _metric(
-                    m.label,
-                    float(row[m.key]),
-                    m.unit,
-                    ratios[m.key].get(engine),
-                    m.higher_is_better,
-                )
+            # Two numbers a row keeps three or four engine panels on one screen.
+            for pair in (PANEL[i : i + 2] for i in range(0, len(PANEL), 2)):
+                for cell, m in zip(st.columns(2), pair, strict=False):
+                    with cell:
+                        _metric(
+                            m,
+                            float(row[m.key]),
+                            float(ratios[m.key].get(engine, math.nan)),
+                            float(diffs[m.key].get(engine, math.nan)),
+                        )
 
 
-def _metric(label: str, value: float, unit: str, ratio: float | None, higher: bool) -> None:
-    if ratio is None or not pd.notna(ratio):
-        st.metric(label, fmt(value, unit))
+def _metric(m: PanelMetric, value: float, ratio: float, diff: float) -> None:
+    """A number with its comparison to the best other engine: a ratio where both are
+    positive, else the difference (losses, zeros); green when better, red when worse."""
+    if math.isfinite(ratio):
+        delta = f"{ratio:.2f}× best other"
+        gain = ratio - 1.0
+    elif math.isfinite(diff):
+        sign = "+" if diff >= 0 else "−"
+        delta = f"{sign}{fmt(abs(diff), m.unit)} vs best other"
+        gain = diff / max(abs(value), 1e-12)
+    else:
+        st.metric(m.label, fmt(value, m.unit))
         return
-    better = ratio > 1.0005 if higher else ratio < 0.9995
-    worse = ratio < 0.9995 if higher else ratio > 1.0005
-    color: Literal["green", "red", "gray"] = "green" if better else ("red" if worse else "gray")
-    st.metric(
-        label,
-        fmt(value, unit),
-        delta=f"{ratio:.2f}× best other",
-        delta_color=color,
-        delta_arrow="off",
+    if not m.higher_is_better:
+        gain = -gain
+    color: Literal["green", "red", "gray"] = (
+        "green" if gain > 5e-4 else ("red" if gain < -5e-4 else "gray")
     )
+    st.metric(m.label, fmt(value, m.unit), delta=delta, delta_color=color, delta_arrow="off")

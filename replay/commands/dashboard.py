@@ -64,6 +64,8 @@ def streamlit_command(script: Path, runs_dir: Path, port: int) -> list[str]:
         "false",
         "--server.fileWatcherType",
         "none",
+        "--client.toolbarMode",
+        "viewer",  # no "Deploy" button: this is a local viewer
         "--",
         str(runs_dir),
     ]

@@ -41,9 +41,11 @@ def test_cumulative_output_bins_and_marks_the_time() -> None:
 
 
 def test_throughput_over_time_per_minute() -> None:
-    fig = throughput_over_time_figure(_requests(), bin_s=60.0)
+    # 90 s of run in 2 bins: bins round up to 10 s multiples, so two 50-s bins.
+    fig = throughput_over_time_figure(_requests(), bins=2)
     a = next(tr for tr in fig.data if tr.name == "a")
-    assert list(a.y) == [1.0, 1.0]  # one completed request in each minute
+    assert list(a.y) == pytest.approx([1.2, 1.2])  # one request per 50 s = 1.2 per minute
+    assert "50 s bins" in fig.layout.title.text
 
 
 def test_throughput_over_time_without_completed_requests() -> None:
@@ -103,3 +105,6 @@ def test_session_turns_stack_and_second_axis() -> None:
     lines = [tr for tr in fig.data if tr.type == "scatter"]
     assert all(tr.yaxis == "y2" for tr in lines)
     assert list(lines[1].y) == [0.0, 12.0]
+    # Requests sit at their position; which turn it was shows on hover.
+    assert list(bars[0].x) == [1, 2]
+    assert list(bars[0].customdata) == ["1. t#0", "2. t#1"]

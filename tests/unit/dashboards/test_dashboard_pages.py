@@ -44,10 +44,12 @@ def test_app_opens_on_replay_with_a_panel_per_engine(
     assert [h.value for h in at.header] == ["Replay"]
     assert [s.value for s in at.subheader] == ["flashstate", "vllm", "sglang"]
     labels = [m.label for m in at.metric]
-    assert labels.count("Output tokens/min/GPU") == 3
+    assert labels.count("Output tok/min/GPU") == 3
     assert labels.count("User cost per 1M input") == 3
     # Each engine is compared with the best of the others.
-    assert all(str(m.proto.delta).endswith("× best other") for m in at.metric)
+    deltas = [str(m.proto.delta) for m in at.metric]
+    assert all(d.endswith("best other") for d in deltas)
+    assert sum(d.endswith("× best other") for d in deltas) >= 18  # ratios where both > 0
     assert str(runs_root) in at.sidebar.caption[0].value
 
 
@@ -140,6 +142,12 @@ def test_sessions_page_drills_into_a_slot(runs_root: Path) -> None:
     assert {"ttft_s", "tool_gap_s"} <= set(turns.columns)
     assert len(turns) > 0
     assert not at.exception
+    # Narrow to one trajectory of the slot.
+    first = turns["trajectory"].iloc[0]
+    at.selectbox(key="sessions_trajectory").set_value(first).run()
+    narrowed = at.dataframe[0].value
+    assert set(narrowed["trajectory"]) == {first}
+    assert len(narrowed) == (turns["trajectory"] == first).sum()
 
 
 def test_live_page_shows_status_and_refreshes_on_change(tmp_path: Path, synth: dict) -> None:

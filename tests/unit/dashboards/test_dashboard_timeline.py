@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 from analysis.runs import load_run
-from dashboards.timeline import advance, metrics_at, ratio_vs_best_other, run_end_s, truncate
+from dashboards.timeline import (
+    advance,
+    diff_vs_best_other,
+    metrics_at,
+    ratio_vs_best_other,
+    run_end_s,
+    truncate,
+)
 from replay.rundir import RunWriter
 
 
@@ -92,6 +99,16 @@ def test_ratio_is_nan_without_a_rival_or_a_value() -> None:
     assert math.isnan(r["a"])
     assert r["c"] == 0.0  # 0 ÷ 2
     assert math.isnan(r["b"])  # the best other is 0: no meaningful ratio
+
+
+def test_losses_get_a_difference_not_a_ratio() -> None:
+    profit = pd.Series({"fs": -6.88, "vllm": -4.96, "sglang": 2.0})
+    ratio = ratio_vs_best_other(profit, higher_is_better=True)
+    # A loss divided by a loss would read "1.6×" for the worse engine: no ratio there.
+    assert math.isnan(ratio["fs"]) and math.isnan(ratio["vllm"])
+    assert math.isnan(ratio["sglang"])  # the best other (vllm) is a loss
+    diff = diff_vs_best_other(profit, higher_is_better=True)
+    assert diff.to_dict() == pytest.approx({"fs": -8.88, "vllm": -6.96, "sglang": 6.96})
 
 
 def test_advance_moves_by_speed_and_stops_at_the_end() -> None:
