@@ -4,8 +4,10 @@
 
 Targets (issue 2): ≥200 MB/s on one core, peak memory < 1.5 GB on a ≈1.8 GB corpus, and
 ≥5× the speed of `datasets`. Each loader runs in its own subprocess pinned to one core; the
-parent reads wall time from the child and peak RSS from `resource.getrusage(RUSAGE_CHILDREN)`
-(each child is started from a fresh intermediate process, so the figure is that child's own).
+child reports the wall and CPU time of the load call, the parent peak RSS from
+`resource.getrusage(RUSAGE_CHILDREN)` (each child is started from a fresh intermediate
+process, so the figure is that child's own). Speed is judged on CPU time: on a shared machine
+the wall time also counts the time other processes held the core.
 
     python scripts/bench_traces.py                 # 1.8 GB corpus in .corpus/ (generated once)
     python scripts/bench_traces.py --size-gb 0.2   # a quicker look
@@ -28,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 OURS = """
 import json, sys, time
 from replay.traces import load_trace
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 trace = load_trace(sys.argv[1])
-wall = time.perf_counter() - t0
-print(json.dumps({"wall_s": wall, "requests": trace.num_requests,
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "requests": trace.num_requests,
                   "trajectories": len(trace.trajectories), "issues": len(trace.issues)}))
 """
 
@@ -40,10 +42,10 @@ import json, sys, tempfile, time
 import datasets
 datasets.disable_progress_bars()
 with tempfile.TemporaryDirectory() as cache:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ds = datasets.load_dataset("json", data_files=sys.argv[1], split="train", cache_dir=cache)
-    wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": wall, "rows": ds.num_rows}))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "rows": ds.num_rows}))
 """
 
 # Runs one loader as a grandchild pinned to one core and reports its peak RSS: RUSAGE_CHILDREN
@@ -117,25 +119,30 @@ def main() -> None:
         while fh.read(64 << 20):
             pass
     ours = measure(OURS, corpus)
-    rate = mb / ours["wall_s"]
+    print(_line("replay.traces.load_trace", ours, mb))
     print(
-        f"replay.traces.load_trace   {ours['wall_s']:7.2f} s  {rate:7.1f} MB/s  "
-        f"peak {ours['peak_rss_mb']:7.0f} MB  ({ours['trajectories']:.0f} trajectories, "
-        f"{ours['requests']:.0f} requests, {ours['issues']:.0f} issues)"
+        f"  ({ours['trajectories']:.0f} trajectories, {ours['requests']:.0f} requests, {ours['issues']:.0f} issues)"
     )
-    verdict = [f"speed {'ok' if rate >= 200 else 'BELOW'} (target >= 200 MB/s)"]
+    rate = mb / ours["cpu_s"]
+    verdict = [f"speed {'ok' if rate >= 200 else 'BELOW'} (target >= 200 MB/s per CPU-second)"]
     verdict.append(f"memory {'ok' if ours['peak_rss_mb'] < 1536 else 'ABOVE'} (target < 1.5 GB)")
     if not args.skip_datasets:
         ds = measure(DATASETS, corpus)
-        ds_rate = mb / ds["wall_s"]
-        ratio = ds["wall_s"] / ours["wall_s"]
+        print(_line("datasets.load_dataset", ds, mb))
+        ratio = ds["cpu_s"] / ours["cpu_s"]
         print(
-            f"datasets.load_dataset     {ds['wall_s']:7.2f} s  {ds_rate:7.1f} MB/s  "
-            f"peak {ds['peak_rss_mb']:7.0f} MB  ({ds['rows']:.0f} rows)"
+            f"ratio: ours is {ratio:.1f}x faster by CPU time, {ds['wall_s'] / ours['wall_s']:.1f}x by wall time"
         )
-        print(f"ratio: ours is {ratio:.1f}x faster than datasets")
         verdict.append(f"ratio {'ok' if ratio >= 5 else 'BELOW'} (target >= 5x)")
     print("; ".join(verdict))
+
+
+def _line(name: str, res: dict[str, float], mb: float) -> str:
+    # CPU time is the one-core figure even on a busy machine; wall time shows contention.
+    return (
+        f"{name:26s} cpu {res['cpu_s']:7.2f} s = {mb / res['cpu_s']:7.1f} MB/s   "
+        f"wall {res['wall_s']:7.2f} s = {mb / res['wall_s']:7.1f} MB/s   peak RSS {res['peak_rss_mb']:6.0f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,23 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class IdsParseError(ValueError):
-    """The text between the brackets is not a flat list of integers."""
+    """The text between the brackets is not a flat list of integers. `part` is the index
+    of the offending array when `assemble` finds it."""
+
+    def __init__(self, message: str, part: int | None = None) -> None:
+        super().__init__(message)
+        self.part = part
+
+
+# numpy's text parser saturates out-of-range integers to these instead of failing.
+INT64_MIN, INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+OVERFLOW = "a block id does not fit a signed 64-bit integer"
+
+
+def check_range(ids: np.ndarray) -> None:
+    """Raise if `ids` (from `parse_ids`) holds a saturated, i.e. out-of-range, value."""
+    if ids.size and (ids.max() == INT64_MAX or ids.min() == INT64_MIN):
+        raise IdsParseError(OVERFLOW)
 
 
 def blank_spans(line: bytes, key: bytes = KEY) -> tuple[bytes, list[tuple[int, int]]]:
@@ -85,7 +101,7 @@ def parse_ids(text: bytes) -> np.ndarray:
     bad = next((v for v in values if type(v) is not int), None)
     if bad is not None:
         raise IdsParseError(f"found {bad!r} ({type(bad).__name__}) among the ids")
-    raise IdsParseError("a block id does not fit a signed 64-bit integer")
+    raise IdsParseError(OVERFLOW)
 
 
 @dataclass(slots=True)
@@ -143,6 +159,12 @@ def assemble(
     np.cumsum(counts, out=offsets[1:])
     tails = np.concatenate([tail for _, tail in parts]) if parts else _EMPTY
     lo, hi = (int(tails.min()), int(tails.max())) if len(tails) else (0, 0)
+    if lo == INT64_MIN or hi == INT64_MAX:  # saturated by the parser: find the culprit
+        for i, (_, tail) in enumerate(parts):
+            try:
+                check_range(tail)
+            except IdsParseError:
+                raise IdsParseError(OVERFLOW, part=i) from None
     if parts and parts[0][0] and first_ref_ids is not None:
         head = first_ref_ids[: parts[0][0]]
         lo, hi = min(lo, int(head.min())), max(hi, int(head.max()))

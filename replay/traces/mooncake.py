@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from replay.traces.fields import Where, int_array, opt_number, opt_str, req_int
-from replay.traces.idspans import SPAN_MARK, IdsParseError, parse_ids
+from replay.traces.idspans import SPAN_MARK, IdsParseError, check_range, parse_ids
 from replay.traces.model import STOP_CODES, TYPE_CODES, Trajectory
 
 MOONCAKE_BLOCK = 512
@@ -77,7 +77,9 @@ class MooncakeBuilder:
         if isinstance(value, dict) and raw is not None and type(value.get(SPAN_MARK)) is int:
             start, end = bounds[value[SPAN_MARK]]
             try:
-                return parse_ids(raw[start:end])
+                ids = parse_ids(raw[start:end])
+                check_range(ids)
+                return ids
             except IdsParseError as exc:
                 where.fail("hash_ids", f"expected a list of integer block ids: {exc}")
         if isinstance(value, list):

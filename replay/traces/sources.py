@@ -124,7 +124,7 @@ def _split(name: str, fh: IO[bytes], digest: Any) -> Iterator[Record]:
 def _json_file(path: Path, digest: Any) -> Iterator[Record]:
     """A `.json` file in a folder: one session, possibly pretty-printed over many lines, or
     JSON lines if its first line is a complete object on its own."""
-    data = b"".join(rec.raw for rec in _lines(path, digest))
+    data = b"\n".join(rec.raw for rec in _lines(path, digest))
     first, _, rest = data.partition(b"\n")
     if rest.strip() and first.strip().startswith(b"{") and first.strip().endswith(b"}"):
         for i, line in enumerate(data.split(b"\n"), start=1):

@@ -102,9 +102,14 @@ class _Session:
         self.tps = float(rng.uniform(40, 90))
 
     # -- lengths (drawn at full scale, then divided by `scale`) -------------------------
-    def _ln(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> int:
-        x = float(np.clip(spec[0] * np.exp(self.rng.normal(0.0, spec[1])), lo, hi))
+    def _raw(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> float:
+        return float(np.clip(spec[0] * np.exp(self.rng.normal(0.0, spec[1])), lo, hi))
+
+    def _scaled(self, x: float) -> int:
         return max(1, round(x / self.cfg.scale))
+
+    def _ln(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> int:
+        return self._scaled(self._raw(spec, lo, hi))
 
     def _uniform(self, spec: tuple[float, float]) -> int:
         return max(1, round(float(self.rng.uniform(*spec)) / self.cfg.scale))
@@ -131,11 +136,12 @@ class _Session:
 
     # -- requests ----------------------------------------------------------------------
     def _request(
-        self, conv: _Conv, t: float, out: int, kind: str, stop: str, think: float
+        self, conv: _Conv, t: float, out_raw: float, kind: str, stop: str, think: float
     ) -> tuple[bytes, float]:
-        scaled_in = conv.tokens * self.cfg.scale
-        ttft = 0.3 + 1.2e-6 * scaled_in * float(np.exp(self.rng.normal(0, 0.3)))
-        api = ttft + out * self.cfg.scale / self.tps
+        """One request; times come from full-scale draws, so `scale` never changes them."""
+        out = self._scaled(out_raw)
+        ttft = 0.4 + float(np.exp(self.rng.normal(0.0, 0.5)))
+        api = ttft + out_raw / self.tps
         side = kind == "side"
         fields: dict[str, Any] = {
             "t": round(t, 3),
@@ -163,10 +169,11 @@ class _Session:
         think, kind = 0.0, "first"
         for turn in range(turns):
             last = turn == turns - 1
-            out = self._ln(k.output, 1, 32_000)
+            out_raw = self._raw(k.output, 1, 32_000)
+            out = self._scaled(out_raw)
             human = not last and rng.random() < k.p_human
             stop = "end_turn" if last or human else "tool_use"
-            line, api = self._request(conv, t, out, kind, stop, think)
+            line, api = self._request(conv, t, out_raw, kind, stop, think)
             entries.append(line)
             done = t + api
             if not last and rng.random() < k.p_side:
@@ -175,7 +182,7 @@ class _Session:
                 side_line, _ = self._request(
                     side,
                     t + api * float(rng.uniform(0.1, 0.9)),
-                    self._ln((60.0, 0.8)),
+                    self._raw((60.0, 0.8)),
                     "side",
                     "end_turn",
                     0.0,

@@ -149,7 +149,13 @@ def _build(
         s = e.get("stop")
         stop[i] = STOP_CODES.get(s, STOP_OTHER) if isinstance(s, str) else STOP_CODES[""]
         ref = _hash_part(ctx, e, p, ref, parts, refs)
-    offsets, flat = assemble(parts, link.first_ids if link else None)
+    try:
+        offsets, flat = assemble(parts, link.first_ids if link else None)
+    except IdsParseError as exc:
+        where.fail(
+            f"{path}[{rows[exc.part or 0][0]}].hash_ids",
+            f"expected a list of integer block ids: {exc}",
+        )
     offset = 0.0
     if link is not None and t[0] >= link.entry_t - 1e-9:
         offset = link.entry_t  # nested times are on the session clock
