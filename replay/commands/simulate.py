@@ -1,16 +1,144 @@
-"""`replay simulate`: not built yet."""
+"""`replay simulate`: sweep cache policies × session counts × seeds over a trace on a CPU."""
 
 from __future__ import annotations
 
-import typer
+import shlex
+import sys
+from pathlib import Path
 
-from replay.commands.common import not_built
+import orjson
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from replay.commands.common import err_console, fail
+from replay.profiles import ProfileError, load_profile
+from replay.rundir import RunDirError, new_run_id
+from replay.sim.policies import POLICY_NAMES
+from replay.sim.runner import TIMINGS, SimResult
+from replay.sim.sweep import plan, run_sweep
+from replay.traces import TraceError, load_trace
+from replay.workload import WorkloadConfig, WorkloadError
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        fail("--policies: give at least one policy, e.g. --policies vllm,flashstate")
+    bad = [p for p in names if p not in POLICY_NAMES]
+    if bad:
+        fail(f"--policies: unknown policy {', '.join(bad)} (known: {', '.join(POLICY_NAMES)})")
+    return names
+
+
+def parse_sessions(text: str) -> list[int]:
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit() or int(part) < 1:
+            fail(f"--sessions: '{part}' is not a positive whole number (e.g. --sessions 16,32,48)")
+        out.append(int(part))
+    return out
+
+
+def parse_window(text: str, duration_min: float) -> tuple[float, float]:
+    """'A-B' in minutes → seconds; must lie within the run."""
+    try:
+        a_s, b_s = text.split("-")
+        a, b = float(a_s), float(b_s)
+    except ValueError:
+        fail(f"--window: '{text}' is not A-B in minutes (e.g. --window 15-45)")
+    if not 0 <= a < b <= duration_min:
+        fail(f"--window: {text} must satisfy 0 ≤ A < B ≤ --duration-min ({duration_min:g} minutes)")
+    return a * 60.0, b * 60.0
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "simulate", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-    )
-    def _cmd() -> None:
-        """Not built yet."""
-        not_built("replay simulate", "see the open issues")
+    @app.command("simulate")
+    def _cmd(
+        trace: str = typer.Option(..., "--trace", help="Trace file, folder or HF dataset id."),
+        policies: str = typer.Option(
+            ..., "--policies", help=f"Comma list of: {', '.join(POLICY_NAMES)}."
+        ),
+        sessions: str = typer.Option(..., "--sessions", help="Comma list, e.g. 16,32,48."),
+        seeds: int = typer.Option(1, "--seeds", min=1, help="Seeds 0..N-1 per point."),
+        model: str = typer.Option("glm-5.3-flash", "--model", help="Profile in configs/models."),
+        timing: str = typer.Option("trace", "--timing", help="trace | engine"),
+        duration_min: float = typer.Option(45.0, "--duration-min", help="Run length, minutes."),
+        window: str = typer.Option("15-45", "--window", help="Measured minutes A-B."),
+        out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/sim-…)."),
+        workers: int = typer.Option(1, "--workers", min=1, help="Local worker processes."),
+        ray: str | None = typer.Option(
+            None, "--ray", help="Ray cluster address ('local' starts one here)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
+    ) -> None:
+        """Simulate hybrid-state cache policies over a trace: run directories + summary.csv."""
+        names = parse_policies(policies)
+        counts = parse_sessions(sessions)
+        if timing not in TIMINGS:
+            fail(f"--timing: '{timing}' is not one of {', '.join(TIMINGS)}")
+        if duration_min <= 0:
+            fail(f"--duration-min: must be positive (got {duration_min:g})")
+        win = parse_window(window, duration_min)
+        try:
+            load_profile(model)
+        except ProfileError as e:
+            fail(f"--model: {e}")
+        try:
+            WorkloadConfig(sessions=max(counts), duration_s=duration_min * 60.0, window=win)
+        except WorkloadError as e:
+            fail(str(e))
+        try:
+            tr = load_trace(trace)
+        except (TraceError, FileNotFoundError, OSError) as e:
+            fail(f"--trace: {e}")
+        if not tr.trajectories:
+            fail(f"--trace: {trace} holds no trajectories")
+        out_dir = out or Path("runs") / new_run_id("sim")
+        configs = plan(
+            names,
+            counts,
+            seeds,
+            model=model,
+            timing=timing,
+            duration_s=duration_min * 60.0,
+            window=win,
+        )
+        command = "replay " + shlex.join(sys.argv[1:])
+        with Progress(
+            TextColumn("[bold]simulate"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=as_json,
+        ) as progress:
+            task = progress.add_task("", total=len(configs))
+
+            def advance(res: SimResult) -> None:
+                s = res.summary
+                progress.update(
+                    task,
+                    advance=1,
+                    description=f"{res.config.run_name}: hit {s['hit_rate']:.1%}",
+                )
+
+            try:
+                rows = run_sweep(
+                    tr,
+                    configs,
+                    out_dir,
+                    workers=workers,
+                    ray_address=ray,
+                    trace_source=str(trace),
+                    command=command,
+                    on_result=advance,
+                )
+            except RunDirError as e:
+                fail(f"--out: {e}")
+            except RuntimeError as e:
+                fail(f"--ray: {e}")
+        if as_json:
+            sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            err_console.print(f"{len(rows)} runs → {out_dir}/summary.csv", highlight=False)

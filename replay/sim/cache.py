@@ -104,12 +104,15 @@ class HybridCache:
     which is how the cache knows where checkpoints were ever taken and what was ever
     computed (the ideal resume position)."""
 
-    def __init__(self, profile: ModelProfile, policy: Policy):
+    def __init__(self, profile: ModelProfile, policy: Policy, capacity_blocks: int | None = None):
         self.profile = profile
         self.policy = policy
         self.B = profile.block_tokens
         self.C = profile.checkpoint_blocks
-        self.capacity: int | None = policy.capacity_blocks(profile)
+        # `capacity_blocks` overrides the policy's (what-ifs, tests); None: the policy's.
+        self.capacity: int | None = (
+            capacity_blocks if capacity_blocks is not None else policy.capacity_blocks(profile)
+        )
         self.state_slots: int | None = policy.state_slots(profile)
         self.nodes: dict[int, Block] = {}
         self.states: dict[int, State] = {}
@@ -122,7 +125,7 @@ class HybridCache:
         self.live_resident: dict[int, State] = {}  # uid -> resident state (for scans)
         self.L = 0.0  # GreedyDual-Size watermark (used by GDS policies)
         self._uid = 0
-        self.evictions = 0
+        self.evictions = 0  # evictions made to fit something (a unit or an allocation each)
         self.admission_refusals = 0
         self.eviction = policy.make_eviction(self)
 
@@ -172,13 +175,16 @@ class HybridCache:
             while self.capacity - self.used_blocks < need:
                 if not self.eviction.evict_one("any", now):
                     return False
+                self.evictions += 1
             return True
         while self.free_blocks() < blocks:
             if not self.eviction.evict_one("kv", now):
                 return False
+            self.evictions += 1
         while self.free_state_slots() < states:
             if not self.eviction.evict_one("state", now):
                 return False
+            self.evictions += 1
         return True
 
     # lookup ------------------------------------------------------------------------------
@@ -331,7 +337,6 @@ class HybridCache:
             return
         b.resident = False
         self.resident_blocks -= 1
-        self.evictions += 1
         if self.policy.frees_dependent_states:
             for s in b.states:
                 if s.resident and s.live == 0:
@@ -344,7 +349,6 @@ class HybridCache:
         s.resident = False
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
-        self.evictions += 1
         b: Block | None = s.block
         while b is not None and b is not self.root:
             b.deps -= 1

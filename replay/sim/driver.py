@@ -167,11 +167,10 @@ class Sessions:
 
     def _spawn(self, a: Assignment, spawns: Iterable[Spawn], parent: SimRequest | None) -> None:
         for sp in spawns:
-            child = a.child(sp)
-            self.loop.at(
-                self.loop.now + sp.delay_s,
-                lambda c=child, p=parent: self._run(self._assignment(c, p)),
-            )
+            self.loop.at(self.loop.now + sp.delay_s, self._starter(a.child(sp), parent))
+
+    def _starter(self, a: Assignment, parent: SimRequest | None) -> Callable[[], None]:
+        return lambda: self._run(self._assignment(a, parent))
 
     def _request(
         self,

@@ -27,9 +27,11 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
         raise CacheError(f"finish(): the prefix covers {full.length} tokens, not {e}")
     if not h.prefilled:
         prefill_done(cache, h, now)
-    path = _materialize(cache, full, e, now)
+    # Unpinned first (nothing is evicted before this returns), so the checkpoint it resumed
+    # from can be absorbed into the block that now holds its tokens.
     cache._release_private(h)
     cache._unpin(h, now)
+    path = _materialize(cache, full, e, now, max(h.resume_pos - 1, 0) // cache.B)
     if h.held_state is not None:
         h.held_state.live -= 1
     for s in h.early_states:  # released with the request, like every block it wrote
@@ -76,10 +78,18 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
         b.live -= 1
     h.pinned = path
     for p in h.placements:
-        if cache.make_room(0, 1, now):  # no room: this checkpoint is not kept
-            added = _register_states(cache, prefix, path, [p], now)
-            _add_states(cache, added, now)
-            h.early_states.extend(added)
+        # Taken first, then admitted (or not), then room is made for it by evicting others;
+        # with nothing evictable it is not kept.
+        added = _register_states(cache, prefix, path, [p], now)
+        _add_states(cache, added, now)
+        for s in added:
+            if not s.resident:
+                continue
+            if cache.make_room(0, 0, now):
+                if s.resident:
+                    h.early_states.append(s)
+            else:
+                cache.drop_unit(s)
     # The latest checkpoint stays with the request until it ends (earlier ones are released
     # as the prefill moves past them).
     last = h.early_states[-1] if h.early_states else None
@@ -94,11 +104,15 @@ def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None
     for s in new_states:
         if s.resident and not ev.admit(s, now):
             cache.admission_refusals += 1
-            cache.evictions -= 1  # a refusal is not an eviction
             cache.drop_unit(s)
 
 
-def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[Block]:
+def _materialize(
+    cache: HybridCache, full: Prefix, e: int, now: float, absorb_from: int
+) -> list[Block]:
+    """Blocks of [0, e) as resident nodes. From block `absorb_from` on (where the request
+    resumed: the previous turn's terminal block is there), shorter partial siblings are
+    absorbed even into blocks that were resident already."""
     B, nodes, keep_terminal = cache.B, cache.nodes, cache.policy.keep_terminal_block
     path: list[Block] = []
     parent = cache.root
@@ -116,6 +130,8 @@ def _materialize(cache: HybridCache, full: Prefix, e: int, now: float) -> list[B
         if not b.resident and (keep_terminal or not partial):
             b.resident = True
             cache.resident_blocks += 1
+            _absorb_partials(cache, parent, b, full)
+        elif b.resident and j >= absorb_from:
             _absorb_partials(cache, parent, b, full)
         b.last_use = now
         path.append(b)

@@ -53,7 +53,13 @@ class VllmPolicy(Policy):
 class SglangPolicy(Policy):
     name = "sglang"
     description = "SGLang: 256-token grid, a state pool beside a KV pool, LRU in each"
-    options: ClassVar[dict[str, Any]] = {"grid": 256, "state_slots": 430, "chunk": 8192}
+    # The source: "about 430 checkpoints in a separate pool beside 5.9M tokens of KV".
+    options: ClassVar[dict[str, Any]] = {
+        "grid": 256,
+        "state_slots": 430,
+        "kv_tokens": 5_900_000,
+        "chunk": 8192,
+    }
     keep_terminal_block = True  # a radix cache keeps every token it computed
     frees_dependent_states = True  # a radix node's state goes with its KV
 
@@ -62,6 +68,10 @@ class SglangPolicy(Policy):
 
     def state_slots(self, profile: ModelProfile) -> int | None:
         return int(self.opts["state_slots"])
+
+    def capacity_blocks(self, profile: ModelProfile) -> int | None:
+        kv_blocks = -(-int(self.opts["kv_tokens"]) // profile.block_tokens)
+        return kv_blocks + profile.checkpoint_blocks * int(self.opts["state_slots"])
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return AllocationLRU(cache)

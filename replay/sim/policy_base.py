@@ -22,6 +22,13 @@ def _align_down(x: int, step: int) -> int:
     return (x // step) * step
 
 
+def engine_cache_blocks(profile: ModelProfile) -> int:
+    """Blocks one engine's cache holds. A tensor-parallel engine splits every block across
+    its GPUs (heads are sharded; a latent KV is replicated), so it holds `blocks_per_gpu`
+    blocks, not gpus × that: the source's "the entire 2,531-block cache" on 2×B200."""
+    return profile.blocks_per_gpu
+
+
 class Placement:
     """Where a request writes checkpoints: during prefill of [r, n) and when it ends at e."""
 
@@ -131,7 +138,7 @@ class Policy:
         raise NotImplementedError
 
     def capacity_blocks(self, profile: ModelProfile) -> int | None:
-        return profile.blocks_per_engine
+        return engine_cache_blocks(profile)
 
     def state_slots(self, profile: ModelProfile) -> int | None:
         """Checkpoints in a separate state pool (None: one shared pool)."""

@@ -15,6 +15,7 @@ from replay.sim.cache import HybridCache, ResumeInfo
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.policies import make_policy
+from replay.sim.policy_base import engine_cache_blocks
 from replay.sim.summary import Occupancy, summarize
 from replay.traces.model import Trace
 from replay.workload import Workload, WorkloadConfig
@@ -83,6 +84,7 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         seed=cfg.seed,
         timing=cfg.timing,
         wall_seconds=wall,
+        capacity=engine_cache_blocks(profile),
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
     )

@@ -59,6 +59,7 @@ def summarize(
     seed: int,
     timing: str,
     wall_seconds: float,
+    capacity: int,
     evictions: int = 0,
     refusals: int = 0,
 ) -> dict[str, Any]:
@@ -94,11 +95,11 @@ def summarize(
         "dependency_miss_per_request": per_req("dependency_miss"),
         "capacity_miss_per_request": per_req("capacity_miss"),
         "resident_checkpoints": _mean(occ.states),
-        "working_set_ratio": _mean(occ.working_set) / profile.blocks_per_engine,
+        "working_set_ratio": _mean(occ.working_set) / capacity,
         "wall_seconds": round(wall_seconds, 3),
         "timing": timing,
         "mean_used_blocks": _mean(occ.used),
-        "capacity_blocks": profile.blocks_per_engine,
+        "capacity_blocks": capacity,
         "overflow_requests": sum(1 for r in records if r.status == "overflow"),
         "evictions": evictions,
         "admission_refusals": refusals,
@@ -117,7 +118,13 @@ def _engine_metrics(
 ) -> dict[str, float]:
     a, b = window
     minutes = (b - a) / 60.0
-    ttft = np.array([r.first_token_s - r.sent_s for r in measured if r.sent_s is not None])
+    ttft = np.array(
+        [
+            r.first_token_s - r.sent_s
+            for r in measured
+            if r.sent_s is not None and r.first_token_s is not None
+        ]
+    )
     lat = np.array(
         [r.done_s - r.sent_s for r in measured if r.done_s is not None and r.sent_s is not None]
     )

@@ -1,0 +1,121 @@
+"""A sweep: every policy × session count × seed, run in this process, in worker processes,
+or on a Ray cluster, each written as a run directory, plus one `summary.csv`.
+
+Workers only simulate; the calling process writes every run directory, so a Ray cluster
+needs no shared filesystem. Worker processes are forked after the trace is loaded, so a
+full-size corpus is parsed once, not once per worker.
+"""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing as mp
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from replay.sim.runner import SimConfig, SimResult, simulate, write_run
+from replay.sim.summary import SUMMARY_COLUMNS
+from replay.traces.model import Trace
+
+# The trace a forked worker simulates (set in the parent just before the pool forks).
+_WORKER_TRACE: Trace | None = None
+
+
+def plan(
+    policies: Sequence[str],
+    sessions: Sequence[int],
+    seeds: int,
+    **common: Any,
+) -> list[SimConfig]:
+    """Every combination, policies outermost (runs of one policy finish together)."""
+    return [
+        SimConfig(policy=p, sessions=n, seed=s, **common)
+        for p in policies
+        for n in sessions
+        for s in range(seeds)
+    ]
+
+
+def _simulate_in_worker(cfg: SimConfig) -> SimResult:
+    assert _WORKER_TRACE is not None, "worker started without a trace"
+    return simulate(_WORKER_TRACE, cfg)
+
+
+def _local(trace: Trace, configs: list[SimConfig], workers: int) -> Iterator[SimResult]:
+    global _WORKER_TRACE
+    if workers <= 1 or len(configs) <= 1:
+        for cfg in configs:
+            yield simulate(trace, cfg)
+        return
+    _WORKER_TRACE = trace
+    try:
+        ctx = mp.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_simulate_in_worker, cfg) for cfg in configs]
+            for fut in as_completed(futures):
+                yield fut.result()
+    finally:
+        _WORKER_TRACE = None
+
+
+def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[SimResult]:
+    try:
+        import ray
+    except ImportError as e:
+        raise RuntimeError("--ray needs the optional extra: pip install 'agent-replay[ray]'") from e
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, log_to_driver=False)
+    remote_sim = ray.remote(simulate)
+    trace_ref = ray.put(trace)
+    pending = [remote_sim.remote(trace_ref, cfg) for cfg in configs]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
+
+
+def run_sweep(
+    trace: Trace,
+    configs: list[SimConfig],
+    out_dir: Path,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    trace_source: str = "",
+    command: str = "replay simulate",
+    on_result: Callable[[SimResult], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every config, write its run directory under `out_dir` and `summary.csv`; returns
+    the summary rows in plan order."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = (
+        _on_ray(trace, configs, ray_address) if ray_address else _local(trace, configs, workers)
+    )
+    by_name: dict[str, dict[str, Any]] = {}
+    for res in results:
+        write_run(
+            res,
+            out_dir / res.config.run_name,
+            command=command,
+            trace_source=trace_source,
+            trace_sha256=trace.sha256,
+        )
+        by_name[res.config.run_name] = res.summary
+        if on_result is not None:
+            on_result(res)
+    rows = [by_name[c.run_name] for c in configs]
+    write_summary_csv(rows, out_dir / "summary.csv")
+    return rows
+
+
+def write_summary_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """The required columns first, then every extra column any row has."""
+    extra: list[str] = []
+    for r in rows:
+        extra.extend(k for k in r if k not in SUMMARY_COLUMNS and k not in extra)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=[*SUMMARY_COLUMNS, *extra])
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)

@@ -1,0 +1,65 @@
+"""Shared pieces for the simulator tests: a tiny profile and a one-call request driver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from replay.profiles import ModelProfile
+from replay.sim.cache import HybridCache, ResumeInfo
+from replay.sim.keys import LineagePrefix
+
+
+def tiny_profile(blocks: int = 40, block: int = 16, ckpt: int = 2, chunk: int = 32) -> ModelProfile:
+    """Small numbers with the GLM shape: chunk = two blocks, a checkpoint = `ckpt` blocks."""
+    return ModelProfile(
+        name="tiny",
+        model="tiny hybrid",
+        gpus=1,
+        block_tokens=block,
+        blocks_per_gpu=blocks,
+        checkpoint_blocks=ckpt,
+        prefill_cost_d=1.862e-5,
+        prefill_cost_e=3.33e-6,
+        cost_unit_tokens=100,
+        chunk_tokens=chunk,
+    )
+
+
+@pytest.fixture
+def profile() -> ModelProfile:
+    return tiny_profile()
+
+
+Turn = Callable[..., tuple[ResumeInfo, LineagePrefix]]
+
+
+def run_turn(
+    cache: HybridCache,
+    seq_id: int,
+    n: int,
+    out: int,
+    now: float,
+    parent: LineagePrefix | None = None,
+    shared: int = 0,
+    hold: float = 1.0,
+) -> tuple[ResumeInfo, LineagePrefix]:
+    """One request start to finish: look up, pin, reserve, prefill, finish `hold` s later."""
+    seq = LineagePrefix(seq_id, n + out, parent, shared)
+    info = cache.lookup(seq, n, now)
+    h = cache.begin(seq, n, info, now)
+    assert cache.reserve(h, n + out, now), "the request should fit"
+    cache.prefill_done(h, now)
+    cache.finish(h, seq, n + out, now + hold)
+    return info, seq
+
+
+@pytest.fixture
+def make_profile() -> Callable[..., ModelProfile]:
+    return tiny_profile
+
+
+@pytest.fixture
+def turn() -> Callable[..., tuple[ResumeInfo, LineagePrefix]]:
+    return run_turn
