@@ -70,6 +70,17 @@ class StreamParser(ABC):
     def feed(self, payload: bytes, now_ns: int) -> None:
         """Consume one event payload (the bytes after `data:`), stamped `now_ns`."""
 
+    def feed_block(self, block: bytes, now_ns: int) -> None:
+        """Consume complete lines (`block` ends at a line end) that arrived together.
+        Parsers may override this with a faster path for their common events."""
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    self.done = True
+                elif payload:
+                    self.feed(payload, now_ns)
+
     def finish(self) -> None:
         """The stream ended; fill what the engine did not say."""
         r = self.result
@@ -85,18 +96,15 @@ class StreamParser(ABC):
         r.chunk_ns.append(now_ns)
 
 
-def split_sse(buf: bytes) -> tuple[list[bytes], bytes]:
-    """Complete `data:` payloads in `buf`, and the unfinished rest (kept for the next read).
-    Comments, `event:` lines and blank separators are skipped."""
-    lines = buf.split(b"\n")
-    rest = lines.pop()
-    out = []
-    for line in lines:
-        if line.startswith(b"data:"):
-            payload = line[5:].strip()
-            if payload:
-                out.append(payload)
-    return out, rest
+def feed_data(parser: StreamParser, buf: bytes, data: bytes, now_ns: int) -> bytes:
+    """Feed the complete lines of `buf + data` to `parser`; return the unfinished rest (an
+    event split across TCP reads waits for its end)."""
+    if buf:
+        data = buf + data
+    cut = data.rfind(b"\n") + 1
+    if cut:
+        parser.feed_block(data if cut == len(data) else data[:cut], now_ns)
+    return data[cut:]
 
 
 class Adapter(ABC):
@@ -177,22 +185,13 @@ class Adapter(ABC):
                     res.http_status = 200
                     buf = b""
                     async for data in resp.content.iter_any():
-                        now = time.perf_counter_ns()
-                        payloads, buf = split_sse(buf + data if buf else data)
                         n_before = len(res.chunk_ns)
-                        for p in payloads:
-                            if p == b"[DONE]":
-                                parser.done = True
-                                continue
-                            parser.feed(p, now)
+                        buf = feed_data(parser, buf, data, time.perf_counter_ns())
                         if len(res.chunk_ns) != n_before:
                             phase = "between chunks"
                             cm.reschedule(min(deadline, loop.time() + lim.stall_timeout_s))
                     if buf.strip():
-                        payloads, _ = split_sse(buf + b"\n")
-                        for p in payloads:
-                            if p != b"[DONE]":
-                                parser.feed(p, time.perf_counter_ns())
+                        parser.feed_block(buf + b"\n", time.perf_counter_ns())
             parser.finish()
             res.done_ns = time.perf_counter_ns()
             if parser.result.status == "ok" and parser.result.error:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from replay.engines.adapters import StreamResult, make_adapter
-from replay.engines.adapters.base import split_sse
+from replay.engines.adapters.base import feed_data
 from replay.engines.adapters.sglang import SglangParser
 from replay.engines.adapters.vllm import VllmParser
 
@@ -18,16 +18,15 @@ HERE = Path(__file__).parent / "transcripts"
 
 
 def feed(parser_cls: type, raw: bytes, cuts: list[int]) -> StreamResult:
+    """Feed `raw` split at `cuts`, as the adapter's read loop does."""
     res = StreamResult()
     parser = parser_cls(res)
     buf = b""
     pos = 0
     for i, end in enumerate([*cuts, len(raw)]):
-        payloads, buf = split_sse(buf + raw[pos:end])
+        buf = feed_data(parser, buf, raw[pos:end], 1000 + i)
         pos = end
-        for p in payloads:
-            if p != b"[DONE]":
-                parser.feed(p, 1000 + i)
+    assert buf == b""
     parser.finish()
     return res
 
@@ -94,10 +93,32 @@ def test_unparseable_event_is_an_error_not_an_exception() -> None:
     assert res.error is not None and "unparseable" in res.error
 
 
-def test_split_sse_keeps_the_unfinished_tail() -> None:
-    payloads, rest = split_sse(b'data: {"a":1}\n\n: comment\nevent: x\ndata: [DONE]\n\ndata: {"b"')
-    assert payloads == [b'{"a":1}', b"[DONE]"]
-    assert rest == b'data: {"b"'
+def test_unfinished_lines_wait_for_the_next_read() -> None:
+    res = StreamResult()
+    p = VllmParser(res)
+    rest = feed_data(
+        p, b"", b'data: {"choices":[{"index":0,"token_ids":[5]}]}\n\n: c\ndata: {"ch', 1
+    )
+    assert rest == b'data: {"ch' and res.output_ids == [5]
+    rest = feed_data(p, rest, b'oices":[{"index":0,"token_ids":[6, 7]}]}\n\ndata: [DONE]\n\n', 2)
+    assert rest == b"" and res.output_ids == [5, 6, 7] and p.done
+    assert res.chunk_ns == [1, 2]
+
+
+def test_fast_path_ignores_the_prompt_echo_and_reads_the_usage() -> None:
+    res = StreamResult()
+    block = (
+        b'data: {"choices":[{"index":0,"text":"","prompt_token_ids":[1,2,3],"token_ids":[9]}]}\n\n'
+        b'data: {"choices":[{"index":0,"text":"","token_ids":[]}]}\n\n'
+        b'data: {"choices":[{"index":0,"finish_reason":"length","token_ids":[8]}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,'
+        b'"prompt_tokens_details":{"cached_tokens":0}}}\n\ndata: [DONE]\n\n'
+    )
+    p = VllmParser(res)
+    p.feed_block(block, 7)
+    assert res.output_ids == [9, 8] and res.chunk_ns == [7, 7]
+    assert res.finish_reason == "length" and res.output_tokens == 2
+    assert res.cached_tokens == 0 and res.cached_field_seen and p.done
 
 
 def test_vllm_body_carries_token_ids_and_exact_length_settings() -> None:
