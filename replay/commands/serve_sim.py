@@ -96,7 +96,9 @@ def register(app: typer.Typer) -> None:
             help="the trace's lengths were divided by this (scales the profile)",
         ),
         blocks: int | None = typer.Option(
-            None, "--blocks", help="cache blocks per engine (overrides the profile)"
+            None,
+            "--blocks",
+            help="the engine's cache blocks (overrides the profile's blocks_per_gpu)",
         ),
         block_tokens: int | None = typer.Option(
             None, "--block-tokens", help="tokens per cache block (overrides the profile)"
@@ -141,7 +143,7 @@ def register(app: typer.Typer) -> None:
             profile = cfg.resolved_profile()
             console.print(
                 f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
-                f"model={profile.name} blocks={profile.blocks_per_engine}x"
+                f"model={profile.name} blocks={profile.blocks_per_gpu}x"
                 f"{profile.block_tokens} time-scale={cfg.time_scale:g}",
                 highlight=False,
                 soft_wrap=True,

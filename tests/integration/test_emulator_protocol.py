@@ -294,5 +294,5 @@ def test_emulator_server_object_exposes_its_profile() -> None:
     from replay.engines.emulator.caches import make_cache
 
     srv = EmulatorServer(_cfg("sglang"), make_cache)
-    assert srv.profile.block_tokens == 256 and srv.profile.blocks_per_engine == 400
+    assert srv.profile.block_tokens == 256 and srv.profile.blocks_per_gpu == 400
     assert srv.model_id == MODEL

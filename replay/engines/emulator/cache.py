@@ -42,6 +42,11 @@ class EngineCache(Protocol):
         """Tokens per cache block (reported as the engine's block size)."""
         ...
 
+    @property
+    def capacity_blocks(self) -> int | None:
+        """Blocks the cache holds (None: unbounded)."""
+        ...
+
     def lookup(self, rid: int, seq: PrefixKeys, now: float) -> Resume:
         """Where `seq` (a prompt) could resume now. No side effects on residency."""
         ...

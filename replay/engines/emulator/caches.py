@@ -13,7 +13,7 @@ class UnknownPolicy(ValueError):
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
-_TOKEN_OPTIONS = ("grid", "chunk", "every")
+_TOKEN_OPTIONS = ("grid", "chunk", "every", "kv_tokens")
 
 
 def policy_options(
@@ -24,9 +24,9 @@ def policy_options(
 
     Token-valued options (SGLang's 256-token grid and chunk, dense's spacing) shrink by the
     token scale, so a scaled prompt gets as many checkpoints as its full-size original.
-    SGLang's state pool is a fixed number of checkpoint slots (≈430 on GLM-5.3-Flash): when
-    the block count is changed, the pool changes in proportion so it keeps its share of
-    memory (otherwise a small cache could not even hold it)."""
+    SGLang's pools are sized absolutely (≈430 checkpoint slots beside 5.9M tokens of KV on
+    GLM-5.3-Flash): when the block count is changed, both change in proportion so the cache
+    keeps its size relative to the other engines' (and a small cache can still hold them)."""
     from replay.sim.policies import Policy
 
     cls = Policy.registry.get(policy)
@@ -37,11 +37,13 @@ def policy_options(
         for key in _TOKEN_OPTIONS:
             if key in cls.options:
                 opts[key] = max(1, round(int(cls.options[key]) / token_scale))
-    if "state_slots" in cls.options and profile.blocks_per_engine != base.blocks_per_engine:
-        slots = int(cls.options["state_slots"])
-        opts["state_slots"] = max(
-            1, round(slots * profile.blocks_per_engine / base.blocks_per_engine)
-        )
+    ratio = profile.blocks_per_gpu / base.blocks_per_gpu
+    if ratio != 1.0:
+        for key in ("state_slots", "kv_tokens"):
+            if key in cls.options:
+                value = opts.get(key, cls.options[key])
+                assert isinstance(value, int | float)
+                opts[key] = max(1, round(value * ratio))
     return opts
 
 
@@ -49,7 +51,7 @@ def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
     """The cache for `cfg.policy_name`, sized by the (overridden) profile."""
     name = cfg.policy_name
     if name == "kv-lru":
-        return KVLRUCache(profile.block_tokens, profile.blocks_per_engine)
+        return KVLRUCache(profile.block_tokens, profile.blocks_per_gpu)
     from replay.engines.emulator.sim_cache import SimCache
 
     base = load_profile(cfg.model)

@@ -74,7 +74,10 @@ class EmulatorConfig(BaseModel):
         description="the trace's token lengths were divided by this: scale the profile alike",
     )
     blocks: int | None = Field(
-        default=None, gt=0, description="cache blocks per engine (overrides the profile's)"
+        default=None,
+        gt=0,
+        description="the engine's cache blocks (the profile's blocks_per_gpu: a tensor-parallel "
+        "engine shards every block over its GPUs)",
     )
     block_tokens: int | None = Field(
         default=None, gt=0, description="tokens per cache block (overrides the profile's)"
@@ -106,15 +109,15 @@ class EmulatorConfig(BaseModel):
         """The model profile with this emulator's overrides applied: first scaled to the
         trace's token scale, then `blocks`, `block_tokens` and `max_batch` as given.
 
-        `blocks` is per engine; the profile counts per GPU, so it is split over the GPUs
-        (rounded up) to keep `blocks_per_engine` at least what was asked.
+        `blocks` replaces `blocks_per_gpu`, which is the engine's cache size in blocks (a
+        tensor-parallel engine shards each block over its GPUs; see `replay.sim`).
         """
         from replay.engines.emulator.defaults import scaled_profile
 
         profile = scaled_profile(load_profile(self.model), self.token_scale)
         update: dict[str, object] = {}
         if self.blocks is not None:
-            update["blocks_per_gpu"] = -(-self.blocks // profile.gpus)
+            update["blocks_per_gpu"] = self.blocks
         if self.block_tokens is not None:
             update["block_tokens"] = self.block_tokens
         if self.max_batch is not None:

@@ -30,6 +30,10 @@ class KVLRUCache:
     def block_tokens(self) -> int:
         return self._bt
 
+    @property
+    def capacity_blocks(self) -> int | None:
+        return self.blocks
+
     def _resident_blocks(self, seq: PrefixKeys) -> list[int]:
         keys = []
         for k in range(1, len(seq) // self._bt + 1):

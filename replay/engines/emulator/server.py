@@ -159,7 +159,7 @@ class EmulatorServer:
             waiting=self.core.num_waiting,
             usage=self.cache.usage(),
             block_tokens=self.profile.block_tokens,
-            blocks=self.profile.blocks_per_engine,
+            blocks=self.cache.capacity_blocks or 0,
         )
 
     async def _metrics(self, _req: web.Request) -> web.Response:
@@ -174,7 +174,7 @@ class EmulatorServer:
                 "config": self.cfg.model_dump(),
                 "policy": self.cfg.policy_name,
                 "block_tokens": self.profile.block_tokens,
-                "blocks": self.profile.blocks_per_engine,
+                "blocks": self.cache.capacity_blocks,
                 "model_time_s": self.runner.model_now,
                 "counters": c.__dict__,
                 "running": self.core.num_running,
@@ -212,10 +212,11 @@ class EmulatorServer:
             return self._error("injected fault: internal server error", 500, None)
         prompt = PrefixKeys(req.prompt_ids, self.cfg.hash_tokens)
         need = len(prompt) + req.max_tokens
-        if need > self.profile.capacity_tokens:
+        cap = self.cache.capacity_blocks
+        if cap is not None and need > cap * self.profile.block_tokens:
             return self._error(
                 f"prompt plus max tokens ({need}) exceed the emulated KV cache "
-                f"({self.profile.capacity_tokens} tokens); raise --blocks",
+                f"({cap} blocks of {self.profile.block_tokens} tokens); raise --blocks",
                 400,
                 "prompt",
             )

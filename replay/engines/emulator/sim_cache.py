@@ -33,6 +33,10 @@ class SimCache:
     def block_tokens(self) -> int:
         return self.cache.B
 
+    @property
+    def capacity_blocks(self) -> int | None:
+        return self.cache.capacity
+
     def lookup(self, rid: int, seq: PrefixKeys, now: float) -> Resume:
         info = self.cache.lookup(seq, len(seq), now)
         self._infos[rid] = info
