@@ -6,7 +6,8 @@ starts at 0), `session_id`, `delay` (the tool gap before the row, ms), and hash 
 to 512 tokens: a 512-token block id stands for its (up to) 8 underlying block ids *and* the
 block before it, numbered in order of first appearance, so two prompts share their first k
 512-token ids exactly when they share their first 8k small blocks (and the trace's scope
-namespace). Lost: api/think/ttft times, stop reasons, request types, models and the subagent
+namespace); ids that already are 512-token blocks of global scope are kept as they are.
+Lost: api/think/ttft times, stop reasons, request types, models and the subagent
 structure. Mooncake → Weka keeps what Mooncake has (times, lengths, 512-token hash ids with
 global scope, delays as think_time); a Weka session per `session_id`.
 """
@@ -123,24 +124,32 @@ def _weka_subagent(sub: Trajectory, clock: float) -> bytes:
 class _Reblocker:
     """Maps small-block id arrays to chained 512-token block ids, numbered by first use."""
 
-    def __init__(self, block_size: int) -> None:
-        if block_size > MOONCAKE_BLOCK or MOONCAKE_BLOCK % block_size:
-            fail(
-                "--to",
-                None,
-                "block_size",
-                f"cannot re-block {block_size}-token blocks into {MOONCAKE_BLOCK}-token blocks (512 must be a multiple of it)",
-            )
-        self.factor = MOONCAKE_BLOCK // block_size
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.factor = 1
         self.table: dict[tuple[str, int, bytes], int] = {}
         self.prev_small = np.zeros(0, dtype=np.int64)
         self.prev_big: list[int] = []
 
-    def __call__(self, namespace: str, ids: np.ndarray, reset: bool) -> list[int]:
+    def start(self, tr: Trajectory) -> None:
+        """A new trajectory: check its block size, forget the previous prompt."""
+        bs = tr.block_size
+        if bs > MOONCAKE_BLOCK or MOONCAKE_BLOCK % bs:
+            fail(
+                self.source,
+                tr.source_line,
+                "block_size",
+                f"cannot re-block {bs}-token blocks into {MOONCAKE_BLOCK}-token blocks "
+                "(512 must be a multiple of the block size)",
+            )
+        self.factor = MOONCAKE_BLOCK // bs
+        self.prev_small, self.prev_big = np.zeros(0, dtype=np.int64), []
+
+    def __call__(self, namespace: str, ids: np.ndarray) -> list[int]:
         f = self.factor
+        if f == 1 and namespace == "global":
+            return [int(v) for v in ids.tolist()]  # already 512-token, trace-wide ids
         ids = ids.astype(np.int64, copy=False)
-        if reset:
-            self.prev_small, self.prev_big = np.zeros(0, dtype=np.int64), []
         n = min(len(ids), len(self.prev_small))
         diff = np.flatnonzero(self.prev_small[:n] != ids[:n])
         same = (int(diff[0]) if diff.size else n) // f
@@ -156,12 +165,13 @@ class _Reblocker:
 
 def mooncake_rows(trace: Trace) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, JSON row) for every request of every trajectory, in trace order."""
-    reblock = _Reblocker(trace.block_size)
+    reblock = _Reblocker(trace.source)
     for root in trace.trajectories:
         stack: list[tuple[Trajectory, float]] = [(root, 0.0)]
         while stack:
             tr, clock = stack.pop(0)
             stack[:0] = [(s, clock + s.spawn_t) for s in tr.subagents]
+            reblock.start(tr)
             for i in range(tr.num_requests):
                 ts = round((clock + float(tr.t[i])) * 1000)
                 row: dict[str, Any] = {"timestamp": ts, "session_id": tr.id}
@@ -169,7 +179,7 @@ def mooncake_rows(trace: Trace) -> Iterator[tuple[int, bytes]]:
                     row["delay"] = round(tr.gap_before(i) * 1000)
                 row["input_length"] = int(tr.input_tokens[i])
                 row["output_length"] = int(tr.output_tokens[i])
-                big = reblock(tr.namespace, tr.blocks(i), reset=i == 0)
+                big = reblock(tr.namespace, tr.blocks(i))
                 yield ts, orjson.dumps(row)[:-1] + b',"hash_ids":' + orjson.dumps(big) + b"}"
 
 

@@ -1,0 +1,153 @@
+"""`replay traces stats|synth|convert` through the real command line (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.traces import load_trace, sample_path
+from replay.traces.stats import trace_stats
+
+runner = CliRunner()
+REQUIRED_KEYS = {
+    "trajectories",
+    "requests",
+    "top_level_requests",
+    "subagent_requests",
+    "subagents",
+    "mean_prompt_tokens",
+    "median_prompt_tokens",
+    "mean_output_tokens",
+    "median_output_tokens",
+    "continuation_share",
+    "context_edit_share",
+    "tool_gap_over_cap_share",
+}
+GOOD = {
+    "id": "s",
+    "block_size": 64,
+    "hash_id_scope": "local",
+    "requests": [{"t": 0, "in": 100, "out": 5, "hash_ids": [1, 2]}],
+}
+
+
+def test_stats_json_on_the_sample() -> None:
+    result = runner.invoke(app, ["traces", "stats", str(sample_path()), "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert set(figures) >= REQUIRED_KEYS
+    expected = trace_stats(load_trace(sample_path()))
+    assert {k: figures[k] for k in REQUIRED_KEYS} == {k: expected[k] for k in REQUIRED_KEYS}
+    assert figures["load_issues"] == 0 and figures["load_issue_examples"] == []
+    assert (
+        0 < figures["continuation_share"] < 1
+        and figures["requests"] == figures["top_level_requests"] + figures["subagent_requests"]
+    )
+
+
+def test_stats_table_defaults_to_the_sample() -> None:
+    result = runner.invoke(app, ["traces", "stats"])
+    assert result.exit_code == 0, result.output
+    assert "sample-weka.jsonl.gz" in result.stdout and "continuations" in result.stdout
+    assert "no load issues" in result.stdout
+
+
+def test_stats_reports_issue_count(write_jsonl: Callable[..., Path]) -> None:
+    bad = {**GOOD, "id": "b", "requests": [{"t": 0, "in": 1000, "out": 5, "hash_ids": [1]}]}
+    path = write_jsonl([GOOD, bad])
+    result = runner.invoke(app, ["traces", "stats", str(path)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "1 load issue(s)" in result.stdout
+        and f"{path}:2: field 'requests[0].hash_ids'" in result.stdout
+    )
+    figures = json.loads(runner.invoke(app, ["traces", "stats", str(path), "--json"]).stdout)
+    assert figures["load_issues"] == 1 and figures["load_issue_examples"][0].startswith(
+        f"{path}:2:"
+    )
+
+
+def test_stats_strict_fails_with_location(write_jsonl: Callable[..., Path]) -> None:
+    bad = {**GOOD, "id": "b", "requests": [{"t": 0, "in": 1000, "out": 5, "hash_ids": [1]}]}
+    path = write_jsonl([GOOD, bad])
+    result = runner.invoke(app, ["traces", "stats", str(path), "--strict"])
+    assert result.exit_code == 2
+    assert f"{path}:2: field 'requests[0].hash_ids': 1 block ids for in=1000" in result.stderr
+    assert "without --strict such inconsistencies are counted instead" in result.stderr
+
+
+def test_stats_bad_input_exits_2(write_jsonl: Callable[..., Path]) -> None:
+    path = write_jsonl([GOOD, "{not json"])
+    result = runner.invoke(app, ["traces", "stats", str(path)])
+    assert result.exit_code == 2 and f"{path}:2: field '(line)': malformed JSON" in result.stderr
+    missing = runner.invoke(app, ["traces", "stats", "nope.jsonl"])
+    assert (
+        missing.exit_code == 2
+        and "nope.jsonl: field 'src': no such file or folder" in missing.stderr
+    )
+    fmt = runner.invoke(app, ["traces", "stats", str(path), "--format", "csv"])
+    assert (
+        fmt.exit_code == 2 and "unknown format 'csv'; expected one of weka, mooncake" in fmt.stderr
+    )
+
+
+def test_synth_then_stats(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl.gz"
+    result = runner.invoke(
+        app,
+        [
+            "traces",
+            "synth",
+            "--out",
+            str(out),
+            "--trajectories",
+            "3",
+            "--seed",
+            "9",
+            "--scale",
+            "32",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert f"wrote 3 sessions to {out}" in result.stdout.replace("\n", "")
+    figures = json.loads(
+        runner.invoke(app, ["traces", "stats", str(out), "--json", "--strict"]).stdout
+    )
+    assert figures["trajectories"] == 3 and figures["block_size"] == 64
+
+
+def test_synth_bad_flags(tmp_path: Path) -> None:
+    for args, message in [
+        (["--scale", "0.5"], "--scale must be at least 1 (it divides token lengths), got 0.5"),
+        (["--trajectories", "0"], "--trajectories must be at least 1, got 0"),
+    ]:
+        result = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path / "x.jsonl"), *args])
+        assert result.exit_code == 2 and message in result.stderr
+    folder = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path)])
+    assert (
+        folder.exit_code == 2 and "is a folder; give a file name ending in .jsonl" in folder.stderr
+    )
+
+
+def test_convert_both_ways(tmp_path: Path) -> None:
+    moon, weka = tmp_path / "m.jsonl", tmp_path / "w.jsonl.gz"
+    result = runner.invoke(
+        app, ["traces", "convert", str(sample_path()), "--to", "mooncake", "--out", str(moon)]
+    )
+    assert result.exit_code == 0, result.output
+    n = load_trace(sample_path()).num_requests
+    assert f"wrote {n:,} Mooncake rows" in result.stdout and "dropped" in result.stdout
+    back = runner.invoke(app, ["traces", "convert", str(moon), "--to", "weka", "--out", str(weka)])
+    assert back.exit_code == 0, back.output
+    assert load_trace(weka, strict=True).num_requests == n
+
+
+def test_convert_bad_target(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["traces", "convert", str(sample_path()), "--to", "csv", "--out", str(tmp_path / "x")]
+    )
+    assert result.exit_code == 2 and "--to 'csv': expected one of weka, mooncake" in result.stderr
