@@ -96,34 +96,48 @@ def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Fi
     )
 
 
-def sweep_figure(table: pd.DataFrame, metric: str, label: str, percent: bool = False) -> go.Figure:
-    """One metric against the number of sessions, one line per engine, one point per run.
+def sweep_figure(
+    table: pd.DataFrame,
+    metric: str,
+    label: str,
+    percent: bool = False,
+    crossings: Mapping[str, float] | None = None,
+) -> go.Figure:
+    """One metric against the number of sessions, one line per engine.
 
-    `table` has `engine`, `sessions` and `metric` columns (analysis' window metrics of many
-    runs stacked); points with the same engine and session count (seeds) are averaged and
-    their spread shown as error bars (standard error)."""
+    `table` is analysis' aggregated sweep (`analysis.sweeps.aggregate_sweep`): `engine`,
+    `sessions`, `metric` and, where known, `<metric>_se` (drawn as error bars). `crossings`
+    ({engine: sessions}) marks where an engine's working set reaches its cache capacity."""
     fig = go.Figure()
-    data = table[["engine", "sessions", metric]].copy()
-    data[metric] = pd.to_numeric(data[metric], errors="coerce") * (100.0 if percent else 1.0)
-    engines = [str(e) for e in pd.unique(data["engine"].dropna())]
+    scale = 100.0 if percent else 1.0
+    engines = [str(e) for e in pd.unique(table["engine"].dropna())]
     colors = engine_colors(engines)
+    se_col = f"{metric}_se"
     for name in engines:
-        grouped = (
-            data[data["engine"] == name]
-            .groupby("sessions")[metric]
-            .agg(["mean", "std", "count"])
-            .sort_index()
+        rows = table[table["engine"] == name].sort_values("sessions")
+        y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float) * scale
+        err = (
+            pd.to_numeric(rows[se_col], errors="coerce").fillna(0.0).to_numpy(dtype=float) * scale
+            if se_col in rows
+            else np.zeros(len(rows))
         )
-        err = (grouped["std"] / np.sqrt(grouped["count"])).fillna(0.0)
         fig.add_trace(
             go.Scatter(
-                x=grouped.index.to_numpy(),
-                y=grouped["mean"].to_numpy(),
-                error_y={"type": "data", "array": err.to_numpy(), "visible": bool((err > 0).any())},
+                x=rows["sessions"].to_numpy(),
+                y=y,
+                error_y={"type": "data", "array": err, "visible": bool((err > 0).any())},
                 mode="lines+markers",
                 name=name,
                 line={"color": colors[name]},
             )
+        )
+    for name, sessions in (crossings or {}).items():
+        fig.add_vline(
+            x=sessions,
+            line_dash="dot",
+            line_color=colors.get(name, "#999"),
+            annotation_text=f"{name}: working set = cache",
+            annotation_font_size=10,
         )
     return _layout(fig, f"{label} vs sessions", "concurrent sessions", label)
 

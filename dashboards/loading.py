@@ -17,6 +17,7 @@ import streamlit as st
 
 from analysis.metrics import window_metrics
 from analysis.runs import Run, RunDirError, load_run
+from analysis.sweeps import sweep_rows
 from dashboards.paths import PathRefused, open_inside
 from dashboards.timeline import metrics_at
 
@@ -83,6 +84,19 @@ def run_metrics_at(run: Run, t: float, start: float) -> pd.DataFrame:
     in steps, so a replayed stretch is computed once)."""
     try:
         return _metrics_at_cached(str(run.path), run_stamp(run.path), float(t), float(start))
+    except (RunDirError, ValueError, KeyError, TypeError) as e:
+        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _sweep_rows_cached(path: str, stamp: Stamp) -> pd.DataFrame:
+    return sweep_rows([_load_cached(path, stamp)])
+
+
+def run_sweep_rows(run: Run) -> pd.DataFrame:
+    """analysis' sweep rows of one run (metrics with time-bin standard errors), cached."""
+    try:
+        return _sweep_rows_cached(str(run.path), run_stamp(run.path))
     except (RunDirError, ValueError, KeyError, TypeError) as e:
         raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
 

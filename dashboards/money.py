@@ -1,8 +1,9 @@
 """Pricing over analysis' metrics: per-engine profit and user cost for the pages.
 
-The arithmetic is `pricing.formulas.provider_economics` (exact Decimal); this module only
-maps a metrics table (one row per engine, per-GPU token rates and hit rate) onto it, builds
-the what-if sheets the sliders describe, and turns results into floats for display.
+The arithmetic is pricing's: `pricing.formulas.provider_economics` (exact Decimal) for the
+numbers shown, `pricing.whatif.what_if` (vectorised) for the curves. This module only maps a
+metrics table (one row per engine: per-GPU token rates and hit rate) onto them, builds the
+sheet the sliders describe, and turns results into floats for display.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from pricing.formulas import dec, provider_economics, user_cost_per_m_input
+from pricing.formulas import dec, provider_economics
 from pricing.sheets import PriceSheet
+from pricing.whatif import what_if
 
 PRICE_COLUMNS = (
     "user_cost_per_m_input",
@@ -85,21 +87,38 @@ def price_engines(metrics: pd.DataFrame, sheet: PriceSheet, gpu_rate: float) -> 
     return out
 
 
+def _operating_points(metrics: pd.DataFrame) -> list[tuple[str, float, float, float]]:
+    """(engine, hit rate, prompt and output tokens/min/GPU) of each engine that has them."""
+    points = []
+    for _, row in metrics.iterrows():
+        hit = _finite(row.get("hit_rate"))
+        prompt = _finite(row.get("prefill_tokens_per_min_per_gpu"))
+        output = _finite(row.get("output_tokens_per_min_per_gpu"))
+        if hit is not None and prompt is not None and output is not None:
+            points.append((str(row["engine"]), min(max(hit, 0.0), 1.0), prompt, output))
+    return points
+
+
 def profit_vs_gpu_rate(metrics: pd.DataFrame, sheet: PriceSheet, rates: np.ndarray) -> pd.DataFrame:
     """Profit per GPU-hour of each engine as the GPU rate moves over `rates` (long format:
-    `engine`, `gpu_rate`, `profit_per_gpu_hour`). Profit is revenue − rate, so one pricing
-    call per engine gives the whole line."""
-    priced = price_engines(metrics, sheet, 0.0)
-    rows = [
-        {
-            "engine": r["engine"],
-            "gpu_rate": float(x),
-            "profit_per_gpu_hour": r["revenue_per_gpu_hour"] - float(x),
-        }
-        for _, r in priced.iterrows()
-        for x in rates
+    `engine`, `gpu_rate`, `profit_per_gpu_hour`), through `pricing.whatif.what_if`."""
+    frames = [
+        pd.DataFrame(
+            {
+                "engine": engine,
+                "gpu_rate": rates,
+                "profit_per_gpu_hour": what_if(
+                    sheet,
+                    hit_rate=hit,
+                    gpu_rate=rates,
+                    prompt_tokens_per_min_per_gpu=prompt,
+                    output_tokens_per_min_per_gpu=output,
+                ).profit_per_gpu_hour,
+            }
+        )
+        for engine, hit, prompt, output in _operating_points(metrics)
     ]
-    return pd.DataFrame(rows, columns=["engine", "gpu_rate", "profit_per_gpu_hour"])
+    return _stack(frames, ["engine", "gpu_rate", "profit_per_gpu_hour"])
 
 
 def profit_vs_discount(
@@ -107,29 +126,39 @@ def profit_vs_discount(
 ) -> pd.DataFrame:
     """Profit per GPU-hour of each engine as the cached-token discount moves over `discounts`
     (fractions of the input price), its measured rates and hit rate held fixed."""
-    frames = []
-    for d in discounts:
-        priced = price_engines(metrics, sheet_with(sheet, cached_discount=float(d)), gpu_rate)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "engine": priced["engine"],
-                    "cached_discount_pct": float(d) * 100.0,
-                    "profit_per_gpu_hour": priced["profit_per_gpu_hour"],
-                }
-            )
+    frames = [
+        pd.DataFrame(
+            {
+                "engine": engine,
+                "cached_discount_pct": discounts * 100.0,
+                "profit_per_gpu_hour": what_if(
+                    sheet,
+                    hit_rate=hit,
+                    gpu_rate=gpu_rate,
+                    cached_discount=discounts,
+                    prompt_tokens_per_min_per_gpu=prompt,
+                    output_tokens_per_min_per_gpu=output,
+                ).profit_per_gpu_hour,
+            }
         )
-    return pd.concat(frames, ignore_index=True)
+        for engine, hit, prompt, output in _operating_points(metrics)
+    ]
+    return _stack(frames, ["engine", "cached_discount_pct", "profit_per_gpu_hour"])
 
 
 def user_cost_vs_hit_rate(sheet: PriceSheet, hit_rates: np.ndarray) -> pd.DataFrame:
     """User cost per 1M input tokens over `hit_rates` (one line: it depends on the sheet only)."""
+    cost = what_if(
+        sheet,
+        hit_rate=hit_rates,
+        gpu_rate=0.0,
+        prompt_tokens_per_min_per_gpu=0.0,
+        output_tokens_per_min_per_gpu=0.0,
+    ).user_cost_per_m_input
     return pd.DataFrame(
-        {
-            "engine": "any engine",
-            "hit_rate_pct": hit_rates * 100.0,
-            "user_cost_per_m_input": [
-                float(user_cost_per_m_input(sheet, float(h))) for h in hit_rates
-            ],
-        }
+        {"engine": "any engine", "hit_rate_pct": hit_rates * 100.0, "user_cost_per_m_input": cost}
     )
+
+
+def _stack(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

@@ -1,8 +1,8 @@
 """Compare runs and sweeps: throughput, hit rate and TTFT against sessions across runs.
 
 Each chosen run contributes one point per engine (analysis' metrics over the run's measured
-window); runs with the same engine and session count (seeds) are averaged, with standard
-errors as bars.
+window); analysis' sweep aggregation averages runs with the same engine and session count
+(seeds) and gives standard errors (across seeds, else from time bins), drawn as bars.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.sweeps import aggregate_sweep, capacity_crossing
 from dashboards.figures import sweep_figure
-from dashboards.loading import RunUnavailable, load, run_metrics
+from dashboards.loading import RunUnavailable, load, run_sweep_rows
 from dashboards.views.common import available_runs, no_runs_message
 
 FIGURES = (
@@ -39,12 +40,13 @@ TABLE_COLUMNS = (
 
 
 def sweep_table(root: Path, names: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """Metrics of every loadable run in `names`, stacked; and a message per run skipped."""
+    """analysis' sweep rows of every loadable run in `names`, stacked (one row per run and
+    engine); and a message per run skipped."""
     frames: list[pd.DataFrame] = []
     problems: list[str] = []
     for name in names:
         try:
-            frames.append(run_metrics(load(root, name)).assign(run=name))
+            frames.append(run_sweep_rows(load(root, name)).assign(run=name))
         except RunUnavailable as e:
             problems.append(f"{name}: {e}")
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -74,11 +76,13 @@ def render(root: Path) -> None:
             "All chosen runs have the same session count; a sweep needs runs at several "
             "(e.g. `replay simulate --sessions 8,16,32`)."
         )
+    agg = aggregate_sweep(table)
+    crossings = capacity_crossing(agg)
     left, right = st.columns(2)
     for i, (metric, label, percent) in enumerate(FIGURES):
         target = left if i % 2 == 0 else right
         target.plotly_chart(
-            sweep_figure(table, metric, label, percent=percent),
+            sweep_figure(agg, metric, label, percent=percent, crossings=crossings),
             key=f"compare_{metric}",
             width="stretch",
         )

@@ -54,21 +54,31 @@ def test_throughput_over_time_without_completed_requests() -> None:
     assert list(fig.data[0].y) == [0.0]
 
 
-def test_sweep_averages_seeds_with_standard_errors() -> None:
-    table = pd.DataFrame(
+def test_sweep_lines_with_error_bars_and_capacity_marks() -> None:
+    # analysis' aggregated sweep: one row per engine and session count, with `_se` columns.
+    agg = pd.DataFrame(
         {
-            "engine": ["fs", "fs", "fs", "vllm"],
-            "sessions": [8, 8, 16, 8],
-            "hit_rate": [0.8, 0.9, 0.7, 0.3],
+            "engine": ["fs", "fs", "vllm"],
+            "sessions": [16, 8, 8],
+            "hit_rate": [0.7, 0.85, 0.3],
+            "hit_rate_se": [0.01, np.nan, 0.02],
         }
     )
-    fig = sweep_figure(table, "hit_rate", "Hit rate (%)", percent=True)
+    fig = sweep_figure(agg, "hit_rate", "Hit rate (%)", percent=True, crossings={"fs": 12.5})
     fs = next(tr for tr in fig.data if tr.name == "fs")
-    assert list(fs.x) == [8, 16]
+    assert list(fs.x) == [8, 16]  # sorted by load
     assert list(fs.y) == pytest.approx([85.0, 70.0])
-    se = np.std([80.0, 90.0], ddof=1) / math.sqrt(2)
-    assert list(fs.error_y.array) == pytest.approx([se, 0.0])
+    assert list(fs.error_y.array) == pytest.approx([0.0, 1.0])  # unknown SE: no bar
     assert fig.layout.xaxis.title.text == "concurrent sessions"
+    assert fig.layout.shapes[0].x0 == 12.5
+    assert "working set = cache" in fig.layout.annotations[0].text
+
+
+def test_sweep_without_standard_errors() -> None:
+    agg = pd.DataFrame({"engine": ["a"], "sessions": [4], "ttft_p50": [0.5]})
+    fig = sweep_figure(agg, "ttft_p50", "TTFT p50 (s)")
+    assert fig.data[0].error_y.visible is False
+    assert not fig.layout.shapes
 
 
 def test_whatif_lines_and_zero_line() -> None:
