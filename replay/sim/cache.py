@@ -124,6 +124,7 @@ class HybridCache:
         self.private_states = 0
         self.live_resident: dict[int, State] = {}  # uid -> resident state (for scans)
         self.L = 0.0  # GreedyDual-Size watermark (used by GDS policies)
+        self.clock = 0.0  # the latest `now` a request-lifecycle call passed in
         self._uid = 0
         self.evictions = 0  # evictions made to fit something (a unit or an allocation each)
         self.admission_refusals = 0
@@ -254,6 +255,7 @@ class HybridCache:
     # request lifecycle -------------------------------------------------------------------
     def begin(self, prefix: Prefix, prompt_len: int, info: ResumeInfo, now: float) -> Handle:
         """Pin what the request resumes from and reuses (a waiting request's state is parked)."""
+        self.clock = now
         for b in info.chain:
             b.live += 1
         st = info.state
@@ -292,6 +294,7 @@ class HybridCache:
         the checkpoints placed in them are cached now, evictable like any other."""
         from replay.sim.materialize import prefill_done
 
+        self.clock = now
         prefill_done(self, h, now)
 
     def abort(self, h: Handle, now: float) -> None:
@@ -307,6 +310,7 @@ class HybridCache:
         """The request ended at `total_len`: its blocks and checkpoints join the cache."""
         from replay.sim.materialize import finish_request
 
+        self.clock = now
         finish_request(self, h, full, total_len, now)
 
     # helpers used by finish, eviction and policies ---------------------------------------

@@ -50,6 +50,9 @@ class Eviction:
     def admit(self, s: State, now: float) -> bool:
         return True
 
+    def refresh(self, states: list[State], now: float) -> None:
+        """`states` moved to another block (a partial block was absorbed)."""
+
     def after_release(self, path: list[Block], now: float) -> None:
         """A request ended; `path` is its block path, now unpinned."""
         if self.unit_owned and path:
@@ -168,21 +171,31 @@ class GreedyDualSize(UnitLRU):
         c = self.cache
         return c.restore_cost(s) / (c.C + len(c.exclusive_blocks(s)))
 
-    def is_inner(self, s: State, now: float) -> bool:
-        if now - s.last_use >= self.idle_s:
-            return True  # an idle leaf is demoted
-        return branches(self.cache, s) == 1
-
     def key(self, s: State, now: float) -> tuple[float, ...]:
-        prio = s.stamp + self.density(s)
+        prio = s.stamp + s.density
         if not self.tiers:
             return (prio,)
         return (0.0 if self.is_inner(s, now) else 1.0, prio)
 
+    def is_inner(self, s: State, now: float) -> bool:
+        return s.inner or now - s.last_use >= self.idle_s  # an idle leaf is demoted
+
     def push(self, s: State, now: float) -> None:
+        # Density and shape change only when checkpoints come or go around `s`, and those
+        # events push `s` again; so they are computed here, not at every comparison.
+        s.density = self.density(s)
+        if self.tiers:
+            s.inner = branches(self.cache, s) == 1
         super().push(s, now)
         if self.tiers:
             heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
+
+    def refresh(self, states: list[State], now: float) -> None:
+        for s in states:
+            if s.resident and s.live == 0:
+                self.push(s, now)
+        if states:
+            self._touch_ancestor(min(states, key=lambda x: x.pos), now)
 
     def _touch_ancestor(self, s: State, now: float) -> None:
         a = self.cache.nearest_ancestor_state(s)
@@ -206,7 +219,7 @@ class GreedyDualSize(UnitLRU):
         while self.timers and self.timers[0][0] <= now:
             _, _, s = heapq.heappop(self.timers)
             if s.resident and s.live == 0:
-                super().push(s, now)
+                UnitLRU.push(self, s, now)
 
     def evict_one(self, pool: Pool, now: float) -> bool:
         if self.tiers:

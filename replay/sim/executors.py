@@ -34,26 +34,47 @@ def _overflow(req: SimRequest, cache: HybridCache, now: float) -> None:
 
 
 class TraceExecutor:
-    """Recorded timing: instantaneous prefill, blocks held for the recorded duration."""
+    """Recorded timing: instantaneous prefill, blocks held for the recorded duration.
+
+    A request that does not fit beside the live ones waits (first come, first served) until
+    one ends, as it would in an engine's queue; its first token then comes when it starts."""
 
     def __init__(self, loop: EventLoop, cache: HybridCache, profile: ModelProfile, sample: Sampler):
         self.loop, self.cache, self.profile, self.sample = loop, cache, profile, sample
+        self.waiting: deque[tuple[SimRequest, Callable[[], None]]] = deque()
+        self.live = 0
 
     def submit(self, req: SimRequest, done: Callable[[], None]) -> None:
+        req.sent_s = self.loop.now
+        self.sample(self.loop.now)
+        self.waiting.append((req, done))
+        if len(self.waiting) == 1:
+            self._drain()
+
+    def _drain(self) -> None:
+        while self.waiting:
+            req, done = self.waiting[0]
+            if not self._start(req, done):
+                if self.live:
+                    return  # wait for a live request to end
+                self.waiting.popleft()
+                _overflow(req, self.cache, self.loop.now)
+                done()
+                continue
+            self.waiting.popleft()
+
+    def _start(self, req: SimRequest, done: Callable[[], None]) -> bool:
         cache, now = self.cache, self.loop.now
-        req.sent_s = now
         info = cache.lookup(req.seq, req.n, now, req.ideal_hint)
-        req.info = info
-        self.sample(now)
         h = cache.begin(req.seq, req.n, info, now)
         total = req.n + req.out
         if not cache.reserve(h, total, now):
             cache.abort(h, now)
-            _overflow(req, cache, now)
-            done()
-            return
+            return False
+        req.info = info
         cache.prefill_done(h, now)
         req.first_token_s = now
+        self.live += 1
         p = self.profile
         fallback = p.prefill_seconds(info.resume_pos, req.n) + req.out * p.decode_s_per_step
         dur = api_seconds(req.trajectory, req.index, fallback)
@@ -61,9 +82,12 @@ class TraceExecutor:
         def finish() -> None:
             cache.finish(h, req.seq, total, self.loop.now)
             req.done_s = self.loop.now
+            self.live -= 1
             done()
+            self._drain()
 
         self.loop.at(now + dur, finish)
+        return True
 
 
 @dataclass(slots=True)

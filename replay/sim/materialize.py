@@ -161,6 +161,7 @@ def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) 
             if s.resident:
                 p.deps -= 1
                 b.deps += 1
+        cache.eviction.refresh(p.states, cache.clock)
         p.states = []
         if p.resident:
             p.resident = False

@@ -73,6 +73,8 @@ class State:
 
     __slots__ = (
         "block",
+        "density",
+        "inner",
         "key",
         "last_use",
         "live",
@@ -92,6 +94,8 @@ class State:
         self.live = 0
         self.last_use = 0.0
         self.stamp = 0.0  # GreedyDual-Size: the watermark at its last use
+        self.density = 0.0  # GreedyDual-Size: restore cost per block, as of its last push
+        self.inner = False  # leaf-last: a deeper checkpoint hangs below it (not a branch)
         self.ver = 0
 
     def __repr__(self) -> str:

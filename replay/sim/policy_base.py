@@ -23,10 +23,11 @@ def _align_down(x: int, step: int) -> int:
 
 
 def engine_cache_blocks(profile: ModelProfile) -> int:
-    """Blocks one engine's cache holds. A tensor-parallel engine splits every block across
-    its GPUs (heads are sharded; a latent KV is replicated), so it holds `blocks_per_gpu`
-    blocks, not gpus × that: the source's "the entire 2,531-block cache" on 2×B200."""
-    return profile.blocks_per_gpu
+    """Blocks one engine's cache holds: the profile's `blocks_per_engine` (blocks per GPU ×
+    GPUs). Note: under tensor parallelism each block is split across the GPUs, and the
+    source speaks of "the entire 2,531-block cache" on 2×B200; a caller who wants that
+    reading passes `capacity_blocks=profile.blocks_per_gpu` (`--capacity-blocks`)."""
+    return profile.blocks_per_engine
 
 
 class Placement:

@@ -36,6 +36,7 @@ class SimConfig:
     duration_s: float = 2700.0
     window: tuple[float, float] = (900.0, 2700.0)
     policy_opts: dict[str, Any] = field(default_factory=dict)
+    capacity_blocks: int | None = None  # None: the policy's (the profile's engine cache)
 
     @property
     def run_name(self) -> str:
@@ -54,7 +55,9 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     """Replay `trace` under `cfg` on a virtual clock."""
     t0 = time.perf_counter()
     profile = profile or load_profile(cfg.model)
-    cache = HybridCache(profile, make_policy(cfg.policy, profile, **cfg.policy_opts))
+    cache = HybridCache(
+        profile, make_policy(cfg.policy, profile, **cfg.policy_opts), cfg.capacity_blocks
+    )
     wcfg = WorkloadConfig(
         sessions=cfg.sessions, duration_s=cfg.duration_s, window=cfg.window, seed=cfg.seed
     )
@@ -84,7 +87,7 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         seed=cfg.seed,
         timing=cfg.timing,
         wall_seconds=wall,
-        capacity=engine_cache_blocks(profile),
+        capacity=cfg.capacity_blocks or engine_cache_blocks(profile),
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
     )

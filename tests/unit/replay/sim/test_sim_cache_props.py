@@ -1,0 +1,148 @@
+"""Property tests of the hybrid cache under random overlapping request streams, for every
+policy: capacity is never exceeded, a resume always has its KV and checkpoint resident,
+evicting a recovery unit frees exactly its exclusive blocks, the miss split sums to the
+redundant prefill, and the cache's own counters match its tree."""
+
+from __future__ import annotations
+
+import heapq
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replay.sim.cache import HybridCache, ResumeInfo
+from replay.sim.keys import LineagePrefix
+from replay.sim.nodes import Block
+from replay.sim.policies import POLICY_NAMES, make_policy
+
+request = st.tuples(
+    st.integers(min_value=-1, max_value=30),  # parent: an earlier request (or none)
+    st.floats(min_value=0.0, max_value=1.0),  # share of the parent continued
+    st.integers(min_value=1, max_value=140),  # new prompt tokens beyond the shared part
+    st.integers(min_value=0, max_value=40),  # output tokens
+    st.floats(min_value=0.0, max_value=3.0),  # gap before it starts
+    st.floats(min_value=0.1, max_value=6.0),  # how long it holds its blocks
+)
+
+
+def _path(b: Block | None, root: Block) -> list[Block]:
+    out = []
+    while b is not None and b is not root:
+        out.append(b)
+        b = b.parent
+    return out
+
+
+def check_tree(cache: HybridCache) -> None:
+    if cache.capacity is not None:
+        if cache.state_slots is None:
+            assert cache.used_blocks <= cache.capacity
+        else:
+            assert cache.kv_used <= cache.capacity - cache.C * cache.state_slots
+            assert cache.states_used <= cache.state_slots
+    resident = [b for b in cache.nodes.values() if b.resident]
+    assert len(resident) == cache.resident_blocks
+    states = [s for s in cache.states.values() if s.resident]
+    assert len(states) == cache.resident_states == len(cache.live_resident)
+    deps: dict[int, int] = {}
+    for s in states:
+        for b in _path(s.block, cache.root):
+            deps[id(b)] = deps.get(id(b), 0) + 1
+    for b in cache.nodes.values():
+        assert b.deps == deps.get(id(b), 0)
+        assert b.live >= 0
+    if cache.eviction.unit_owned:  # a recovery unit never loses part of its KV
+        for s in states:
+            assert all(b.resident for b in _path(s.block, cache.root))
+
+
+def check_resume(cache: HybridCache, info: ResumeInfo) -> None:
+    assert 0 <= info.resume_pos <= info.resident_pos <= info.checkpoint_pos <= info.ideal_pos
+    assert info.ideal_pos <= info.prompt_len
+    assert info.placement_miss >= 0 and info.dependency_miss >= 0 and info.capacity_miss >= 0
+    total = info.placement_miss + info.dependency_miss + info.capacity_miss
+    assert total == info.ideal_pos - info.resume_pos == info.redundant
+    if info.state is not None:
+        assert info.state.resident and info.state.pos == info.resume_pos
+        assert all(b.resident for b in _path(info.state.block, cache.root))
+    elif cache.policy.name != "tail-replay":
+        assert info.resume_pos == 0
+
+
+def watch_unit_evictions(cache: HybridCache) -> list[int]:
+    """Wrap `drop_unit` to check it frees exactly the unit's exclusive blocks."""
+    seen: list[int] = []
+    orig = cache.drop_unit
+
+    def checked(s):  # type: ignore[no-untyped-def]
+        excl = {id(b) for b in cache.exclusive_blocks(s)}
+        before = {id(b) for b in cache.nodes.values() if b.resident}
+        used = cache.used_blocks
+        freed = orig(s)
+        after = {id(b) for b in cache.nodes.values() if b.resident}
+        assert before - after == excl
+        assert used - cache.used_blocks == freed == cache.C + len(excl)
+        seen.append(freed)
+        return freed
+
+    cache.drop_unit = checked  # type: ignore[method-assign]
+    return seen
+
+
+def replay(cache: HybridCache, reqs: list[tuple[int, float, int, int, float, float]]) -> None:
+    seqs: list[LineagePrefix] = []
+    ends: list[tuple[float, int, object, LineagePrefix, int]] = []
+    now = 0.0
+    for i, (parent, share, extra, out, gap, hold) in enumerate(reqs):
+        now += gap
+        while ends and ends[0][0] <= now:
+            t, _, h, seq, total = heapq.heappop(ends)
+            cache.finish(h, seq, total, t)  # type: ignore[arg-type]
+            check_tree(cache)
+        par = seqs[parent] if 0 <= parent < len(seqs) else None
+        shared = int(par.length * share) if par is not None else 0
+        n = shared + extra
+        seq = LineagePrefix(i + 1, n + out, par, shared)
+        seqs.append(seq)
+        info = cache.lookup(seq, n, now)
+        check_resume(cache, info)
+        h = cache.begin(seq, n, info, now)
+        if cache.reserve(h, n + out, now):
+            cache.prefill_done(h, now)
+            heapq.heappush(ends, (now + hold, i, h, seq, n + out))
+        else:
+            cache.abort(h, now)
+        check_tree(cache)
+    while ends:
+        t, _, h, seq, total = heapq.heappop(ends)
+        cache.finish(h, seq, total, t)  # type: ignore[arg-type]
+        check_tree(cache)
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(reqs=st.lists(request, min_size=1, max_size=30))
+def test_cache_invariants_under_random_streams(make_profile, name, reqs):
+    prof = make_profile(blocks=30)
+    opts = {"state_slots": 4, "kv_tokens": 16 * 20, "grid": 8} if name == "sglang" else {}
+    cache = HybridCache(prof, make_policy(name, prof, **opts))
+    freed = watch_unit_evictions(cache) if cache.eviction.unit_owned else []
+    replay(cache, reqs)
+    assert cache.private_blocks == 0 and cache.private_states == 0
+    assert all(b.live == 0 for b in cache.nodes.values())
+    assert all(f >= cache.C for f in freed)
+
+
+def test_the_property_run_does_evict(make_profile):
+    """The random streams are heavy enough to exercise eviction (not a vacuous check)."""
+    prof = make_profile(blocks=30)
+    cache = HybridCache(prof, make_policy("flashstate", prof))
+    freed = watch_unit_evictions(cache)
+    reqs = [(i - 1, 0.9, 60, 10, 0.5, 2.0) for i in range(20)]
+    replay(cache, reqs)
+    assert cache.evictions > 0 and freed
