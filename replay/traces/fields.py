@@ -34,7 +34,8 @@ def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A short repr with its type, for messages: `'abc' (str)`."""
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -56,7 +57,7 @@ def req_int(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -
         where.fail(
             join(path, key), f"negative length {value}; expected a non-negative integer ({what})"
         )
-    where.fail(join(path, key), f"expected a non-negative integer ({what}), got {_describe(value)}")
+    where.fail(join(path, key), f"expected a non-negative integer ({what}), got {describe(value)}")
     raise AssertionError  # unreachable: fail() raises
 
 
@@ -67,7 +68,7 @@ def req_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str
         return float(value)
     if value is None:
         where.fail(join(path, key), f"missing; expected a number ({what})")
-    where.fail(join(path, key), f"expected a finite number ({what}), got {_describe(value)}")
+    where.fail(join(path, key), f"expected a finite number ({what}), got {describe(value)}")
     raise AssertionError
 
 
@@ -78,7 +79,7 @@ def opt_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str
         return math.nan
     if _is_number(value) and math.isfinite(value):
         return float(value)
-    where.fail(join(path, key), f"expected a number or null ({what}), got {_describe(value)}")
+    where.fail(join(path, key), f"expected a number or null ({what}), got {describe(value)}")
     raise AssertionError
 
 
@@ -89,7 +90,7 @@ def opt_str(obj: dict[str, Any], key: str, path: str, where: Where) -> str | Non
         return value
     if type(value) is int:
         return str(value)
-    where.fail(join(path, key), f"expected a string, got {_describe(value)}")
+    where.fail(join(path, key), f"expected a string, got {describe(value)}")
     raise AssertionError
 
 
@@ -99,7 +100,7 @@ def req_list(obj: dict[str, Any], key: str, path: str, where: Where, what: str) 
         return value
     if value is None:
         where.fail(join(path, key), f"missing; expected a list ({what})")
-    where.fail(join(path, key), f"expected a list ({what}), got {_describe(value)}")
+    where.fail(join(path, key), f"expected a list ({what}), got {describe(value)}")
     raise AssertionError
 
 
@@ -114,7 +115,8 @@ def int_array(value: list[Any], field: str, where: Where) -> np.ndarray:
     if arr.ndim == 1 and arr.dtype.kind == "i":
         return arr.astype(np.int64, copy=False)
     bad = next((v for v in value if type(v) is not int or not -(2**63) <= v < 2**63), value[0])
-    where.fail(field, f"expected a list of integer block ids (64-bit), found {_describe(bad)}")
+    found = "an id that does not fit a signed 64-bit integer" if type(bad) is int else describe(bad)
+    where.fail(field, f"expected a list of integer block ids, found {found}")
     raise AssertionError
 
 
@@ -127,5 +129,5 @@ def models_of(obj: dict[str, Any], path: str, where: Where) -> tuple[str, ...]:
         return tuple(str(k) for k in value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    where.fail(join(path, "models"), f"expected a list of model names, got {_describe(value)}")
+    where.fail(join(path, "models"), f"expected a list of model names, got {describe(value)}")
     raise AssertionError

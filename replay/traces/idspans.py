@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
+from replay.traces.fields import describe
+
 KEY = b'"hash_ids"'
 SPAN_MARK = "@span"
 _WS = frozenset(b" \t\r\n")
@@ -33,7 +35,7 @@ class IdsParseError(ValueError):
 
 # numpy's text parser saturates out-of-range integers to these instead of failing.
 INT64_MIN, INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
-OVERFLOW = "a block id does not fit a signed 64-bit integer"
+OVERFLOW = "found an id that does not fit a signed 64-bit integer"
 
 
 def check_range(ids: np.ndarray) -> None:
@@ -46,8 +48,8 @@ def blank_spans(line: bytes, key: bytes = KEY) -> tuple[bytes, list[tuple[int, i
     """Replace each flat integer array under `key` by a `{"@span": k}` marker.
 
     Returns the blanked line and, per marker k, the (start, end) of the array's body (inside
-    the brackets) in `line`. Arrays holding anything but numbers (strings, objects, nested
-    lists) are left in place, so the JSON parser and the validator see and name them.
+    the brackets) in `line`. A body holding anything but numbers fails later, in `decode` or
+    in parsing the blanked line, and is named there.
     """
     pieces: list[bytes] = []
     bounds: list[tuple[int, int]] = []
@@ -63,13 +65,11 @@ def blank_spans(line: bytes, key: bytes = KEY) -> tuple[bytes, list[tuple[int, i
             while j < n and line[j] in _WS:
                 j += 1
             if j < n and line[j] == 0x5B:  # '['
+                # No scan for nested brackets or strings: if the array holds any, cutting at
+                # the first ']' leaves the outer ']' unmatched, the blanked line fails to
+                # parse, and the loader re-parses the original line to name the problem.
                 end = line.find(b"]", j + 1)
-                if (
-                    end > 0
-                    and line.find(b"[", j + 1, end) < 0
-                    and line.find(b'"', j + 1, end) < 0
-                    and line.find(b"{", j + 1, end) < 0
-                ):
+                if end > 0:
                     pieces.append(line[pos:i])
                     pieces.append(b'%s:{"%s":%d}' % (key, SPAN_MARK.encode(), len(bounds)))
                     bounds.append((j + 1, end))
@@ -88,7 +88,7 @@ def parse_ids(text: bytes) -> np.ndarray:
     if not s:
         return _EMPTY
     if s[:1] == b"," or s[-1:] == b",":
-        raise IdsParseError("a stray comma in the list")
+        raise IdsParseError("found a stray comma")
     try:
         return np.fromstring(s, dtype=np.int64, sep=",")
     except ValueError:
@@ -97,10 +97,10 @@ def parse_ids(text: bytes) -> np.ndarray:
     try:
         values = orjson.loads(b"[" + s + b"]")
     except orjson.JSONDecodeError as exc:
-        raise IdsParseError(f"not a JSON list of integers ({exc})") from None
-    bad = next((v for v in values if type(v) is not int), None)
-    if bad is not None:
-        raise IdsParseError(f"found {bad!r} ({type(bad).__name__}) among the ids")
+        raise IdsParseError(f"found text that is not JSON ({exc})") from None
+    bad = [v for v in values if type(v) is not int]
+    if bad:
+        raise IdsParseError(f"found {describe(bad[0])}")
     raise IdsParseError(OVERFLOW)
 
 

@@ -74,19 +74,18 @@ def _parse_lines(records: Iterable[Any], sink: IssueSink) -> Iterator[Parsed]:
         try:
             obj = orjson.loads(blanked)
         except orjson.JSONDecodeError as exc:
-            _malformed(rec.raw, where, exc, blanked is not rec.raw)
+            # Broken JSON, or a `hash_ids` array the fast path cannot cut out (nested lists,
+            # strings): the plain parse tells which, and the validator then names the field.
+            yield where, _parse_plain(rec.raw, where, exc), None, None
+            continue
         yield where, obj, rec.raw, bounds
 
 
-def _malformed(raw: bytes, where: Where, exc: orjson.JSONDecodeError, blanked: bool) -> None:
-    if blanked:
-        # Was the line itself broken, or only our cut-out of an odd `hash_ids` array?
-        try:
-            orjson.loads(raw)
-        except orjson.JSONDecodeError as original:
-            exc = original
-        else:
-            where.fail("hash_ids", "expected a flat list of integer block ids")
+def _parse_plain(raw: bytes, where: Where, exc: orjson.JSONDecodeError) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as original:
+        exc = original
     where.fail("(line)", f"malformed JSON: {exc.msg} at column {exc.colno}")
 
 

@@ -81,7 +81,7 @@ class MooncakeBuilder:
                 check_range(ids)
                 return ids
             except IdsParseError as exc:
-                where.fail("hash_ids", f"expected a list of integer block ids: {exc}")
+                where.fail("hash_ids", f"expected a list of integer block ids, {exc}")
         if isinstance(value, list):
             return int_array(value, "hash_ids", where)
         if value is None:

@@ -18,7 +18,9 @@ from typing import IO, Any, cast
 
 from replay.traces.errors import fail
 
-CHUNK = 8 << 20
+# Large reads: most lines (one session each) are several MB, and a line split across reads
+# costs an extra copy.
+CHUNK = 16 << 20
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 
 

@@ -154,7 +154,7 @@ def _build(
     except IdsParseError as exc:
         where.fail(
             f"{path}[{rows[exc.part or 0][0]}].hash_ids",
-            f"expected a list of integer block ids: {exc}",
+            f"expected a list of integer block ids, {exc}",
         )
     offset = 0.0
     if link is not None and t[0] >= link.entry_t - 1e-9:
@@ -209,7 +209,7 @@ def _hash_part(
         try:
             shared, tail = decode(raw, start, end, ref)
         except IdsParseError as exc:
-            ctx.where.fail(f, f"expected a list of integer block ids: {exc}")
+            ctx.where.fail(f, f"expected a list of integer block ids, {exc}")
             raise
         parts.append((shared, tail))
         new = Ref(raw, start, end, shared + len(tail))

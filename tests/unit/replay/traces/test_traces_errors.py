@@ -89,7 +89,7 @@ def error_of(path: Path, **kw: Any) -> str:
         (
             {**GOOD, "requests": [{**req(), "hash_ids": [1, "x"]}]},
             "requests[0].hash_ids",
-            "expected a list of integer block ids (64-bit), found 'x' (str)",
+            "expected a list of integer block ids, found 'x' (str)",
         ),
         (
             {**GOOD, "requests": [{**req(), "hash_ids": [1, 2.5]}]},
@@ -168,7 +168,8 @@ def test_malformed_json_inside_hash_ids(write_jsonl: Callable[..., Path]) -> Non
         ]
     )
     assert error_of(path).startswith(
-        f"{path}:1: field 'requests[0].hash_ids': expected a list of integer block ids: "
+        f"{path}:1: field 'requests[0].hash_ids': expected a list of integer block ids, "
+        "found text that is not JSON"
     )
 
 
@@ -178,15 +179,34 @@ def test_trailing_comma_in_hash_ids(write_jsonl: Callable[..., Path]) -> None:
             '{"id":"s","block_size":64,"hash_id_scope":"local","requests":[{"t":0,"in":100,"out":1,"hash_ids":[1,2,]}]}'
         ]
     )
-    assert "requests[0].hash_ids': expected a list of integer block ids: a stray comma" in error_of(
-        path
+    assert (
+        "requests[0].hash_ids': expected a list of integer block ids, found a stray comma"
+        in error_of(path)
+    )
+
+
+@pytest.mark.parametrize(
+    ("ids", "found"),
+    [
+        (["a]"], "'a]' (str)"),
+        ([[1], [2]], "[1] (list)"),
+        ([1, {"k": [2]}], "{'k': [2]} (dict)"),
+        ([None], "None (NoneType)"),
+    ],
+)
+def test_hash_ids_the_fast_path_cannot_cut(
+    write_jsonl: Callable[..., Path], ids: list[Any], found: str
+) -> None:
+    path = write_jsonl([GOOD, session([req(), req(t=1, ids=ids)])])
+    assert error_of(path) == (
+        f"{path}:2: field 'requests[1].hash_ids': expected a list of integer block ids, found {found}"
     )
 
 
 def test_hash_ids_with_objects(write_jsonl: Callable[..., Path]) -> None:
     path = write_jsonl([session([req(ids=[1, {"a": 1}])])])
     assert (
-        "field 'requests[0].hash_ids': expected a list of integer block ids (64-bit), found {'a': 1} (dict)"
+        "field 'requests[0].hash_ids': expected a list of integer block ids, found {'a': 1} (dict)"
         in error_of(path)
     )
 
@@ -198,16 +218,16 @@ def test_hash_id_out_of_range(write_jsonl: Callable[..., Path]) -> None:
         ]
     )
     assert error_of(path) == (
-        f"{path}:1: field 'requests[0].hash_ids': expected a list of integer block ids: "
-        "a block id does not fit a signed 64-bit integer"
+        f"{path}:1: field 'requests[0].hash_ids': expected a list of integer block ids, "
+        "found an id that does not fit a signed 64-bit integer"
     )
     moon = write_jsonl(
         ['{"timestamp":0,"input_length":1,"output_length":1,"hash_ids":[-99999999999999999999]}'],
         name="m.jsonl",
     )
     assert error_of(moon) == (
-        f"{moon}:1: field 'hash_ids': expected a list of integer block ids: "
-        "a block id does not fit a signed 64-bit integer"
+        f"{moon}:1: field 'hash_ids': expected a list of integer block ids, "
+        "found an id that does not fit a signed 64-bit integer"
     )
 
 
