@@ -66,6 +66,12 @@ def register(app: typer.Typer) -> None:
         window: str = typer.Option("15-45", "--window", help="Measured minutes A-B."),
         out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/sim-…)."),
         workers: int = typer.Option(1, "--workers", min=1, help="Local worker processes."),
+        capacity_blocks: int | None = typer.Option(
+            None,
+            "--capacity-blocks",
+            min=1,
+            help="Cache size in blocks (default: the profile's blocks per engine).",
+        ),
         ray: str | None = typer.Option(
             None, "--ray", help="Ray cluster address ('local' starts one here)."
         ),
@@ -102,6 +108,7 @@ def register(app: typer.Typer) -> None:
             timing=timing,
             duration_s=duration_min * 60.0,
             window=win,
+            capacity_blocks=capacity_blocks,
         )
         command = "replay " + shlex.join(sys.argv[1:])
         with Progress(

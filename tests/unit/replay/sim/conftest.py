@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,13 @@ def make_profile() -> Callable[..., ModelProfile]:
 @pytest.fixture
 def turn() -> Callable[..., tuple[ResumeInfo, LineagePrefix]]:
     return run_turn
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small synthesized Weka corpus (token lengths scaled down 16×), written once."""
+    from replay.traces.synth import SynthConfig, write_synth
+
+    path = tmp_path_factory.mktemp("sim-corpus") / "small.jsonl"
+    write_synth(path, SynthConfig(n_trajectories=12, seed=1, scale=16))
+    return path

@@ -1,0 +1,100 @@
+"""`replay simulate` through the real command line: outputs, fan-out, and every bad flag."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.rundir import read_manifest
+from replay.sim.summary import SUMMARY_COLUMNS
+
+runner = CliRunner()
+SHORT = ["--duration-min", "20", "--window", "5-20", "--capacity-blocks", "400"]
+
+
+def simulate(*args: str):
+    return runner.invoke(app, ["simulate", *args])
+
+
+def test_sweep_writes_runs_summary_csv_and_json(small_corpus, tmp_path):
+    out = tmp_path / "sweep"
+    res = simulate(
+        "--trace", str(small_corpus), "--policies", "vllm,flashstate", "--sessions", "2,3",
+        "--seeds", "2", "--out", str(out), "--json", *SHORT,
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) == 8
+    assert [(r["policy"], r["sessions"], r["seed"]) for r in rows[:3]] == [
+        ("vllm", 2, 0), ("vllm", 2, 1), ("vllm", 3, 0),
+    ]
+    with (out / "summary.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    assert list(table[0])[: len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
+    assert len(table) == 8
+    assert float(table[0]["hit_rate"]) == pytest.approx(rows[0]["hit_rate"])
+    man = read_manifest(out / "flashstate-s3-seed1")
+    assert man["status"] == "completed" and man["config"]["capacity_blocks"] == 400
+    assert man["command"].startswith("replay ")
+
+
+def test_worker_processes_give_the_same_rows(small_corpus, tmp_path):
+    args = ["--trace", str(small_corpus), "--policies", "asc-lru,flashstate-eq7",
+            "--sessions", "2", "--json", *SHORT]
+    one = simulate(*args, "--out", str(tmp_path / "a"))
+    two = simulate(*args, "--out", str(tmp_path / "b"), "--workers", "2")
+    assert one.exit_code == 0 and two.exit_code == 0, two.output
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_seconds"} for r in rows]  # noqa: E731
+    assert strip(json.loads(one.stdout)) == strip(json.loads(two.stdout))
+
+
+def test_engine_timing_reports_latency(small_corpus, tmp_path):
+    res = simulate("--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+                   "--timing", "engine", "--out", str(tmp_path / "e"), "--json", *SHORT)
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)
+    assert row["timing"] == "engine" and row["ttft_p90_s"] >= row["ttft_p50_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--policies", "vllm,lru"], "--policies: unknown policy lru (known: vllm, sglang"),
+        (["--policies", " , "], "--policies: give at least one policy"),
+        (["--sessions", "8,x"], "--sessions: 'x' is not a positive whole number"),
+        (["--sessions", "0"], "--sessions: '0' is not a positive whole number"),
+        (["--window", "15to45"], "--window: '15to45' is not A-B in minutes"),
+        (["--window", "10-50"], "--window: 10-50 must satisfy 0 ≤ A < B ≤ --duration-min (45"),
+        (["--timing", "fast"], "--timing: 'fast' is not one of trace, engine"),
+        (["--model", "no-such-model"], "--model: model profile 'no-such-model' not found"),
+        (["--duration-min", "0"], "--duration-min: must be positive"),
+    ],
+)
+def test_bad_flags_are_named(small_corpus, tmp_path, flags, message):
+    base = {"--trace": str(small_corpus), "--policies": "vllm", "--sessions": "2"}
+    for i in range(0, len(flags), 2):
+        base[flags[i]] = flags[i + 1]
+    args = [x for kv in base.items() for x in kv]
+    res = simulate(*args, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2
+    assert message in " ".join(res.output.split())
+
+
+def test_missing_trace_names_the_flag(tmp_path):
+    res = simulate("--trace", str(tmp_path / "nope.jsonl"), "--policies", "vllm",
+                   "--sessions", "2", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2
+    assert "--trace:" in res.output and "nope.jsonl" in res.output
+
+
+def test_an_existing_run_directory_is_not_overwritten(small_corpus, tmp_path):
+    args = ["--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+            "--out", str(tmp_path / "o"), *SHORT]
+    assert simulate(*args).exit_code == 0
+    again = simulate(*args)
+    assert again.exit_code == 2
+    assert "--out:" in again.output and "already holds a run" in again.output
