@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import orjson
 import typer
@@ -64,7 +65,9 @@ def register(app: typer.Typer) -> None:
         timing: str = typer.Option("trace", "--timing", help="trace | engine"),
         duration_min: float = typer.Option(45.0, "--duration-min", help="Run length, minutes."),
         window: str = typer.Option("15-45", "--window", help="Measured minutes A-B."),
-        out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/sim-…)."),
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Output folder (default runs/sim-…).")
+        ] = None,
         workers: int = typer.Option(1, "--workers", min=1, help="Local worker processes."),
         capacity_blocks: int | None = typer.Option(
             None,
