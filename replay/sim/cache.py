@@ -55,6 +55,7 @@ class ResumeInfo:
     kv_pos: int  # longest resident KV prefix (what a KV-only cache could reuse)
     state: State | None = None  # the checkpoint resumed from
     chain: list[Block] = field(default_factory=list)  # resident blocks of the prompt's path
+    path: list[Block] = field(default_factory=list)  # every known full block of that path
 
     @property
     def redundant(self) -> int:
@@ -82,6 +83,7 @@ class Handle:
     resume_pos: int
     state: State | None
     pinned: list[Block]
+    known: list[Block] = field(default_factory=list)  # the lookup's full-block path
     reserved_blocks: int = 0
     reserved_states: int = 0  # live state buffer + placed checkpoints
     placements: list[int] = field(default_factory=list)  # cached when the prefill is done
@@ -248,7 +250,7 @@ class HybridCache:
                 if state is not None:
                     break
         resident_chain = [b for b in chain if b.resident]
-        info = ResumeInfo(n, ideal, ckpt, res, resume, kv_pos, state, resident_chain)
+        info = ResumeInfo(n, ideal, ckpt, res, resume, kv_pos, state, resident_chain, chain)
         self.policy.adjust(info)
         return info
 
@@ -270,6 +272,7 @@ class HybridCache:
             info.resume_pos,
             st,
             list(info.chain),
+            info.path,
             placements=[p for p in placements if p <= full_end],
             late_placements=[p for p in placements if p > full_end],
         )
@@ -342,8 +345,8 @@ class HybridCache:
         b.resident = False
         self.resident_blocks -= 1
         if self.policy.frees_dependent_states:
-            for s in b.states:
-                if s.resident and s.live == 0:
+            for s in list(b.rstates):
+                if s.live == 0:
                     self.drop_state(s)
 
     def drop_state(self, s: State) -> None:
@@ -353,6 +356,7 @@ class HybridCache:
         s.resident = False
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
+        s.block.rstates.remove(s)
         b: Block | None = s.block
         while b is not None and b is not self.root:
             b.deps -= 1
@@ -386,19 +390,15 @@ class HybridCache:
     def nearest_ancestor_state(self, s: State) -> State | None:
         """The deepest resident checkpoint strictly before `s` on its path."""
         best: State | None = None
-        for o in s.block.states if s.block is not None else ():
-            if o.resident and o.pos < s.pos and (best is None or o.pos > best.pos):
+        for o in s.block.rstates:
+            if o.pos < s.pos and (best is None or o.pos > best.pos):
                 best = o
         if best is not None:
             return best
-        b = s.block.parent if s.block is not None else None
+        b = s.block.parent
         while b is not None and b is not self.root:
-            if b.deps > 0:
-                for o in b.states:
-                    if o.resident and (best is None or o.pos > best.pos):
-                        best = o
-                if best is not None:
-                    return best
+            if b.rstates:
+                return max(b.rstates, key=lambda o: o.pos)
             b = b.parent
         return None
 

@@ -275,8 +275,8 @@ class Marconi(UnitLRU):
 
 def branches(cache: HybridCache, s: State) -> int:
     """How many nearest deeper checkpoints hang below `s` (0: a leaf, ≥2: a branch point)."""
-    for o in s.block.states:
-        if o.resident and o.pos > s.pos:
+    for o in s.block.rstates:
+        if o.pos > s.pos:
             return 1
     return _sub_branches(s.block, 2)
 
@@ -286,7 +286,7 @@ def _sub_branches(b: Block, cap: int) -> int:
     for c in b.children:
         if c.deps <= 0:
             continue
-        if any(o.resident for o in c.states):
+        if c.rstates:
             n += 1
         else:
             n += _sub_branches(c, cap - n)

@@ -31,7 +31,7 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
     # from can be absorbed into the block that now holds its tokens.
     cache._release_private(h)
     cache._unpin(h, now)
-    path = _materialize(cache, full, e, now, max(h.resume_pos - 1, 0) // cache.B)
+    path = _materialize(cache, full, e, now, max(h.resume_pos - 1, 0) // cache.B, h.pinned)
     if h.held_state is not None:
         h.held_state.live -= 1
     for s in h.early_states:  # released with the request, like every block it wrote
@@ -53,13 +53,17 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     if h.prefilled:
         return
     h.prefilled = True
-    B, nodes, prefix = cache.B, cache.nodes, h.prefix
+    B, nodes, prefix, known = cache.B, cache.nodes, h.prefix, h.known
     parent = cache.root
     path: list[Block] = []
     for j in range(h.prompt_len // B):
         end = (j + 1) * B
-        key = prefix.key_at(end)
-        b = nodes.get(key)
+        if j < len(known):
+            b: Block | None = known[j]
+            key = 0
+        else:
+            key = prefix.key_at(end)
+            b = nodes.get(key)
         if b is None:
             b = Block(key, parent, j, end, prefix)
             nodes[key] = b
@@ -108,18 +112,26 @@ def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None
 
 
 def _materialize(
-    cache: HybridCache, full: Prefix, e: int, now: float, absorb_from: int
+    cache: HybridCache, full: Prefix, e: int, now: float, absorb_from: int, known: list[Block]
 ) -> list[Block]:
     """Blocks of [0, e) as resident nodes. From block `absorb_from` on (where the request
     resumed: the previous turn's terminal block is there), shorter partial siblings are
-    absorbed even into blocks that were resident already."""
+    absorbed even into blocks that were resident already. `known`: the prompt's full blocks
+    (already resident and pinned until now), reused instead of looked up again."""
     B, nodes, keep_terminal = cache.B, cache.nodes, cache.policy.keep_terminal_block
     path: list[Block] = []
     parent = cache.root
-    for j in range(-(-e // B)):
+    for j in range(min(len(known), absorb_from)):
+        kb = known[j]
+        if not kb.resident:  # a block the request could not reserve: no longer reusable
+            break
+        kb.last_use = now
+        path.append(kb)
+        parent = kb
+    for j in range(len(path), -(-e // B)):
         end = min((j + 1) * B, e)
         key = full.key_at(end)
-        b = nodes.get(key)
+        b: Block | None = nodes.get(key)
         partial = end < (j + 1) * B
         if b is None and partial:
             b = _covering_sibling(parent, full, end)
@@ -151,7 +163,7 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
 def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
     """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
     for p in list(parent.related(full)):
-        if p is b or p.end >= b.end or p.live or any(s.live for s in p.states):
+        if p is b or p.end >= b.end or p.live or any(s.live for s in p.rstates):
             continue
         if full.key_at(p.end) != p.key:
             continue
@@ -161,8 +173,10 @@ def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) 
             if s.resident:
                 p.deps -= 1
                 b.deps += 1
-        cache.eviction.refresh(p.states, cache.clock)
+        b.rstates.extend(p.rstates)
+        cache.eviction.refresh(p.rstates, cache.clock)
         p.states = []
+        p.rstates = []
         if p.resident:
             p.resident = False
             cache.resident_blocks -= 1
@@ -196,6 +210,7 @@ def _register_states(
         if not blk.resident:
             continue  # its KV is not kept: the checkpoint exists only as a record
         s.resident = True
+        blk.rstates.append(s)
         s.last_use = now
         s.stamp = cache.L
         cache.resident_states += 1

@@ -24,6 +24,7 @@ class Block:
         "live",
         "parent",
         "resident",
+        "rstates",
         "src",
         "states",
         "ver",
@@ -40,6 +41,7 @@ class Block:
         # sequence that passed through this block, so lookups never scan unrelated ones
         self.kids: dict[int, list[Block]] = {}
         self.states: list[State] = []  # checkpoints whose last KV position falls in this block
+        self.rstates: list[State] = []  # the resident ones among them
         self.resident = False
         self.live = 0  # live requests pinning it
         self.deps = 0  # resident checkpoints whose path runs through it

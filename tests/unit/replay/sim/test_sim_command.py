@@ -23,14 +23,26 @@ def simulate(*args: str):
 def test_sweep_writes_runs_summary_csv_and_json(small_corpus, tmp_path):
     out = tmp_path / "sweep"
     res = simulate(
-        "--trace", str(small_corpus), "--policies", "vllm,flashstate", "--sessions", "2,3",
-        "--seeds", "2", "--out", str(out), "--json", *SHORT,
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "vllm,flashstate",
+        "--sessions",
+        "2,3",
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--json",
+        *SHORT,
     )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert len(rows) == 8
     assert [(r["policy"], r["sessions"], r["seed"]) for r in rows[:3]] == [
-        ("vllm", 2, 0), ("vllm", 2, 1), ("vllm", 3, 0),
+        ("vllm", 2, 0),
+        ("vllm", 2, 1),
+        ("vllm", 3, 0),
     ]
     with (out / "summary.csv").open() as fh:
         table = list(csv.DictReader(fh))
@@ -43,8 +55,16 @@ def test_sweep_writes_runs_summary_csv_and_json(small_corpus, tmp_path):
 
 
 def test_worker_processes_give_the_same_rows(small_corpus, tmp_path):
-    args = ["--trace", str(small_corpus), "--policies", "asc-lru,flashstate-eq7",
-            "--sessions", "2", "--json", *SHORT]
+    args = [
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "asc-lru,flashstate-eq7",
+        "--sessions",
+        "2",
+        "--json",
+        *SHORT,
+    ]
     one = simulate(*args, "--out", str(tmp_path / "a"))
     two = simulate(*args, "--out", str(tmp_path / "b"), "--workers", "2")
     assert one.exit_code == 0 and two.exit_code == 0, two.output
@@ -53,8 +73,20 @@ def test_worker_processes_give_the_same_rows(small_corpus, tmp_path):
 
 
 def test_engine_timing_reports_latency(small_corpus, tmp_path):
-    res = simulate("--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
-                   "--timing", "engine", "--out", str(tmp_path / "e"), "--json", *SHORT)
+    res = simulate(
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "vllm",
+        "--sessions",
+        "2",
+        "--timing",
+        "engine",
+        "--out",
+        str(tmp_path / "e"),
+        "--json",
+        *SHORT,
+    )
     assert res.exit_code == 0, res.output
     (row,) = json.loads(res.stdout)
     assert row["timing"] == "engine" and row["ttft_p90_s"] >= row["ttft_p50_s"] > 0
@@ -85,15 +117,32 @@ def test_bad_flags_are_named(small_corpus, tmp_path, flags, message):
 
 
 def test_missing_trace_names_the_flag(tmp_path):
-    res = simulate("--trace", str(tmp_path / "nope.jsonl"), "--policies", "vllm",
-                   "--sessions", "2", "--out", str(tmp_path / "o"))
+    res = simulate(
+        "--trace",
+        str(tmp_path / "nope.jsonl"),
+        "--policies",
+        "vllm",
+        "--sessions",
+        "2",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert res.exit_code == 2
     assert "--trace:" in res.output and "nope.jsonl" in res.output
 
 
 def test_an_existing_run_directory_is_not_overwritten(small_corpus, tmp_path):
-    args = ["--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
-            "--out", str(tmp_path / "o"), *SHORT]
+    args = [
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "vllm",
+        "--sessions",
+        "2",
+        "--out",
+        str(tmp_path / "o"),
+        *SHORT,
+    ]
     assert simulate(*args).exit_code == 0
     again = simulate(*args)
     assert again.exit_code == 2

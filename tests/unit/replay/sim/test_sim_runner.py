@@ -40,8 +40,9 @@ def test_a_run_accounts_for_every_request(trace, timing):
     row = res.summary
     assert set(SUMMARY_COLUMNS) <= set(row)
     measured = [
-        r for r in ok if not r.priming and r.first_token_s is not None
-        and 300 <= r.first_token_s < 1200
+        r
+        for r in ok
+        if not r.priming and r.first_token_s is not None and 300 <= r.first_token_s < 1200
     ]
     assert row["requests"] == len(measured)
     hit = sum(r.cached_tokens for r in measured) / sum(r.prompt_tokens for r in measured)
