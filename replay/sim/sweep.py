@@ -66,7 +66,10 @@ def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[Si
     except ImportError as e:
         raise RuntimeError("--ray needs the optional extra: pip install 'agent-replay[ray]'") from e
     if not ray.is_initialized():
-        ray.init(address=None if address == "local" else address, log_to_driver=False)
+        try:
+            ray.init(address=None if address == "local" else address, log_to_driver=False)
+        except Exception as e:  # Ray raises several types for an unreachable cluster
+            raise RuntimeError(f"cannot start or reach Ray at '{address}': {e}") from e
     remote_sim = ray.remote(simulate)
     trace_ref = ray.put(trace)
     pending = [remote_sim.remote(trace_ref, cfg) for cfg in configs]

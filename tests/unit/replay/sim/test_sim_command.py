@@ -147,3 +147,24 @@ def test_an_existing_run_directory_is_not_overwritten(small_corpus, tmp_path):
     again = simulate(*args)
     assert again.exit_code == 2
     assert "--out:" in again.output and "already holds a run" in again.output
+
+
+def test_ray_without_the_extra_says_how_to_install_it(small_corpus, tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # `import ray` fails
+    res = simulate(
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "vllm",
+        "--sessions",
+        "2",
+        "--out",
+        str(tmp_path / "o"),
+        "--ray",
+        "local",
+        *SHORT,
+    )
+    assert res.exit_code == 2
+    assert "--ray: --ray needs the optional extra: pip install 'agent-replay[ray]'" in " ".join(
+        res.output.split()
+    )

@@ -1,0 +1,100 @@
+"""Benchmark: one 48-session, 45-minute replay of a full-size synthetic corpus on the GLM
+profile in `trace` timing (target: at most 3 s on one core), then a sweep's wall time.
+
+Synthesizes the corpus (393 trajectories, the published corpus's statistics) into
+`.corpus/` on first use, or takes `--trace`. Prints requests simulated per second for each
+policy asked, CPU seconds against the target, and the wall time of a policies × sessions
+sweep run through the same code `replay simulate` uses (`--workers` processes).
+
+    .venv/bin/python scripts/bench_sim.py [--trace SRC] [--policies vllm,flashstate]
+        [--sessions 48] [--sweep-policies vllm,flashstate] [--sweep-sessions 16,32,48]
+        [--workers 2] [--full-table]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from replay.sim.policies import POLICY_NAMES
+from replay.sim.runner import SimConfig, simulate
+from replay.sim.sweep import plan, run_sweep
+from replay.traces import load_trace
+from replay.traces.synth import SynthConfig, write_synth
+
+TARGET_S = 3.0
+DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
+
+
+def corpus(path: str | None) -> str:
+    if path:
+        return path
+    if not DEFAULT_CORPUS.exists():
+        print(f"synthesizing a full-size corpus into {DEFAULT_CORPUS} (once; ~2 min)")
+        write_synth(DEFAULT_CORPUS, SynthConfig())
+    return str(DEFAULT_CORPUS)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace")
+    ap.add_argument("--model", default="glm-5.3-flash")
+    ap.add_argument("--policies", default="vllm,flashstate")
+    ap.add_argument("--sessions", type=int, default=48)
+    ap.add_argument("--sweep-policies", default="vllm,flashstate")
+    ap.add_argument("--sweep-sessions", default="16,32,48")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--full-table",
+        action="store_true",
+        help="sweep every policy at 16/24/32/40/48 sessions and print the table",
+    )
+    args = ap.parse_args()
+
+    src = corpus(args.trace)
+    t0 = time.perf_counter()
+    trace = load_trace(src)
+    print(f"loaded {src}: {trace.num_requests:,} requests in {time.perf_counter() - t0:.1f} s")
+
+    worst = 0.0
+    for pol in args.policies.split(","):
+        cfg = SimConfig(pol, args.sessions, model=args.model)
+        c0, w0 = time.process_time(), time.perf_counter()
+        res = simulate(trace, cfg)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        worst = max(worst, cpu)
+        n = len(res.records)
+        print(
+            f"{pol:>15}: {n:,} requests in {cpu:.2f} s CPU ({wall:.2f} s wall) = "
+            f"{n / cpu:,.0f} requests/s; hit rate {res.summary['hit_rate']:.1%}; "
+            f"{cpu / TARGET_S:.2f}× the {TARGET_S:.0f} s target"
+        )
+
+    policies = list(POLICY_NAMES) if args.full_table else args.sweep_policies.split(",")
+    sessions = (
+        [16, 24, 32, 40, 48]
+        if args.full_table
+        else [int(x) for x in args.sweep_sessions.split(",")]
+    )
+    configs = plan(policies, sessions, 1, model=args.model)
+    with tempfile.TemporaryDirectory() as tmp:
+        w0 = time.perf_counter()
+        rows = run_sweep(trace, configs, Path(tmp), workers=args.workers)
+        sweep_wall = time.perf_counter() - w0
+    total = sum(r["all_requests"] for r in rows)
+    print(
+        f"sweep: {len(configs)} runs, {total:,} requests, {sweep_wall:.1f} s wall "
+        f"with {args.workers} worker(s) = {total / sweep_wall:,.0f} requests/s"
+    )
+    print("\npolicy          " + "".join(f"{n:>8}" for n in sessions) + "   (hit rate)")
+    for pol in policies:
+        by_n = {r["sessions"]: r for r in rows if r["policy"] == pol}
+        print(f"{pol:<16}" + "".join(f"{by_n[n]['hit_rate']:>8.1%}" for n in sessions))
+    return 0 if worst <= TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
