@@ -26,7 +26,8 @@ def _stream(name: str, data_files: Sequence[str] | None, split: str) -> Any:
             "json", data_files=list(data_files), split=split, streaming=True
         )
     except Exception as exc:  # datasets raises many types (hub, network, file)
-        fail(name, None, "src", f"could not open the dataset with `datasets`: {exc}")
+        what = "not a local file or folder, and " if data_files is None else ""
+        fail(name, None, "src", f"{what}`datasets` could not open it as a dataset: {exc}")
 
 
 def load_hub(

@@ -100,6 +100,7 @@ class _Session:
         self.next_id = 1
         self.id = f"synth-{cfg.seed}-{index:05d}"
         self.tps = float(rng.uniform(40, 90))
+        self.system_blocks = 1  # full blocks of the root's system prompt, set in `line`
 
     # -- lengths (drawn at full scale, then divided by `scale`) -------------------------
     def _raw(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> float:
@@ -205,7 +206,7 @@ class _Session:
             new = out + (self._ln((150.0, 1.0)) if human else self._ln(tool, 20, 60_000))
             if conv.tokens + new > CAP_TOKENS / self.cfg.scale:
                 self._cut(
-                    conv, max(1, self._system_blocks)
+                    conv, max(1, self.system_blocks)
                 )  # compaction: summary after the system prompt
                 new = self._ln(k.compact_to)
             elif rng.random() < k.p_edit and conv.full > 1:
@@ -216,8 +217,6 @@ class _Session:
             self._grow(conv, new)
         return entries, t
 
-    _system_blocks = 1
-
     def _subagent(self, parent: _Conv, t: float, depth: int) -> tuple[bytes, float]:
         k, rng = self.k, self.rng
         conv = _Conv()
@@ -225,7 +224,7 @@ class _Session:
         system = self._uniform(k.sub_system)
         if stype == "general-purpose" and parent.full:
             # Starts from a copy of the parent's seen blocks: its system prompt blocks.
-            shared = min(parent.full, self._system_blocks, system // self.bs)
+            shared = min(parent.full, self.system_blocks, system // self.bs)
             if shared:
                 conv.text = parent.text[: _comma_pos(parent.text, shared)]
                 conv.full, conv.tokens = shared, shared * self.bs
@@ -251,7 +250,7 @@ class _Session:
         conv = _Conv()
         system = self._uniform(k.system)
         self._grow(conv, system)
-        self._system_blocks = conv.full
+        self.system_blocks = conv.full
         self._grow(conv, self._ln(k.first_message))
         turns = round(np.clip(k.top_turns[0] * np.exp(rng.normal(0, k.top_turns[1])), 8, 1500))
         entries, _ = self._conversation(conv, turns, 0.0, 0, k.tool_result)

@@ -203,8 +203,9 @@ def test_hub_id_goes_through_datasets(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(
-        "nobody/no-such-trace: field 'src': could not open the dataset with `datasets`"
-    )
+        "nobody/no-such-trace: field 'src': not a local file or folder, and `datasets` could "
+        "not open it as a dataset: "
+    ), out.stdout
 
 
 def test_ids_fit_int32_else_int64(write_jsonl: Callable[..., Path]) -> None:
