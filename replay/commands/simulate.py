@@ -9,6 +9,7 @@ from typing import Annotated
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from replay.commands.common import err_console, fail
@@ -16,7 +17,7 @@ from replay.profiles import ProfileError, load_profile
 from replay.rundir import RunDirError, new_run_id
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
-from replay.sim.sweep import plan, run_sweep
+from replay.sim.sweep import RayError, plan, run_sweep
 from replay.traces import TraceError, load_trace
 from replay.workload import WorkloadConfig, WorkloadError
 
@@ -91,15 +92,15 @@ def register(app: typer.Typer) -> None:
         try:
             load_profile(model)
         except ProfileError as e:
-            fail(f"--model: {e}")
+            fail(escape(f"--model: {e}"))
         try:
             WorkloadConfig(sessions=max(counts), duration_s=duration_min * 60.0, window=win)
         except WorkloadError as e:
-            fail(str(e))
+            fail(escape(str(e)))
         try:
             tr = load_trace(trace)
         except (TraceError, FileNotFoundError, OSError) as e:
-            fail(f"--trace: {e}")
+            fail(escape(f"--trace: {e}"))
         if not tr.trajectories:
             fail(f"--trace: {trace} holds no trajectories")
         out_dir = out or Path("runs") / new_run_id("sim")
@@ -145,9 +146,9 @@ def register(app: typer.Typer) -> None:
                     on_result=advance,
                 )
             except RunDirError as e:
-                fail(f"--out: {e}")
-            except RuntimeError as e:
-                fail(f"--ray: {e}")
+                fail(escape(f"--out: {e}"))
+            except RayError as e:
+                fail(escape(f"--ray: {e}"))
         if as_json:
             sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:

@@ -19,6 +19,10 @@ from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.sim.summary import SUMMARY_COLUMNS
 from replay.traces.model import Trace
 
+class RayError(RuntimeError):
+    """Ray is missing or its cluster cannot be reached; the message says which."""
+
+
 # The trace a forked worker simulates (set in the parent just before the pool forks).
 _WORKER_TRACE: Trace | None = None
 
@@ -64,12 +68,14 @@ def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[Si
     try:
         import ray
     except ImportError as e:
-        raise RuntimeError("--ray needs the optional extra: pip install 'agent-replay[ray]'") from e
+        raise RayError(
+            "Ray is not installed; it is the optional extra: pip install 'agent-replay[ray]'"
+        ) from e
     if not ray.is_initialized():
         try:
             ray.init(address=None if address == "local" else address, log_to_driver=False)
         except Exception as e:  # Ray raises several types for an unreachable cluster
-            raise RuntimeError(f"cannot start or reach Ray at '{address}': {e}") from e
+            raise RayError(f"cannot start or reach Ray at '{address}': {e}") from e
     remote_sim = ray.remote(simulate)
     trace_ref = ray.put(trace)
     pending = [remote_sim.remote(trace_ref, cfg) for cfg in configs]

@@ -165,6 +165,7 @@ def test_ray_without_the_extra_says_how_to_install_it(small_corpus, tmp_path, mo
         *SHORT,
     )
     assert res.exit_code == 2
-    assert "--ray: --ray needs the optional extra: pip install 'agent-replay[ray]'" in " ".join(
-        res.output.split()
+    assert (
+        "--ray: Ray is not installed; it is the optional extra: pip install 'agent-replay[ray]'"
+        in " ".join(res.output.split())
     )
