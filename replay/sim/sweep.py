@@ -19,6 +19,7 @@ from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.sim.summary import SUMMARY_COLUMNS
 from replay.traces.model import Trace
 
+
 class RayError(RuntimeError):
     """Ray is missing or its cluster cannot be reached; the message says which."""
 
