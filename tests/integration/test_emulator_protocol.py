@@ -293,6 +293,9 @@ async def test_concurrent_requests_batch_and_a_disconnect_frees_the_request() ->
 def test_emulator_server_object_exposes_its_profile() -> None:
     from replay.engines.emulator.caches import make_cache
 
-    srv = EmulatorServer(_cfg("sglang"), make_cache)
-    assert srv.profile.block_tokens == 256 and srv.profile.blocks_per_gpu == 400
+    srv = EmulatorServer(_cfg("vllm"), make_cache)
+    assert srv.profile.block_tokens == 256 and srv.cache.capacity_blocks == 400
     assert srv.model_id == MODEL
+    # SGLang sizes its own pools (state slots beside KV); they are resized to the block count.
+    sg = EmulatorServer(_cfg("sglang"), make_cache)
+    assert sg.cache.capacity_blocks is not None and abs(sg.cache.capacity_blocks - 400) <= 5

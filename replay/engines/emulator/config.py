@@ -76,8 +76,7 @@ class EmulatorConfig(BaseModel):
     blocks: int | None = Field(
         default=None,
         gt=0,
-        description="the engine's cache blocks (the profile's blocks_per_gpu: a tensor-parallel "
-        "engine shards every block over its GPUs)",
+        description="the engine's cache size in blocks (default: the simulator's for the profile)",
     )
     block_tokens: int | None = Field(
         default=None, gt=0, description="tokens per cache block (overrides the profile's)"
@@ -107,17 +106,14 @@ class EmulatorConfig(BaseModel):
 
     def resolved_profile(self) -> ModelProfile:
         """The model profile with this emulator's overrides applied: first scaled to the
-        trace's token scale, then `blocks`, `block_tokens` and `max_batch` as given.
+        trace's token scale, then `block_tokens` and `max_batch` as given. (`blocks` sizes
+        the cache itself: see `caches.cache_settings`.)
 
-        `blocks` replaces `blocks_per_gpu`, which is the engine's cache size in blocks (a
-        tensor-parallel engine shards each block over its GPUs; see `replay.sim`).
         """
         from replay.engines.emulator.defaults import scaled_profile
 
         profile = scaled_profile(load_profile(self.model), self.token_scale)
         update: dict[str, object] = {}
-        if self.blocks is not None:
-            update["blocks_per_gpu"] = self.blocks
         if self.block_tokens is not None:
             update["block_tokens"] = self.block_tokens
         if self.max_batch is not None:

@@ -101,10 +101,12 @@ class PrefixKeys:
     of any length `pos` (the exact end of a request need not be a unit multiple).
     """
 
+    # Token ids are stored as uint32 (vocabularies are far below 2^32): a cache keeps the
+    # sequences of finished requests alive, so their size is the emulator's memory.
     __slots__ = ("_sum", "_tail_cache", "keys", "tokens", "unit")
 
     def __init__(self, tokens: np.ndarray, unit: int) -> None:
-        self.tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        self.tokens = np.ascontiguousarray(tokens, dtype=np.uint32)
         self.unit = unit
         self.keys, self._sum = _chain(self.tokens, unit)
         self._tail_cache: dict[int, int] = {}
@@ -120,7 +122,7 @@ class PrefixKeys:
     def extended(self, more: np.ndarray) -> PrefixKeys:
         """This sequence followed by `more` (e.g. the generated ids), keys recomputed only
         for the units that changed."""
-        tokens = np.concatenate([self.tokens, np.asarray(more, dtype=np.int64)])
+        tokens = np.concatenate([self.tokens, np.asarray(more, dtype=np.uint32)])
         out = PrefixKeys.__new__(PrefixKeys)
         out.tokens, out.unit, out._tail_cache = tokens, self.unit, {}
         # Continue the chain from the last full unit: only the new units are hashed.

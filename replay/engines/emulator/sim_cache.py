@@ -12,8 +12,8 @@ passed at `finish` — the exact-end checkpoint of ASC sits where a real engine'
 from __future__ import annotations
 
 from replay.engines.emulator.cache import Resume
+from replay.engines.emulator.caches import CacheSettings
 from replay.engines.emulator.hashing import PrefixKeys
-from replay.profiles import ModelProfile
 from replay.sim.cache import Handle, HybridCache, ResumeInfo
 from replay.sim.policies import make_policy
 
@@ -21,11 +21,10 @@ from replay.sim.policies import make_policy
 class SimCache:
     """One `HybridCache` with the named policy, driven request by request."""
 
-    def __init__(
-        self, policy: str, profile: ModelProfile, options: dict[str, object] | None = None
-    ) -> None:
-        self.cache = HybridCache(profile, make_policy(policy, profile, **(options or {})))
-        self.policy = policy
+    def __init__(self, settings: CacheSettings) -> None:
+        policy = make_policy(settings.policy, settings.profile, **settings.options)
+        self.cache = HybridCache(settings.profile, policy, settings.capacity_blocks)
+        self.policy = settings.policy
         self._infos: dict[int, ResumeInfo] = {}
         self._handles: dict[int, Handle] = {}
 
