@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from functools import partial
+from pathlib import Path
 
 import streamlit as st
 
@@ -24,10 +25,18 @@ PAGES = (
 )
 
 
+def _shown(root: Path) -> str:
+    """The folder as the user typed it, relative to where they started, when inside it."""
+    try:
+        return root.relative_to(Path.cwd()).as_posix() or "."
+    except ValueError:
+        return str(root)
+
+
 def main() -> None:
     st.set_page_config(page_title="Replay dashboard", page_icon=":material/speed:", layout="wide")
     root = runs_root_from(sys.argv[1:], os.environ)
-    st.sidebar.caption(f"Runs folder: `{root}`")
+    st.sidebar.caption(f"Runs folder: `{_shown(root)}`")
     pages = [
         st.Page(partial(render, root), title=title, url_path=path, icon=icon, default=i == 0)
         for i, (render, title, path, icon) in enumerate(PAGES)

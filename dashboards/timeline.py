@@ -24,23 +24,44 @@ SPEEDS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
 
 @dataclass(frozen=True)
 class PanelMetric:
-    """One number on an engine's panel: where it comes from and which way is better."""
+    """One number on an engine's panel: where it comes from and which way is better.
+
+    Labels are short so two fit side by side in a panel; `help` says exactly what it is."""
 
     key: str
     label: str
     unit: str
     higher_is_better: bool
+    help: str
 
 
 PANEL: tuple[PanelMetric, ...] = (
-    PanelMetric("output_tokens_per_min_per_gpu", "Output tok/min/GPU", "tok", True),
-    PanelMetric("hit_rate", "Hit rate", "%", True),
-    PanelMetric("ttft_p50", "TTFT p50", "s", False),
-    PanelMetric("ttft_p90", "TTFT p90", "s", False),
-    PanelMetric("e2e_p50", "End-to-end p50", "s", False),
-    PanelMetric("trajectories_finished", "Trajectories finished", "", True),
-    PanelMetric("profit_per_gpu_hour", "Profit per GPU-hour", "$", True),
-    PanelMetric("user_cost_per_m_input", "User cost per 1M input", "$", False),
+    PanelMetric(
+        "output_tokens_per_min_per_gpu",
+        "Output/min/GPU",
+        "tok",
+        True,
+        "Output tokens per minute per GPU",
+    ),
+    PanelMetric("hit_rate", "Hit rate", "%", True, "Reported cached ÷ prompt tokens"),
+    PanelMetric("ttft_p50", "TTFT p50", "s", False, "Median time to first token (from scheduled)"),
+    PanelMetric("ttft_p90", "TTFT p90", "s", False, "90th percentile time to first token"),
+    PanelMetric("e2e_p50", "E2E p50", "s", False, "Median end-to-end latency (from scheduled)"),
+    PanelMetric("trajectories_finished", "Finished", "", True, "Trajectories finished"),
+    PanelMetric(
+        "profit_per_gpu_hour",
+        "Profit/GPU-h",
+        "$",
+        True,
+        "Provider profit per GPU-hour at the chosen price sheet and GPU rate",
+    ),
+    PanelMetric(
+        "user_cost_per_m_input",
+        "User $/1M in",
+        "$",
+        False,
+        "What a user pays per 1M input tokens at this hit rate",
+    ),
 )
 
 

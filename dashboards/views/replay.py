@@ -123,10 +123,13 @@ def _player(run: Run, start: float, end: float, pricing: PricingChoice | None) -
             if finished:
                 st.session_state[PLAYING] = False
                 st.rerun(scope="app")  # stop the timer
+        top = _step_time(end, end)
+        if st.session_state.get(T_KEY, 0) > top:  # the run was rewritten shorter
+            st.session_state[T_KEY] = top
         t = st.slider(
             "Run time (s)",
             min_value=0,
-            max_value=_step_time(end, end),
+            max_value=top,
             step=_step(end),
             key=T_KEY,
         )
@@ -163,9 +166,11 @@ def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> 
             gpus = int(row["gpus"])
             st.subheader(str(engine))
             st.caption(f"{gpus} GPU{'s' if gpus != 1 else ''} {row.get('gpu_type') or ''}")
-            # Two numbers a row keeps three or four engine panels on one screen.
-            for pair in (PANEL[i : i + 2] for i in range(0, len(PANEL), 2)):
-                for cell, m in zip(st.columns(2), pair, strict=False):
+            # Two numbers a row fit when there are one or two panels; with three or more a
+            # panel is too narrow for a dollar figure beside another, so one a row.
+            per_row = 2 if len(metrics) <= 2 else 1
+            for group in (PANEL[i : i + per_row] for i in range(0, len(PANEL), per_row)):
+                for cell, m in zip(st.columns(per_row), group, strict=False):
                     with cell:
                         _metric(
                             m,
@@ -186,11 +191,18 @@ def _metric(m: PanelMetric, value: float, ratio: float, diff: float) -> None:
         delta = f"{sign}{fmt(abs(diff), m.unit)} vs best other"
         gain = diff / max(abs(value), 1e-12)
     else:
-        st.metric(m.label, fmt(value, m.unit))
+        st.metric(m.label, fmt(value, m.unit), help=m.help)
         return
     if not m.higher_is_better:
         gain = -gain
     color: Literal["green", "red", "gray"] = (
         "green" if gain > 5e-4 else ("red" if gain < -5e-4 else "gray")
     )
-    st.metric(m.label, fmt(value, m.unit), delta=delta, delta_color=color, delta_arrow="off")
+    st.metric(
+        m.label,
+        fmt(value, m.unit),
+        delta=delta,
+        delta_color=color,
+        delta_arrow="off",
+        help=m.help,
+    )

@@ -28,7 +28,7 @@ ARGS = [
 REPO = Path(__file__).resolve().parents[2]
 # (address path, text that shows the page finished drawing its data)
 PAGES = (
-    ("", "User cost per 1M input"),
+    ("", "User $/1M in"),
     ("compare", "Output tokens/min/GPU vs sessions"),
     ("pricing", "Profit per GPU-hour"),
     ("sessions", "Prompt tokens per request"),
@@ -115,7 +115,7 @@ def test_replay_play_moves_the_slider_in_the_browser(server: str, shots: Path) -
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 1800})
             page.goto(server)
-            page.get_by_text("User cost per 1M input").first.wait_for(timeout=60_000)
+            page.get_by_text("User $/1M in").first.wait_for(timeout=60_000)
             slider = page.get_by_role("slider", name="Run time (s)")
             end = int(slider.input_value())
             page.get_by_role("button", name="Play").click()

@@ -44,13 +44,23 @@ def test_app_opens_on_replay_with_a_panel_per_engine(
     assert [h.value for h in at.header] == ["Replay"]
     assert [s.value for s in at.subheader] == ["flashstate", "vllm", "sglang"]
     labels = [m.label for m in at.metric]
-    assert labels.count("Output tok/min/GPU") == 3
-    assert labels.count("User cost per 1M input") == 3
+    assert labels.count("Output/min/GPU") == 3
+    assert labels.count("User $/1M in") == 3
     # Each engine is compared with the best of the others.
     deltas = [str(m.proto.delta) for m in at.metric]
     assert all(d.endswith("best other") for d in deltas)
     assert sum(d.endswith("× best other") for d in deltas) >= 18  # ratios where both > 0
-    assert str(runs_root) in at.sidebar.caption[0].value
+    assert str(runs_root) in at.sidebar.caption[0].value  # tmp is outside the cwd: in full
+
+
+def test_app_shows_a_folder_under_the_cwd_relative(
+    runs_root: Path, app_argv: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(runs_root.parent)
+    app_argv(Path(runs_root.name))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert at.sidebar.caption[0].value == f"Runs folder: `{runs_root.name}`"
 
 
 def _counted_caption(at: AppTest) -> str:
@@ -95,6 +105,22 @@ def test_replay_measured_window_toggle(runs_root: Path) -> None:
     assert not at.exception and not _errors(at)
     at.slider(key="replay_t").set_value(0).run()
     assert any("The count starts at 900 s" in i.value for i in at.info)
+
+
+def test_single_engine_run_has_panels_without_comparisons(tmp_path: Path, synth: dict) -> None:
+    synth["write_synthetic_run"](tmp_path / "solo", n_requests=300, engines=("vllm",))
+    at = page_test("replay", tmp_path).run()
+    assert not at.exception and not _errors(at)
+    assert [s.value for s in at.subheader] == ["vllm"]
+    assert len(at.metric) == 8
+    assert all(not m.proto.delta for m in at.metric)  # no other engine to compare with
+
+
+def test_replay_of_a_run_still_being_written(tmp_path: Path, synth: dict) -> None:
+    synth["write_synthetic_run"](tmp_path / "running", n_requests=300, close=False)
+    at = page_test("replay", tmp_path).run()
+    assert not at.exception and not _errors(at)
+    assert len(at.subheader) == 3
 
 
 def test_compare_page_plots_every_run(runs_root: Path) -> None:
