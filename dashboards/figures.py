@@ -23,14 +23,15 @@ def engine_colors(engines: list[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(engines)}
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 380) -> go.Figure:
     fig.update_layout(
         title=title,
         xaxis_title=x,
         yaxis_title=y,
         height=height,
-        margin={"l": 50, "r": 20, "t": 50, "b": 45},
-        legend={"orientation": "h", "y": -0.2},
+        margin={"l": 50, "r": 20, "t": 50, "b": 90},
+        # Below the x-axis title, not over it.
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
         template="plotly_white",
     )
     return fig

@@ -38,9 +38,9 @@ _FORMATS = {
     "prefill_tokens_per_min_per_gpu": _MONEY("prefill tok/min/GPU", format="localized"),
     "output_tokens_per_min_per_gpu": _MONEY("output tok/min/GPU", format="localized"),
     "user_cost_per_m_input": _MONEY("user $/1M input", format="$%.4f"),
-    "revenue_per_gpu_hour": _MONEY("revenue $/GPU-h", format="$%.3f"),
-    "profit_per_gpu_hour": _MONEY("profit $/GPU-h", format="$%.3f"),
-    "break_even_gpu_rate": _MONEY("break-even $/GPU-h", format="$%.3f"),
+    "revenue_per_gpu_hour": _MONEY("revenue $/GPU-h", format="dollar"),
+    "profit_per_gpu_hour": _MONEY("profit $/GPU-h", format="dollar"),
+    "break_even_gpu_rate": _MONEY("break-even $/GPU-h", format="dollar"),
 }
 
 

@@ -186,7 +186,7 @@ def _metric(m: PanelMetric, value: float, ratio: float, diff: float) -> None:
     if math.isfinite(ratio):
         delta = f"{ratio:.2f}× best other"
         gain = ratio - 1.0
-    elif math.isfinite(diff):
+    elif math.isfinite(diff) and (diff != 0 or value != 0):
         sign = "+" if diff >= 0 else "−"
         delta = f"{sign}{fmt(abs(diff), m.unit)} vs best other"
         gain = diff / max(abs(value), 1e-12)

@@ -272,3 +272,21 @@ def test_empty_runs_folder_explains_what_to_do(tmp_path: Path, page: str) -> Non
     at = page_test(page, tmp_path).run()
     assert not at.exception
     assert any("No run directories under" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("page", ["replay", "pricing_whatif"])
+def test_broken_price_data_is_a_message(
+    runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: str
+) -> None:
+    (tmp_path / "pricing").mkdir()
+    (tmp_path / "pricing" / "sheets.yaml").write_text("default: x\nsheets:\n  x: {input: -1}\n")
+    monkeypatch.setenv("REPLAY_CONFIG_DIR", str(tmp_path))
+    at = page_test(page, runs_root).run()
+    assert not at.exception
+    errors = _errors(at)
+    assert len(errors) == 1 and errors[0].startswith("Cannot read the price data:")
+    assert "sheets.yaml" in errors[0]
+    if page == "replay":  # the panels still show, without dollars
+        assert len(at.subheader) == 3
+        profit = [m.value for m in at.metric if m.label == "Profit/GPU-h"]
+        assert profit == ["—", "—", "—"]
