@@ -249,27 +249,32 @@ class GreedyDualSize(UnitLRU):
         return self.key(s, now) > key
 
 
-class Marconi(UnitLRU):
-    """Marconi's utility: normalised recency + α · normalised prefill saved per block."""
+class Marconi(GreedyDualSize):
+    """Marconi's utility: normalised recency + α · normalised prefill saved per block.
+
+    Shares GDS's bookkeeping (densities cached per unit and refreshed when checkpoints come
+    or go around it); the utility itself needs min/max over the candidates, so eviction is a
+    scan over the resident units rather than a heap pop."""
 
     def __init__(self, cache: HybridCache, alpha: float = 1.0):
         super().__init__(cache)
         self.alpha = alpha
 
+    def admit(self, s: State, now: float) -> bool:
+        return True
+
     def evict_one(self, pool: Pool, now: float) -> bool:
         cands = [s for s in self.cache.live_resident.values() if s.live == 0]
         if not cands:
             return False
-        c = self.cache
-        effs = [c.restore_cost(s) / (c.C + len(c.exclusive_blocks(s))) for s in cands]
         t0 = min(s.last_use for s in cands)
         span = max(now - t0, 1e-9)
-        emax = max(max(effs), 1e-12)
-        best = min(
-            range(len(cands)),
-            key=lambda i: ((cands[i].last_use - t0) / span + self.alpha * effs[i] / emax, i),
+        emax = max(max(s.density for s in cands), 1e-12)
+        a = self.alpha
+        victim = min(
+            cands, key=lambda s: ((s.last_use - t0) / span + a * s.density / emax, s.uid)
         )
-        c.drop_unit(cands[best])
+        self.cache.drop_unit(victim)
         return True
 
 

@@ -189,3 +189,18 @@ def _prefix_of(cache, pos):
     """The sequence that holds the resident checkpoint at `pos`."""
     (s,) = [s for s in cache.live_resident.values() if s.pos == pos]
     return s.block.src
+
+
+@pytest.mark.parametrize(("alpha", "kept"), [(0.0, (0, 16)), (20.0, (96, 0))])
+def test_marconi_trades_recency_against_prefill_saved_per_block(make_profile, turn, alpha, kept):
+    """α = 0 is LRU over units; a large α keeps what saves the most prefill per block."""
+    prof = make_profile(blocks=16, chunk=1024)
+    cache = cache_for("marconi", prof, alpha=alpha)
+    _, long_seq = turn(cache, 1, 96, 0, 0.0)
+    _, short_seq = turn(cache, 2, 16, 0, 1.0)
+    turn(cache, 3, 64, 0, 10.0)
+    got = (
+        cache.lookup(long_seq, 96, 20.0).resume_pos,
+        cache.lookup(short_seq, 16, 20.0).resume_pos,
+    )
+    assert got == kept
