@@ -217,6 +217,10 @@ async def run_live(
         manifest = {**old, "segments": segments, "status": "running"}
         elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
     writer = RunWriter(plan.out_dir, manifest).open(resume=plan.resume)
+    # Huge prompts are built in worker threads; a 1 ms switch interval bounds how long the
+    # event loop's thread waits for the GIL behind them (the default is 5 ms).
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, 0.001))
     t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
     workload = Workload(plan.trace, plan.workload)
     policy = SessionPolicy(
@@ -285,6 +289,7 @@ async def run_live(
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
         summary = _summary(plan.out_dir)
         writer.close(status, summary)
+        sys.setswitchinterval(switch)
     return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
 
 

@@ -10,14 +10,17 @@ so one bad request cannot stop a run. Timestamps are integer `time.perf_counter_
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import aiohttp
 import numpy as np
+from aiohttp.client_proto import ResponseHandler
 
 # Big enough for the stream of a million-token prompt (vLLM echoes `prompt_token_ids` in its
 # first chunk: ~7 bytes per id) without the reader pausing the socket mid-event.
@@ -184,9 +187,19 @@ class Adapter(ABC):
                         return res
                     res.http_status = 200
                     buf = b""
+                    arrivals = getattr(getattr(resp, "_protocol", None), "arrivals", None)
+                    last = res.send_ns
                     async for data in resp.content.iter_any():
+                        now = time.perf_counter_ns()
+                        if arrivals:
+                            # When the bytes reached the socket, not when this task ran:
+                            # the earliest arrival after the last one used.
+                            for stamp in arrivals:
+                                if stamp > last:
+                                    now, last = stamp, arrivals[-1]
+                                    break
                         n_before = len(res.chunk_ns)
-                        buf = feed_data(parser, buf, data, time.perf_counter_ns())
+                        buf = feed_data(parser, buf, data, now)
                         if len(res.chunk_ns) != n_before:
                             phase = "between chunks"
                             cm.reschedule(min(deadline, loop.time() + lim.stall_timeout_s))
@@ -215,11 +228,30 @@ class Adapter(ABC):
         return res
 
 
+class StampedHandler(ResponseHandler):
+    """aiohttp's connection protocol, stamping every socket read as it happens.
+
+    The event loop runs all ready sockets' `data_received` callbacks before it resumes any
+    task, so these stamps are the bytes' arrival; the time a session's task gets to parse
+    them can be later by the parsing of other responses that arrived together. TTFT and chunk
+    times use the stamps (see `Adapter.generate`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrivals: deque[int] = deque(maxlen=16)
+
+    def data_received(self, data: bytes) -> None:
+        self.arrivals.append(time.perf_counter_ns())
+        super().data_received(data)
+
+
 def make_session(limits: Limits, connections: int = 0) -> aiohttp.ClientSession:
     """The long-lived session of one engine: unlimited connections by default (concurrency is
     bounded by the number of replay sessions), no total timeout (the adapter enforces its
-    own), a read buffer sized for huge streams."""
+    own), a read buffer sized for huge streams, and arrival-stamping connections."""
     connector = aiohttp.TCPConnector(limit=connections, ttl_dns_cache=300, keepalive_timeout=60)
+    if hasattr(connector, "_factory"):  # aiohttp ≥ 3.8; without it, task-time stamps are used
+        connector._factory = functools.partial(StampedHandler, loop=connector._loop)  # type: ignore[assignment]
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, connect=limits.connect_timeout_s),
