@@ -59,7 +59,7 @@ class DefaultRun(BaseModel):
     engines: list[str] = Field(default=["flashstate", "vllm", "sglang"])
     trace: str = Field(default="sample", description="'sample': the bundled sample trace")
     model: str = Field(default="glm-5.3-flash", description="model profile of every emulator")
-    token_scale: float = Field(default=32.0, ge=1.0, description="the sample's length divisor")
+    token_scale: float = Field(default=16.0, ge=1.0, description="the sample's length divisor")
     blocks: int | None = Field(default=None, gt=0, description="cache blocks per engine")
     sessions: int = Field(default=48, gt=0)
     duration_min: float = Field(default=45.0, gt=0)
