@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -92,6 +93,8 @@ class FakeEngine:
         if fault is not None:
             return fault
         prompt = body["prompt"]
+        if isinstance(prompt, str):  # a text prompt (the openai adapter): one id per word
+            prompt = [zlib.crc32(w.encode()) % 20000 + 300 for w in prompt.split()]
         n = body["max_tokens"]
         if len(prompt) + n > self.max_model_len:
             return web.json_response({"error": {"message": "too long"}}, status=400)
@@ -102,7 +105,11 @@ class FakeEngine:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         for k, t in enumerate(out):
-            ch: dict = {"index": 0, "text": "x", "finish_reason": "length" if k == n - 1 else None}
+            ch: dict = {
+                "index": 0,
+                "text": f" g{t}",
+                "finish_reason": "length" if k == n - 1 else None,
+            }
             if self.return_ids:
                 ch["token_ids"] = [t]
             if k == 0 and self.return_ids:

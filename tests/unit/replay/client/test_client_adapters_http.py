@@ -99,3 +99,22 @@ async def test_cancellation_keeps_what_arrived(fake_engine: Any) -> None:
             await task
     assert res.status == "cancelled"
     assert 0 < len(res.output_ids) < 100
+
+
+async def test_openai_adapter_sends_text_and_repeats_generated_text_verbatim(
+    fake_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    async with make_adapter("openai", fake_engine.url, "fake-model", api_key_env="MY_KEY") as a:
+        prompt = ids(64)
+        first = await a.generate(a.build_body(prompt, 4))
+        assert first.status == "ok", first.error
+        assert len(first.output_ids) == 4 and all(i < 0 for i in first.output_ids)
+        assert first.output_tokens == 4 and first.prompt_tokens == 64
+        follow = np.concatenate([prompt, np.asarray(first.output_ids, dtype=np.int32)])
+        text = a.render_ids(follow)  # type: ignore[attr-defined]
+        assert text.endswith("".join(a.atoms))  # type: ignore[attr-defined]
+        again = await a.generate(a.build_body(follow, 2))
+    assert again.status == "ok"
+    assert (again.cached_tokens or 0) >= 64  # the text prefix hit the engine's cache
+    assert fake_engine.requests[0]["prompt"] == a.render_ids(prompt)  # type: ignore[attr-defined]
