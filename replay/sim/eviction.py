@@ -187,7 +187,7 @@ class GreedyDualSize(UnitLRU):
         if self.tiers:
             s.inner = branches(self.cache, s) == 1
         super().push(s, now)
-        if self.tiers:
+        if self.tiers and not s.inner:  # only a leaf can be demoted by idling
             heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
 
     def refresh(self, states: list[State], now: float) -> None:
