@@ -68,7 +68,7 @@ def build_config(
         err = e.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "engine"
         name = flag.get(key, f"--{key.replace('_', '-')}")
-        fail(f"{name}: {err['msg']}")
+        fail(f"{name}: {str(err['msg']).removeprefix('Value error, ')}")
     except ProfileError as e:
         fail(f"--model: {e}")
     return cfg

@@ -1,0 +1,89 @@
+"""The embedded default's settings, the scaled profile, and the cache settings shared with
+the simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay.engines.emulator.caches import cache_settings, make_cache
+from replay.engines.emulator.config import EmulatorConfig
+from replay.engines.emulator.defaults import (
+    DefaultRun,
+    DefaultRunError,
+    default_run_path,
+    load_default_run,
+    scaled_profile,
+)
+from replay.profiles import load_profile
+from replay.sim.policies import SglangPolicy
+
+
+def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:
+    base = load_profile("glm-5.3-flash")
+    s = scaled_profile(base, 16)
+    assert s.block_tokens == 272 and s.chunk_tokens == 544
+    assert s.blocks_per_gpu == base.blocks_per_gpu
+    assert s.context_tokens == base.context_tokens // 16
+    # A scaled span costs what the full-size span costs (linear and quadratic terms).
+    for a, b in ((0, 142_000), (100_000, 150_000), (0, 900_000)):
+        assert s.prefill_seconds(a / 16, b / 16) == pytest.approx(base.prefill_seconds(a, b))
+    assert s.decode_s_per_step == base.decode_s_per_step
+    assert scaled_profile(base, 1) is base
+    with pytest.raises(ValueError, match="token_scale must be >= 1"):
+        scaled_profile(base, 0.5)
+
+
+def test_shipped_default_file_loads_and_names_a_sample_scale_of_16() -> None:
+    d = load_default_run()
+    assert default_run_path().name == "default.yaml"
+    assert d.engines == ["flashstate", "vllm", "sglang"]
+    assert d.token_scale == 16 and d.trace == "sample"
+    cfgs = d.emulator_configs()
+    assert [c.engine for c in cfgs] == d.engines
+    assert all(c.token_scale == 16 and c.time_scale == d.time_scale and c.port == 0 for c in cfgs)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("sessions: 0\n", "field 'sessions'"),
+        ("nonsense: 1\n", "field 'nonsense'"),
+        ("- a\n- b\n", "expected a mapping"),
+        ("sessions: [\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_default_file_names_the_file_and_field(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    path = tmp_path / "default.yaml"
+    path.write_text(text)
+    with pytest.raises(DefaultRunError, match="default.yaml") as err:
+        load_default_run(path)
+    assert needle in str(err.value)
+
+
+def test_missing_file_gives_the_built_in_defaults(tmp_path: Path) -> None:
+    assert load_default_run(tmp_path / "none.yaml") == DefaultRun()
+
+
+def test_cache_settings_scale_token_options_and_resize_sglang_pools() -> None:
+    base = load_profile("glm-5.3-flash")
+    prof = scaled_profile(base, 16)
+    sg = cache_settings("sglang", prof, 16)
+    assert sg.options["grid"] == 16 and sg.options["chunk"] == 512
+    assert sg.options["kv_tokens"] == round(SglangPolicy.options["kv_tokens"] / 16)
+    assert sg.capacity_blocks is None
+    half = cache_settings("sglang", prof, 16, blocks=1000)
+    assert half.options["state_slots"] < SglangPolicy.options["state_slots"]
+    v = cache_settings("vllm", prof, 16, blocks=1000)
+    assert v.options == {} and v.capacity_blocks == 1000
+    cache = make_cache(EmulatorConfig(engine="sglang", token_scale=16, blocks=1000), prof)
+    assert cache.capacity_blocks is not None and abs(cache.capacity_blocks - 1000) <= 5
+
+
+def test_unknown_policy_is_refused_with_the_known_names() -> None:
+    cfg = EmulatorConfig(engine="vllm", policy="nope")
+    with pytest.raises(ValueError, match="unknown policy 'nope'.*flashstate"):
+        make_cache(cfg, cfg.resolved_profile())
