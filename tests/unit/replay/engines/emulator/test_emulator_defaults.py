@@ -59,7 +59,7 @@ def test_a_bad_default_file_names_the_file_and_field(
 ) -> None:
     path = tmp_path / "default.yaml"
     path.write_text(text)
-    with pytest.raises(DefaultRunError, match="default.yaml") as err:
+    with pytest.raises(DefaultRunError, match=r"default\.yaml") as err:
         load_default_run(path)
     assert needle in str(err.value)
 
@@ -85,5 +85,5 @@ def test_cache_settings_scale_token_options_and_resize_sglang_pools() -> None:
 
 def test_unknown_policy_is_refused_with_the_known_names() -> None:
     cfg = EmulatorConfig(engine="vllm", policy="nope")
-    with pytest.raises(ValueError, match="unknown policy 'nope'.*flashstate"):
+    with pytest.raises(ValueError, match=r"unknown policy 'nope'.*flashstate"):
         make_cache(cfg, cfg.resolved_profile())
