@@ -1,1 +1,33 @@
-"""sim package."""
+"""The hybrid-state cache simulator.
+
+- The cache model (shared with the emulator): `HybridCache` driven online through
+  `lookup / begin / reserve / prefill_done / finish` (see `replay.sim.cache` for how),
+  `make_policy(name, profile, **opts)` for the policies in `POLICY_NAMES`, and prefix
+  identities `TokenPrefix` (token ids) and `LineagePrefix` (the simulator's).
+- Whole runs: `simulate(trace, SimConfig(...))` and sweeps (`replay.sim.sweep`), which
+  `replay simulate` drives.
+"""
+
+from __future__ import annotations
+
+from replay.sim.cache import CacheError, Handle, HybridCache, ResumeInfo
+from replay.sim.keys import LineagePrefix, Prefix, TokenPrefix
+from replay.sim.policies import POLICY_NAMES, Policy, PolicyError, make_policy
+from replay.sim.runner import SimConfig, SimResult, simulate
+
+__all__ = [
+    "POLICY_NAMES",
+    "CacheError",
+    "Handle",
+    "HybridCache",
+    "LineagePrefix",
+    "Policy",
+    "PolicyError",
+    "Prefix",
+    "ResumeInfo",
+    "SimConfig",
+    "SimResult",
+    "TokenPrefix",
+    "make_policy",
+    "simulate",
+]

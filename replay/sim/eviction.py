@@ -271,9 +271,7 @@ class Marconi(GreedyDualSize):
         span = max(now - t0, 1e-9)
         emax = max(max(s.density for s in cands), 1e-12)
         a = self.alpha
-        victim = min(
-            cands, key=lambda s: ((s.last_use - t0) / span + a * s.density / emax, s.uid)
-        )
+        victim = min(cands, key=lambda s: ((s.last_use - t0) / span + a * s.density / emax, s.uid))
         self.cache.drop_unit(victim)
         return True
 

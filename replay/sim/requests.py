@@ -1,0 +1,69 @@
+"""What the cache hands its callers: where a request resumes (`ResumeInfo`), the live
+request's bookkeeping (`Handle`), and the error for misusing the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replay.sim.keys import Prefix
+from replay.sim.nodes import Block, State
+
+
+@dataclass(slots=True)
+class ResumeInfo:
+    """Where a request can resume, and why not further (positions in tokens).
+
+    ideal ≥ checkpoint ≥ resident ≥ resume; redundant prefill = ideal − resume, split as
+    placement (ideal − checkpoint), capacity (checkpoint − resident) and dependency
+    (resident − resume) misses: the source's Equation 5."""
+
+    prompt_len: int
+    ideal_pos: int  # longest prefix any earlier request computed
+    checkpoint_pos: int  # nearest ≤ ideal where a checkpoint was ever taken
+    resident_pos: int  # nearest such position whose KV is still resident
+    resume_pos: int  # where the engine actually resumes
+    kv_pos: int  # longest resident KV prefix (what a KV-only cache could reuse)
+    state: State | None = None  # the checkpoint resumed from
+    chain: list[Block] = field(default_factory=list)  # resident blocks of the prompt's path
+    path: list[Block] = field(default_factory=list)  # every known full block of that path
+
+    @property
+    def redundant(self) -> int:
+        return self.ideal_pos - self.resume_pos
+
+    @property
+    def placement_miss(self) -> int:
+        return self.ideal_pos - self.checkpoint_pos
+
+    @property
+    def capacity_miss(self) -> int:
+        return self.checkpoint_pos - self.resident_pos
+
+    @property
+    def dependency_miss(self) -> int:
+        return self.resident_pos - self.resume_pos
+
+
+@dataclass(slots=True)
+class Handle:
+    """A live request: what it pins and what memory it holds privately until `finish`."""
+
+    prefix: Prefix
+    prompt_len: int
+    resume_pos: int
+    state: State | None
+    pinned: list[Block]
+    known: list[Block] = field(default_factory=list)  # the lookup's full-block path
+    reserved_blocks: int = 0
+    reserved_states: int = 0  # live state buffer + placed checkpoints
+    placements: list[int] = field(default_factory=list)  # cached when the prefill is done
+    late_placements: list[int] = field(default_factory=list)  # cached at finish
+    early_states: list[State] = field(default_factory=list)  # cached at prefill_done
+    held_state: State | None = None  # the latest of them, held until the request ends
+    total_len: int = 0
+    reserved: bool = False
+    prefilled: bool = False
+
+
+class CacheError(RuntimeError):
+    """Misuse of the cache API (a bug in the caller, not bad input)."""
