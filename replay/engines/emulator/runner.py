@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from replay.engines.emulator.engine import EngineCore, Sequence, StepResult
 
@@ -38,8 +38,10 @@ class EngineRunner:
         time_scale: float,
         clock: Callable[[], float] = time.monotonic,
         on_stuck: Callable[[Sequence], None] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.core = core
+        self.sleep = sleep  # injectable with `clock`, so tests run the clock without waiting
         self.time_scale = time_scale
         self.clock = clock
         self.on_stuck = on_stuck
@@ -90,7 +92,7 @@ class EngineRunner:
             self.model_now += result.duration
             lead = self.wall_time(self.model_now) - self.clock()
             if lead > MIN_SLEEP_S:
-                await asyncio.sleep(lead)
+                await self.sleep(lead)
                 busy_since = self.clock()
             self._deliver(result)
             if self.clock() - busy_since > MAX_BUSY_S:
