@@ -69,17 +69,7 @@ class DefaultRun(BaseModel):
 
     def emulator_configs(self) -> list[EmulatorConfig]:
         """One emulator per engine, each with its own policy, on a free loopback port."""
-        return [
-            EmulatorConfig(
-                engine=e,
-                model=self.model,
-                port=0,
-                time_scale=self.time_scale,
-                token_scale=self.token_scale,
-                blocks=self.blocks,
-            )
-            for e in self.engines
-        ]
+        return embedded_emulator_configs(self.engines, self.time_scale, True, self)
 
 
 def default_run_path() -> Path:
@@ -103,3 +93,23 @@ def load_default_run(path: Path | None = None) -> DefaultRun:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise DefaultRunError(f"{path}: field '{loc}': {err['msg']}") from e
+
+
+def embedded_emulator_configs(
+    engines: list[str], time_scale: float, sample: bool, settings: DefaultRun | None = None
+) -> list[EmulatorConfig]:
+    """The emulators `replay run` starts when no endpoint is given: one per engine with its
+    own policy and the default's model. Replaying the bundled sample (`sample=True`) they
+    take the default's token scale and block count; any other trace is full size."""
+    d = settings or load_default_run()
+    return [
+        EmulatorConfig(
+            engine=e,
+            model=d.model,
+            port=0,
+            time_scale=time_scale,
+            token_scale=d.token_scale if sample else 1.0,
+            blocks=d.blocks if sample else None,
+        )
+        for e in engines
+    ]
