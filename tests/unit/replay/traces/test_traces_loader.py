@@ -246,3 +246,31 @@ def test_synth_output_round_trips_through_loader(tmp_path: Path, name: str) -> N
     write_synth(path, SynthConfig(n_trajectories=3, seed=1, scale=32))
     trace = load_trace(path, strict=True)
     assert len(trace.trajectories) == 3 and trace.num_requests > 0
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
+@pytest.mark.parametrize("name", ["t.jsonl", "t.jsonl.gz"])
+def test_lines_across_read_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, name: str
+) -> None:
+    """Lines longer than one read, blank lines and a missing final newline all come through
+    with the right line numbers and the file's own sha256."""
+    import replay.traces.sources as sources
+
+    monkeypatch.setattr(sources, "CHUNK", chunk)
+    lines = [
+        json.dumps(session(f"s{i}", [req(0, 64 * (i + 1), list(range(1, i + 2)))]))
+        for i in range(4)
+    ]
+    text = (lines[0] + "\n\n" + lines[1] + "\n   \n" + lines[2] + "\n" + lines[3]).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    trace = load_trace(path)
+    assert [(tr.id, tr.source_line) for tr in trace.trajectories] == [
+        ("s0", 1),
+        ("s1", 3),
+        ("s2", 5),
+        ("s3", 6),
+    ]
+    assert trace.trajectories[3].blocks(0).tolist() == [1, 2, 3, 4]
+    assert trace.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
