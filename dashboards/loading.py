@@ -1,9 +1,15 @@
 """Cached loading of run directories for the pages.
 
-`st.cache_data` keys each load on the run directory's path and a stamp of its files' sizes and
+Each load is keyed on the run directory's path and a stamp of its files' sizes and
 modification times, so moving a slider reuses the parsed run, while a run still being written
 (the Live page) is re-read as soon as a file changes. Errors are not cached: a fixed file is
 picked up on the next rerun.
+
+The parsed `Run` is held with `st.cache_resource` (one shared object, no copy): a 100,000-row
+run is ~25 MB pickled, and `st.cache_data` would pickle it on store and unpickle it on every
+rerun, which the play control does twice a second. Pages only read it (filters make new
+frames; pandas' copy-on-write keeps the shared one intact). Derived tables (metrics) are
+small and use `st.cache_data`, keyed on the same path and stamp.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ RUN_FILES = (
 )
 
 Stamp = tuple[tuple[str, int, int], ...]
+# Errors that mean "this run's files break the contract" (analysis names most as RunDirError).
+_BAD_FILES = (RunDirError, OSError, ValueError, KeyError, TypeError, pa.ArrowException)
 
 
 class RunUnavailable(Exception):
@@ -42,14 +50,14 @@ def run_stamp(run_dir: Path) -> Stamp:
     out = []
     for name in RUN_FILES:
         try:
-            st_ = os.stat(run_dir / name)
+            info = os.stat(run_dir / name)
         except OSError:
             continue
-        out.append((name, st_.st_size, st_.st_mtime_ns))
+        out.append((name, info.st_size, info.st_mtime_ns))
     return tuple(out)
 
 
-@st.cache_data(show_spinner="Loading run…", max_entries=12)
+@st.cache_resource(show_spinner="Loading run…", max_entries=8, ttl=3600)
 def _load_cached(path: str, stamp: Stamp) -> Run:
     del stamp  # only part of the cache key
     return load_run(path)
@@ -66,7 +74,7 @@ def load(root: Path, name: str) -> Run:
         return _load_cached(str(path), run_stamp(path))
     except RunDirError as e:
         raise RunUnavailable(f"Cannot open this run: {e}") from e
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as e:
+    except _BAD_FILES as e:
         # A file that parses but breaks the contract in a way analysis does not name.
         raise RunUnavailable(
             f"Cannot open this run: {path} has a malformed file ({type(e).__name__}: {e}). "
@@ -74,41 +82,48 @@ def load(root: Path, name: str) -> Run:
         ) from e
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def _metrics_at_cached(path: str, stamp: Stamp, t: float, start: float) -> pd.DataFrame:
-    return metrics_at(_load_cached(path, stamp), t, start)
+def _failed(run: Run, e: Exception) -> RunUnavailable:
+    return RunUnavailable(f"Cannot compute metrics for {run.path}: {type(e).__name__}: {e}")
+
+
+# The leading underscore keeps Streamlit from hashing the run: path and stamp identify it.
+@st.cache_data(show_spinner=False, max_entries=512)
+def _metrics_at_cached(path: str, stamp: Stamp, t: float, start: float, _run: Run) -> pd.DataFrame:
+    return metrics_at(_run, t, start)
 
 
 def run_metrics_at(run: Run, t: float, start: float) -> pd.DataFrame:
     """`dashboards.timeline.metrics_at`, cached per run file stamp and time (the slider moves
     in steps, so a replayed stretch is computed once)."""
     try:
-        return _metrics_at_cached(str(run.path), run_stamp(run.path), float(t), float(start))
-    except (RunDirError, ValueError, KeyError, TypeError) as e:
-        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
+        return _metrics_at_cached(str(run.path), run_stamp(run.path), float(t), float(start), run)
+    except _BAD_FILES as e:
+        raise _failed(run, e) from e
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _sweep_rows_cached(path: str, stamp: Stamp) -> pd.DataFrame:
-    return sweep_rows([_load_cached(path, stamp)])
+def _sweep_rows_cached(path: str, stamp: Stamp, _run: Run) -> pd.DataFrame:
+    return sweep_rows([_run])
 
 
 def run_sweep_rows(run: Run) -> pd.DataFrame:
     """analysis' sweep rows of one run (metrics with time-bin standard errors), cached."""
     try:
-        return _sweep_rows_cached(str(run.path), run_stamp(run.path))
-    except (RunDirError, ValueError, KeyError, TypeError) as e:
-        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
+        return _sweep_rows_cached(str(run.path), run_stamp(run.path), run)
+    except _BAD_FILES as e:
+        raise _failed(run, e) from e
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _metrics_cached(path: str, stamp: Stamp, window: tuple[float, float] | None) -> pd.DataFrame:
-    return window_metrics(_load_cached(path, stamp), window)
+def _metrics_cached(
+    path: str, stamp: Stamp, window: tuple[float, float] | None, _run: Run
+) -> pd.DataFrame:
+    return window_metrics(_run, window)
 
 
 def run_metrics(run: Run, window: tuple[float, float] | None = None) -> pd.DataFrame:
     """analysis' window metrics of `run` (its default window when None), cached per file stamp."""
     try:
-        return _metrics_cached(str(run.path), run_stamp(run.path), window)
-    except (RunDirError, ValueError, KeyError, TypeError) as e:
-        raise RunUnavailable(f"Cannot compute metrics for {run.path}: {e}") from e
+        return _metrics_cached(str(run.path), run_stamp(run.path), window, run)
+    except _BAD_FILES as e:
+        raise _failed(run, e) from e

@@ -77,8 +77,10 @@ def run_end_s(requests: pd.DataFrame) -> float:
 def truncate(run: Run, t: float) -> Run:
     """The run as it stood at time t: only requests that had completed by then."""
     done = pd.to_numeric(run.requests["done_s"], errors="coerce")
-    kept = run.requests[(done <= t).to_numpy()]
-    return dataclasses.replace(run, requests=kept)
+    mask = (done <= t).to_numpy()
+    if mask.all():
+        return run  # the run's end: nothing to cut, no copy of every column
+    return dataclasses.replace(run, requests=run.requests[mask])
 
 
 def window_start(run: Run, measured_only: bool) -> float:

@@ -196,6 +196,7 @@ def _apptest(root: Path, repeats: int = 3) -> tuple[float, float]:
     from streamlit.testing.v1 import AppTest
 
     st.cache_data.clear()
+    st.cache_resource.clear()
     times = []
     for _ in range(repeats + 1):
         at = AppTest.from_function(_replay_page, args=(str(root),), default_timeout=120)

@@ -49,5 +49,7 @@ def fresh_cache() -> Iterator[None]:
     import streamlit as st
 
     st.cache_data.clear()
+    st.cache_resource.clear()
     yield
     st.cache_data.clear()
+    st.cache_resource.clear()
