@@ -48,7 +48,7 @@ class Trajectory:
     request_type: np.ndarray  # int8 [n], TYPE_CODES
     stop: np.ndarray  # int8 [n], STOP_CODES
     hash_offsets: np.ndarray  # int64 [n + 1]
-    hash_ids: np.ndarray  # int64 [sum of blocks]
+    hash_ids: np.ndarray  # [sum of blocks]: int32 if all ids fit (load_trace), else int64
     subagents: tuple[Trajectory, ...] = ()
     parent_id: str | None = None
     agent_id: str | None = None
