@@ -125,9 +125,18 @@ def _final_table(outcome: RunOutcome) -> Table:
 async def _drive(plan: RunPlan, show_panel: bool) -> RunOutcome | None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def on_signal() -> None:
+        # First Ctrl-C: stop cleanly (cancel in-flight requests, write the summary). A second
+        # one cancels the run's task outright; records already flushed are still kept.
+        if stop.is_set() and main is not None:
+            main.cancel()
+        stop.set()
+
     with contextlib.suppress(NotImplementedError, RuntimeError):
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
     names = ", ".join(f"{e.name} ({e.kind} at {e.url})" for e in plan.engines)
     err_console.print(f"preflight: {names}", highlight=False)
     reports = await check_engines(plan)
@@ -293,6 +302,12 @@ def register(app: typer.Typer) -> None:
                 fail(str(e))
             except RunDirError as e:
                 fail(str(e))
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                err_console.print(
+                    f"stopped at once; the records flushed so far are in {plan.out_dir} "
+                    f"(continue with: replay run --resume {plan.out_dir})"
+                )
+                raise typer.Exit(130) from None
         if outcome is None:
             fail("preflight failed: fix the engines above, then run again; nothing was sent")
         console.print(_final_table(outcome))

@@ -125,6 +125,8 @@ def test_failing_preflight_stops_before_the_run(
         (["--endpoint", "vllm=http://127.0.0.1:9", "--trace", "/nonexistent.jsonl"], "--trace"),
         (["--endpoint", "vllm=http://127.0.0.1:9", "--sessions", "0"], "sessions"),
         (["--resume", "/nonexistent-run"], "--resume"),
+        (["--endpoint", "vllm=http://127.0.0.1:9", "--time-scale", "-2"], "--time-scale"),
+        (["--config", "x.yaml", "--engines", "vllm"], "--config lists the engines"),
         (["--config", "/nonexistent.yaml"], "--config /nonexistent.yaml: file not found"),
     ],
 )
@@ -170,3 +172,46 @@ def test_resume_refuses_a_completed_run(engine_thread: Any, helpers: Any, tmp_pa
     assert res.exit_code == 0, res.output
     res = run("--resume", str(out), "--no-panel")
     assert res.exit_code == 2 and "that run completed; nothing to resume" in res.output
+
+
+@pytest.mark.slow  # a real subprocess: imports, preflight, a signal (~10 s on 2 busy cores)
+def test_ctrl_c_stops_cleanly_and_keeps_everything(
+    engine_thread: Any, helpers: Any, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    trace = helpers.write_weka(tmp_path / "t.jsonl", sessions=2, turns=5)
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "replay",
+        "run",
+        "--endpoint",
+        f"vllm={engine_thread.url}",
+        "--trace",
+        trace,
+        "--sessions",
+        "2",
+        "--duration-min",
+        "5",
+        "--window",
+        "0-5",
+        "--out",
+        str(out),
+        "--no-panel",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "requests.jsonl").exists() or (out / "requests.jsonl").stat().st_size == 0:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "replay run --resume" in stdout
+    assert read_manifest(out)["status"] == "interrupted"
+    assert (out / "summary.json").exists() and len(read_requests(out)) > 0
