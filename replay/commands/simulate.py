@@ -11,8 +11,9 @@ import orjson
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from replay.commands.common import err_console, fail
+from replay.commands.common import console, err_console, fail
 from replay.profiles import ProfileError, load_profile
 from replay.rundir import RunDirError, new_run_id
 from replay.sim.policies import POLICY_NAMES
@@ -151,5 +152,18 @@ def register(app: typer.Typer) -> None:
                 fail(escape(f"--ray: {e}"))
         if as_json:
             sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        else:
-            err_console.print(f"{len(rows)} runs → {out_dir}/summary.csv", highlight=False)
+            return
+        table = Table(title=f"{len(rows)} runs → {out_dir}/summary.csv")
+        for col in ("policy", "sessions", "seed", "requests", "hit", "ideal", "redundant/req"):
+            table.add_column(col, justify="left" if col == "policy" else "right")
+        for r in rows:
+            table.add_row(
+                r["policy"],
+                str(r["sessions"]),
+                str(r["seed"]),
+                f"{r['requests']:,}",
+                f"{r['hit_rate']:.1%}",
+                f"{r['ideal_hit_rate']:.1%}",
+                f"{r['redundant_prefill_per_request']:,.0f}",
+            )
+        console.print(table)

@@ -169,3 +169,19 @@ def test_ray_without_the_extra_says_how_to_install_it(small_corpus, tmp_path, mo
         "--ray: Ray is not installed; it is the optional extra: pip install 'agent-replay[ray]'"
         in " ".join(res.output.split())
     )
+
+
+def test_without_json_a_table_is_printed(small_corpus, tmp_path):
+    res = simulate(
+        "--trace",
+        str(small_corpus),
+        "--policies",
+        "ideal",
+        "--sessions",
+        "2",
+        "--out",
+        str(tmp_path / "t"),
+        *SHORT,
+    )
+    assert res.exit_code == 0, res.output
+    assert "summary.csv" in res.output and "ideal" in res.output and "%" in res.output
