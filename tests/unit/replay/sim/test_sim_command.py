@@ -184,4 +184,4 @@ def test_without_json_a_table_is_printed(small_corpus, tmp_path):
         *SHORT,
     )
     assert res.exit_code == 0, res.output
-    assert "summary.csv" in res.output and "ideal" in res.output and "%" in res.output
+    assert "│ ideal" in res.output and "redundant/req" in res.output and "%" in res.output
