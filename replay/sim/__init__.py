@@ -10,10 +10,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from replay.sim.cache import CacheError, Handle, HybridCache, ResumeInfo
 from replay.sim.keys import LineagePrefix, Prefix, TokenPrefix
 from replay.sim.policies import POLICY_NAMES, Policy, PolicyError, make_policy
-from replay.sim.runner import SimConfig, SimResult, simulate
 
 __all__ = [
     "POLICY_NAMES",
@@ -31,3 +32,13 @@ __all__ = [
     "make_policy",
     "simulate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Whole runs pull in the trace, workload and run-directory layers (pandas, pyarrow);
+    # the cache alone (what the emulator imports) stays light.
+    if name in ("SimConfig", "SimResult", "simulate"):
+        from replay.sim import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'replay.sim' has no attribute {name!r}")
