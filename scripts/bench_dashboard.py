@@ -220,43 +220,60 @@ def _wait_http(url: str, timeout_s: float = 60.0) -> None:
     raise RuntimeError(f"streamlit did not answer at {url} within {timeout_s:.0f} s")
 
 
-def _browser(root: Path, engines: tuple[str, ...]) -> tuple[float, float] | None:
-    if not Path(CHROMIUM).exists():
-        print(f"browser step skipped: {CHROMIUM} not found (apt-get install -y chromium)")
-        return None
+def _time_pages(url: str, ready: list[str], repeats: int) -> list[float]:
+    """Seconds from `goto` until every text in `ready` shows, once per fresh tab."""
     from playwright.sync_api import sync_playwright
 
+    times = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for _ in range(repeats):
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            t0 = time.perf_counter()
+            page.goto(url)
+            for text in ready:
+                page.get_by_text(text).first.wait_for(timeout=60_000)
+            times.append(time.perf_counter() - t0)
+            page.close()
+        browser.close()
+    return times
+
+
+def _serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     from replay.commands.dashboard import app_script, free_port, streamlit_command
 
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, REPLAY_RUNS_DIR=str(root))
     proc = subprocess.Popen(
         streamlit_command(app_script(), root, port),
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    url = f"http://127.0.0.1:{port}"
+    _wait_http(url)
+    return proc, url
+
+
+def _browser(root: Path, engines: tuple[str, ...]) -> tuple[float, float, float] | None:
+    """(cold, warm median, baseline median): the Replay page with every engine's panel
+    shown, first with the server's cache empty, then warm; and the same app on an empty
+    runs folder (Streamlit and the browser alone), to tell our work from theirs."""
+    if not Path(CHROMIUM).exists():
+        print(f"browser step skipped: {CHROMIUM} not found (apt-get install -y chromium)")
+        return None
+    with tempfile.TemporaryDirectory(prefix="bench-empty-") as empty:
+        proc, url = _serve(Path(empty))
+        try:
+            baseline = _time_pages(url, ["No run directories under"], 4)[1:]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+    proc, url = _serve(root)
     try:
-        _wait_http(url)
-        times = []
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for _ in range(4):  # the first with the server's cache empty, then warm
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                t0 = time.perf_counter()
-                page.goto(url)
-                # Every engine's panel shows its name once the metrics are computed.
-                for name in engines:
-                    page.get_by_role("heading", name=name).wait_for(timeout=60_000)
-                page.get_by_text("User $/1M in").first.wait_for(timeout=60_000)
-                times.append(time.perf_counter() - t0)
-                page.close()
-            browser.close()
-        return times[0], statistics.median(times[1:])
+        times = _time_pages(url, [*engines, "User $/1M in"], 4)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    return times[0], statistics.median(times[1:]), statistics.median(baseline)
 
 
 def _of(seconds: float) -> str:
@@ -266,13 +283,19 @@ def _of(seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--keep", type=Path, help="write the run here and keep it")
+    parser.add_argument(
+        "--keep", type=Path, help="write the run under this folder and keep it (reused next time)"
+    )
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
     try:
-        t0 = time.perf_counter()
-        run_dir = write_synthetic_run(root / "bench-run", args.requests)
-        print(f"synthetic run: {run_dir} ({time.perf_counter() - t0:.1f} s to write)")
+        run_dir = root / "bench-run"
+        if (run_dir / "manifest.json").exists():
+            print(f"reusing the run in {run_dir} (delete it to write a new one)")
+        else:
+            t0 = time.perf_counter()
+            write_synthetic_run(run_dir, args.requests)
+            print(f"synthetic run: {run_dir} ({time.perf_counter() - t0:.1f} s to write)")
         import pandas as pd
 
         n = len(pd.read_parquet(run_dir / "requests.parquet", columns=["engine"]))
@@ -285,9 +308,10 @@ def main() -> int:
         print(f"Replay page script (AppTest), warm cache: {page_warm:.2f} s ({_of(page_warm)})")
         shown = _browser(root, ENGINES)
         if shown is not None:
-            first, again = shown
+            first, again, base = shown
             print(f"first page in Chromium, cold cache: {first:.2f} s ({_of(first)})")
             print(f"first page in Chromium, warm cache (median of 3): {again:.2f} s ({_of(again)})")
+            print(f"  baseline, same app on an empty runs folder (median of 3): {base:.2f} s")
         print(f"load average (1 min) now: {os.getloadavg()[0]:.1f}")
     finally:
         if args.keep is None:

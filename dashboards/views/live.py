@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import orjson
 import pandas as pd
 import streamlit as st
 
@@ -24,7 +25,6 @@ INTERVALS = (1, 2, 5, 10, 30)
 
 def _running_first(root: Path, names: list[str]) -> list[str]:
     """Runs whose manifest says `running` first (cheap: reads manifests only)."""
-    import orjson
 
     def running(name: str) -> bool:
         try:
