@@ -66,7 +66,9 @@ class PrefixIndex:
                 h = hash((h, piece))
                 continue
             head = piece[:4]
-            best = max((_lcp_bytes(piece, k) for k in kids if k[:4] == head), default=0)
+            # A snapshot: huge prompts are looked up in a worker thread while the loop's
+            # thread may be inserting into this very set.
+            best = max((_lcp_bytes(piece, k) for k in tuple(kids) if k[:4] == head), default=0)
             matched += best
             break
         return matched // 4

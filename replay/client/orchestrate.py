@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import shlex
 import sys
@@ -36,8 +37,16 @@ from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
 from replay.engines.scrape import MetricsScraper
 from replay.prompts import PromptBuilder, TokenSpace
-from replay.records import SCHEMA_VERSION
-from replay.rundir import RunStatus, RunWriter, read_journal, read_manifest, utc_now
+from replay.records import SCHEMA_VERSION, records_to_table
+from replay.rundir import (
+    REQUESTS,
+    RunStatus,
+    RunWriter,
+    read_journal,
+    read_manifest,
+    utc_now,
+    write_table_atomic,
+)
 from replay.traces.model import Trace
 from replay.workload import Workload, WorkloadConfig
 
@@ -66,6 +75,7 @@ class RunPlan:
     backoff_s: float = 2.0
     scrape_interval_s: float = 5.0
     flush_interval_s: float = 1.0
+    parquet_interval_s: float = 15.0  # requests.parquet rebuilt off the loop this often
     salt: int | None = None
     resume: bool = False
     extra_manifest: dict[str, Any] = field(default_factory=dict)
@@ -216,7 +226,10 @@ async def run_live(
         segments.append({"start": utc_now(), "salt": salt})
         manifest = {**old, "segments": segments, "status": "running"}
         elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
-    writer = RunWriter(plan.out_dir, manifest).open(resume=plan.resume)
+    # The journal is flushed every second on the loop's thread (cheap); requests.parquet is
+    # rebuilt in a worker thread (`_refresh_parquet`): rebuilding it from tens of thousands of
+    # rows takes long enough to skew every in-flight request's timestamps.
+    writer = RunWriter(plan.out_dir, manifest, parquet_interval_s=math.inf).open(resume=plan.resume)
     # Huge prompts are built in worker threads; a 1 ms switch interval bounds how long the
     # event loop's thread waits for the GIL behind them (the default is 5 ms).
     switch = sys.getswitchinterval()
@@ -260,6 +273,10 @@ async def run_live(
         name: asyncio.create_task(r.run(), name=f"engine:{name}") for name, r in runners.items()
     }
     stats = {n: r.stats for n, r in runners.items()}
+    refresh_stop = asyncio.Event()
+    refresher = asyncio.create_task(
+        _refresh_parquet(plan.out_dir, refresh_stop, plan.parquet_interval_s)
+    )
     end_ns = t0 + int(plan.duration_wall_s * 1e9)
     status: RunStatus = "completed"
     try:
@@ -277,6 +294,8 @@ async def run_live(
         ]
         if crashed and status == "completed":
             status = "failed"
+        refresh_stop.set()
+        await refresher  # lets a rebuild in progress finish before close() writes the file
         scrape_stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(scrape_task, 15)
@@ -291,6 +310,21 @@ async def run_live(
         writer.close(status, summary)
         sys.setswitchinterval(switch)
     return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
+
+
+async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:
+    """Keep requests.parquet readable mid-run: rebuild it from the journal off the loop."""
+
+    def rebuild() -> None:
+        rows = read_journal(run_dir)
+        if rows:
+            write_table_atomic(run_dir / REQUESTS, records_to_table(rows))
+
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+        if not stop.is_set():
+            await asyncio.to_thread(rebuild)
 
 
 async def _wait(

@@ -305,3 +305,23 @@ async def test_every_engine_gets_the_same_seeded_assignment(
     assert set(df.engine) == {"vllm", "sglang"}
     metrics = pd.read_parquet(tmp_path / "r" / "server_metrics.parquet")
     assert "vllm:prefix_cache_hits_total" in set(metrics.metric)
+
+
+async def test_records_are_readable_while_the_run_goes_on(
+    fake_engine: Any, helpers: Any, tmp_path: Path
+) -> None:
+    trace = helpers.trace_of(helpers.growing_trajectory("a", turns=6))
+    plan = plan_for(
+        {"vllm": ("vllm", fake_engine.url)},
+        trace,
+        tmp_path / "r",
+        duration_s=2.0,
+        parquet_interval_s=0.3,
+    )
+    task = asyncio.create_task(run_live(plan))
+    await asyncio.sleep(1.2)
+    mid = pd.read_parquet(tmp_path / "r" / "requests.parquet")  # rebuilt mid-run, off the loop
+    assert len(mid) > 0 and not task.done()
+    assert read_manifest(tmp_path / "r")["status"] == "running"
+    await task
+    assert len(read_requests(tmp_path / "r")) >= len(mid)
