@@ -24,6 +24,7 @@ cached tokens. `kind` is an adapter kind (`vllm`, `flashstate`, `sglang`, `opena
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -131,6 +132,10 @@ async def preflight(
     report = PreflightReport(url, kind, model)
     token_level = kind != "openai"
     hdrs = dict(headers or {})
+    if kind == "openai":  # hosted endpoints want the key even for /v1/models; never logged
+        key = os.environ.get((adapter_options or {}).get("api_key_env", "OPENAI_API_KEY"))
+        if key:
+            hdrs.setdefault("Authorization", f"Bearer {key}")
     limits = Limits(request_timeout_s=timeout_s, first_token_timeout_s=timeout_s)
     session = make_session(limits)
     try:
@@ -169,7 +174,9 @@ async def _run_checks(
         "prefix caching",
     ]
     # reachable ---------------------------------------------------------------------------
-    health = "/v1/models" if kind == "openai" else "/health"
+    # A hosted URL may already end in /v1 (the openai package's base_url convention).
+    models = "/models" if url.endswith("/v1") else "/v1/models"
+    health = models if kind == "openai" else "/health"
     try:
         status, _ = await _get(session, url + health, hdrs)
         ok = status == 200
@@ -185,7 +192,7 @@ async def _run_checks(
     # model listed ------------------------------------------------------------------------
     served: list[str] = []
     try:
-        status, body = await _get(session, url + "/v1/models", hdrs)
+        status, body = await _get(session, url + models, hdrs)
         data = orjson.loads(body) if status == 200 else {}
         for m in data.get("data", []):
             served.append(str(m.get("id")))

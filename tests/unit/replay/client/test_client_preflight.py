@@ -79,3 +79,13 @@ async def test_rejected_token_prompts_are_reported(fake_engine: Any) -> None:
     failed = {c.name for c in rep.failures}
     assert "token-id prompts" in failed
     assert "HTTP 500" in rep.message()
+
+
+async def test_openai_kind_checks_a_text_endpoint_without_requiring_token_ids(
+    fake_engine: Any,
+) -> None:
+    fake_engine.report_cached = False  # a hosted endpoint that reports no cache is still usable
+    rep = await preflight(fake_engine.url + "/v1", "openai")
+    assert rep.ok, rep.message()
+    ids = next(c for c in rep.checks if c.name == "generated ids returned")
+    assert ids.ok is False and not ids.required and "not exact" in ids.detail
