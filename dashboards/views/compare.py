@@ -39,6 +39,18 @@ TABLE_COLUMNS = (
 )
 
 
+_NUM = st.column_config.NumberColumn
+_FORMATS = {
+    "output_tokens_per_min_per_gpu": _NUM("output tok/min/GPU", format="localized"),
+    "prefill_tokens_per_min_per_gpu": _NUM("prefill tok/min/GPU", format="localized"),
+    "hit_rate": _NUM("hit rate", format="percent"),
+    "ttft_p50": _NUM("TTFT p50 (s)", format="%.3f"),
+    "ttft_p90": _NUM("TTFT p90 (s)", format="%.3f"),
+    "e2e_p50": _NUM("E2E p50 (s)", format="%.2f"),
+    "working_set_ratio": _NUM("working set ÷ cache", format="%.2f"),
+}
+
+
 def sweep_table(root: Path, names: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """analysis' sweep rows of every loadable run in `names`, stacked (one row per run and
     engine); and a message per run skipped."""
@@ -91,5 +103,5 @@ def render(root: Path) -> None:
         table[shown].sort_values(["sessions", "engine"]),
         hide_index=True,
         width="stretch",
-        column_config={"hit_rate": st.column_config.NumberColumn(format="percent")},
+        column_config=_FORMATS,
     )
