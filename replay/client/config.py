@@ -22,7 +22,7 @@ API keys are never in the file: `api_key_env` names an environment variable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -56,7 +56,9 @@ class EngineSpec(BaseModel):
     context_tokens: int | None = Field(
         default=None, gt=0, description="the engine's context length; default: what it reports"
     )
-    api: str = Field(default="completions", description="openai kind only: completions or chat")
+    api: Literal["completions", "chat"] = Field(
+        default="completions", description="openai kind only: completions or chat"
+    )
     api_key_env: str | None = Field(default=None, description="env variable holding the API key")
 
     def adapter_options(self) -> dict[str, Any]:

@@ -216,6 +216,7 @@ async def run_live(
     if not all(r.ok for r in reports):
         raise PreflightFailed(reports)
     stop = stop or asyncio.Event()
+    workload = Workload(plan.trace, plan.workload)  # a bad trace fails before anything is written
     salt = plan.salt if plan.salt is not None else secrets.randbits(62)
     manifest = build_manifest(plan, reports, salt)
     first_ordinals: dict[int, int] = {}
@@ -235,7 +236,6 @@ async def run_live(
     switch = sys.getswitchinterval()
     sys.setswitchinterval(min(switch, 0.001))
     t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
-    workload = Workload(plan.trace, plan.workload)
     policy = SessionPolicy(
         time_scale=plan.time_scale,
         clock_scale=plan.clock_scale,
