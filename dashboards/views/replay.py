@@ -57,12 +57,17 @@ def render(root: Path) -> None:
         engines = run.engines
         hint = run.engine_info(engines[0]).gpu_type if engines else None
         pricing = pick_pricing("replay", gpu_hint=hint)
-    measured_only = st.toggle(
+    left, right = st.columns(2)
+    measured_only = left.toggle(
         "Count from the measured window's start",
         value=False,
         help="Off: from the run's start (the racing counters). On: from the manifest's "
         "measured window start, as reports count.",
     )
+    # Off by default: the chart library's first load in a browser tab costs about a second
+    # before the panels can paint (measured by scripts/bench_dashboard.py), and the panels
+    # are what the page is for.
+    chart = right.toggle("Show output over time", value=False, key="replay_chart")
     start = run.default_window().start_s if measured_only else 0.0
     end = run_end_s(run.requests)
     if st.session_state.get(RUN_KEY) != str(run.path):
@@ -71,7 +76,7 @@ def render(root: Path) -> None:
         st.session_state[T_KEY] = _step_time(end, end)
         st.session_state[PLAYING] = False
     _controls(end)
-    _player(run, start, end, pricing)
+    _player(run, start, end, pricing, chart)
 
 
 def _step(end: float) -> int:
@@ -102,7 +107,7 @@ def _controls(end: float) -> None:
     st.session_state["replay_speed_value"] = float(speed)
 
 
-def _player(run: Run, start: float, end: float, pricing: PricingChoice | None) -> None:
+def _player(run: Run, start: float, end: float, pricing: PricingChoice | None, chart: bool) -> None:
     playing = bool(st.session_state.get(PLAYING, False))
 
     @st.fragment(run_every=TICK_S if playing else None)
@@ -134,11 +139,12 @@ def _player(run: Run, start: float, end: float, pricing: PricingChoice | None) -
             key=T_KEY,
         )
         _panels(run, float(t), start, pricing)
-        st.plotly_chart(
-            cumulative_output_figure(run.requests, end, float(t)),
-            key="replay_timeline",
-            width="stretch",
-        )
+        if chart:
+            st.plotly_chart(
+                cumulative_output_figure(run.requests, end, float(t)),
+                key="replay_timeline",
+                width="stretch",
+            )
 
     frame()
 

@@ -93,6 +93,8 @@ def test_every_page_renders_without_exceptions(server: str, shots: Path) -> None
             for path, ready_text in PAGES:
                 page.goto(f"{server}/{path}")
                 page.get_by_text(ready_text).first.wait_for(timeout=60_000)
+                if not path:  # the Replay page's chart is opt-in
+                    page.get_by_text("Show output over time").click()
                 page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
                 assert page.locator('[data-testid="stException"]').count() == 0, path
                 alerts = page.locator('[data-testid="stAlertContentError"]')

@@ -99,6 +99,14 @@ def test_replay_play_control_advances_time(runs_root: Path) -> None:
     assert at.session_state["replay_playing"] is False
 
 
+def test_replay_chart_is_opt_in(runs_root: Path) -> None:
+    at = page_test("replay", runs_root).run()
+    assert not at.get("plotly_chart")
+    at.toggle(key="replay_chart").set_value(True).run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 1
+
+
 def test_replay_measured_window_toggle(runs_root: Path) -> None:
     at = page_test("replay", runs_root).run()
     at.toggle[0].set_value(True).run()
