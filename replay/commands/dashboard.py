@@ -38,7 +38,10 @@ def free_port(host: str = HOST) -> int:
 
 
 def port_is_free(port: int, host: str = HOST) -> bool:
+    """Whether a server could listen on `port`: like the server, with SO_REUSEADDR, so a
+    port whose last connections linger in TIME_WAIT counts as free (it is, for a server)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
