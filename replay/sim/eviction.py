@@ -164,12 +164,16 @@ class GreedyDualSize(UnitLRU):
         super().__init__(cache)
         self.tiers = tiers
         self.idle_s = idle_s
+        self._anc: State | None = None
         self.timers: list[tuple[float, int, State]] = []
 
     def density(self, s: State) -> float:
-        """Prefill seconds saved per block held: restore cost / blocks evicting it frees."""
+        """Prefill seconds saved per block held: restore cost / blocks evicting it frees
+        (the fallback it found is kept in `_anc` for the caller)."""
         c = self.cache
-        return c.restore_cost(s) / (c.C + len(c.exclusive_blocks(s)))
+        a = self._anc = c.nearest_ancestor_state(s)
+        cost = c.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
+        return cost / (c.C + len(c.exclusive_blocks(s)))
 
     def key(self, s: State, now: float) -> tuple[float, ...]:
         prio = s.stamp + s.density
@@ -212,8 +216,10 @@ class GreedyDualSize(UnitLRU):
     def on_states_added(self, states: list[State], now: float) -> None:
         for s in states:
             s.stamp = self.cache.L
-            self.push(s, now)
-            self._touch_ancestor(s, now)
+            self.push(s, now)  # finds its fallback on the way: the ancestor to refresh
+            a = self._anc
+            if a is not None and a.live == 0:
+                self.push(a, now)
 
     def _demote(self, now: float) -> None:
         while self.timers and self.timers[0][0] <= now:
@@ -289,7 +295,7 @@ def _sub_branches(b: Block, cap: int) -> int:
     for c in b.children:
         if c.deps <= 0:
             continue
-        if c.rstates:
+        if c.rstates or c.deps == 1:  # one checkpoint below: one branch, no need to look
             n += 1
         else:
             n += _sub_branches(c, cap - n)
