@@ -24,6 +24,7 @@ import streamlit as st
 from analysis.metrics import window_metrics
 from analysis.runs import Run, RunDirError, load_run
 from analysis.sweeps import sweep_rows
+from dashboards.combine import MEMBERS_KEY, combine
 from dashboards.paths import PathRefused, open_inside
 from dashboards.timeline import metrics_at
 
@@ -37,6 +38,8 @@ RUN_FILES = (
 )
 
 Stamp = tuple[tuple[str, int, int], ...]
+# A run's identity for the caches: each member directory and its file stamp.
+RunKey = tuple[tuple[str, Stamp], ...]
 # Errors that mean "this run's files break the contract" (analysis names most as RunDirError).
 _BAD_FILES = (RunDirError, OSError, ValueError, KeyError, TypeError, pa.ArrowException)
 
@@ -82,13 +85,36 @@ def load(root: Path, name: str) -> Run:
         ) from e
 
 
+def load_group(root: Path, names: list[str]) -> Run:
+    """Several runs of the same workload as one (see `dashboards.combine`); each member is
+    loaded (and cached) on its own, so the group costs one concatenation."""
+    runs = [load(root, name) for name in names]
+    return _combined_cached(run_key_of(runs), runs)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8, ttl=3600)
+def _combined_cached(key: RunKey, _runs: list[Run]) -> Run:
+    return combine(_runs)
+
+
+def run_key_of(runs: list[Run]) -> RunKey:
+    return tuple(
+        (p, run_stamp(Path(p))) for r in runs for p in r.manifest.get(MEMBERS_KEY, [str(r.path)])
+    )
+
+
+def run_key(run: Run) -> RunKey:
+    """The cache key of a loaded run (or a combined one: all its members)."""
+    return run_key_of([run])
+
+
 def _failed(run: Run, e: Exception) -> RunUnavailable:
-    return RunUnavailable(f"Cannot compute metrics for {run.path}: {type(e).__name__}: {e}")
+    return RunUnavailable(f"Cannot compute metrics for {run.run_id}: {type(e).__name__}: {e}")
 
 
-# The leading underscore keeps Streamlit from hashing the run: path and stamp identify it.
+# The leading underscore keeps Streamlit from hashing the run: its key identifies it.
 @st.cache_data(show_spinner=False, max_entries=512)
-def _metrics_at_cached(path: str, stamp: Stamp, t: float, start: float, _run: Run) -> pd.DataFrame:
+def _metrics_at_cached(key: RunKey, t: float, start: float, _run: Run) -> pd.DataFrame:
     return metrics_at(_run, t, start)
 
 
@@ -96,34 +122,32 @@ def run_metrics_at(run: Run, t: float, start: float) -> pd.DataFrame:
     """`dashboards.timeline.metrics_at`, cached per run file stamp and time (the slider moves
     in steps, so a replayed stretch is computed once)."""
     try:
-        return _metrics_at_cached(str(run.path), run_stamp(run.path), float(t), float(start), run)
+        return _metrics_at_cached(run_key(run), float(t), float(start), run)
     except _BAD_FILES as e:
         raise _failed(run, e) from e
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _sweep_rows_cached(path: str, stamp: Stamp, _run: Run) -> pd.DataFrame:
+def _sweep_rows_cached(key: RunKey, _run: Run) -> pd.DataFrame:
     return sweep_rows([_run])
 
 
 def run_sweep_rows(run: Run) -> pd.DataFrame:
     """analysis' sweep rows of one run (metrics with time-bin standard errors), cached."""
     try:
-        return _sweep_rows_cached(str(run.path), run_stamp(run.path), run)
+        return _sweep_rows_cached(run_key(run), run)
     except _BAD_FILES as e:
         raise _failed(run, e) from e
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _metrics_cached(
-    path: str, stamp: Stamp, window: tuple[float, float] | None, _run: Run
-) -> pd.DataFrame:
+def _metrics_cached(key: RunKey, window: tuple[float, float] | None, _run: Run) -> pd.DataFrame:
     return window_metrics(_run, window)
 
 
 def run_metrics(run: Run, window: tuple[float, float] | None = None) -> pd.DataFrame:
     """analysis' window metrics of `run` (its default window when None), cached per file stamp."""
     try:
-        return _metrics_cached(str(run.path), run_stamp(run.path), window, run)
+        return _metrics_cached(run_key(run), window, run)
     except _BAD_FILES as e:
         raise _failed(run, e) from e

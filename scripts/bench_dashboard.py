@@ -125,13 +125,19 @@ def _engine_rows(
 
 
 def synthetic_rows(
-    n_requests: int, engines: tuple[str, ...] = ENGINES, duration_s: float = 2700.0, seed: int = 0
+    n_requests: int,
+    engines: tuple[str, ...] = ENGINES,
+    duration_s: float = 2700.0,
+    seed: int = 0,
+    sessions: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """About `n_requests` request rows (whole session slots, so a few more) and the number of
-    session slots: every engine replays the same plan of trajectories per slot."""
+    session slots: every engine replays the same plan of trajectories per slot. With
+    `sessions`, exactly that many slots instead (so one engine per run still makes the same
+    workload as the others: the one-directory-per-policy layout of `replay simulate`)."""
     rows: list[dict[str, Any]] = []
     slot = 0
-    while len(rows) < n_requests:
+    while (len(rows) < n_requests) if sessions is None else (slot < sessions):
         plan = _session_plan(np.random.default_rng([seed, slot]), duration_s)
         for k, engine in enumerate(engines):
             rng = np.random.default_rng([seed, slot, k + 1])
@@ -147,14 +153,16 @@ def write_synthetic_run(
     duration_s: float = 2700.0,
     seed: int = 0,
     close: bool = True,
+    sessions: int | None = None,
 ) -> Path:
-    """A run directory shaped like a real one (manifest with engines, GPUs, window and
-    sessions; requests). `close=False` leaves it `running` (for the Live page)."""
-    rows, sessions = synthetic_rows(n_requests, engines, duration_s, seed)
+    """A run directory shaped like a real one (manifest with engines, GPUs, window, sessions
+    and trace; requests). `close=False` leaves it `running` (for the Live page)."""
+    rows, slots = synthetic_rows(n_requests, engines, duration_s, seed, sessions)
     manifest = {
         "command": "scripts/bench_dashboard.py (synthetic)",
+        "trace": {"path": "synthetic", "sha256": f"synthetic-plan-seed-{seed}"},
         "config": {
-            "sessions": sessions,
+            "sessions": slots,
             "window": [duration_s / 3.0, duration_s],
             "seed": seed,
         },

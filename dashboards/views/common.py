@@ -13,7 +13,8 @@ from pathlib import Path
 import streamlit as st
 
 from analysis.runs import Run, RunDirError
-from dashboards.loading import RunUnavailable, load
+from dashboards.combine import companions
+from dashboards.loading import RunUnavailable, load, load_group
 from dashboards.paths import PathRefused, list_runs, open_inside, relative_name
 from pricing.sheets import GpuRate, PriceSheet, PricingError, load_gpu_rates, load_sheets
 
@@ -69,10 +70,30 @@ def pick_run(root: Path, key: str, label: str = "Run") -> str | None:
     return str(choice) if choice is not None else None
 
 
-def load_or_explain(root: Path, name: str) -> Run | None:
-    """The run, or None after showing why it cannot be opened (never a traceback)."""
+def pick_run_group(root: Path, key: str) -> Run | None:
+    """`pick_run`, then the same workload's runs by other engines beside it (the one-run-
+    per-policy folders `replay simulate` writes), loaded as one run; None after showing why
+    when something cannot be opened."""
+    name = pick_run(root, key=key)
+    if name is None:
+        return None
+    others = companions(root, name, available_runs(root))
+    chosen: list[str] = []
+    if others:
+        chosen = st.multiselect(
+            "Side by side with (the same trace, sessions, seed and window)",
+            others,
+            default=others,
+            key=f"{key}_with",
+        )
+    return load_or_explain(root, name, [str(c) for c in chosen])
+
+
+def load_or_explain(root: Path, name: str, with_: list[str] | None = None) -> Run | None:
+    """The run (with `with_` stacked beside it), or None after showing why it cannot be
+    opened (never a traceback)."""
     try:
-        run = load(root, name)
+        run = load_group(root, [name, *with_]) if with_ else load(root, name)
     except RunUnavailable as e:
         st.error(str(e))
         return None
@@ -128,6 +149,9 @@ def fmt(value: float, unit: str) -> str:
     if unit == "%":
         return f"{value * 100:.1f}%"
     if unit == "s":
+        # Simulated and emulated engines answer in milliseconds; "0.00 s" would hide it.
+        if abs(value) < 1:
+            return f"{value * 1000:.1f} ms" if abs(value) < 0.01 else f"{value * 1000:.0f} ms"
         return f"{value:.2f} s"
     if unit == "$":
         # Cents matter on per-GPU-hour figures; user costs per 1M are often under a dime.

@@ -18,7 +18,7 @@ from dashboards.money import (
     sheet_with,
     user_cost_vs_hit_rate,
 )
-from dashboards.views.common import load_or_explain, pick_pricing, pick_run
+from dashboards.views.common import pick_pricing, pick_run_group
 
 TABLE = (
     "engine",
@@ -46,10 +46,7 @@ _FORMATS = {
 
 def render(root: Path) -> None:
     st.header("Pricing what-if")
-    name = pick_run(root, key="pricing_run")
-    if name is None:
-        return
-    run = load_or_explain(root, name)
+    run = pick_run_group(root, key="pricing_run")
     if run is None:
         return
     engines = run.engines

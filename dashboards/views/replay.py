@@ -28,7 +28,7 @@ from dashboards.timeline import (
     ratio_vs_best_other,
     run_end_s,
 )
-from dashboards.views.common import PricingChoice, fmt, load_or_explain, pick_pricing, pick_run
+from dashboards.views.common import PricingChoice, fmt, pick_pricing, pick_run_group
 
 TICK_S = 0.5  # wall seconds between frames while playing
 T_KEY = "replay_t"
@@ -44,10 +44,7 @@ def render(root: Path) -> None:
         "Every engine on the same sessions. Metrics count the requests completed by the "
         "slider's time; the ratio compares each engine with the best of the others."
     )
-    name = pick_run(root, key="replay_run")
-    if name is None:
-        return
-    run = load_or_explain(root, name)
+    run = pick_run_group(root, key="replay_run")
     if run is None:
         return
     if run.requests.empty:
@@ -70,9 +67,9 @@ def render(root: Path) -> None:
     chart = right.toggle("Show output over time", value=False, key="replay_chart")
     start = run.default_window().start_s if measured_only else 0.0
     end = run_end_s(run.requests)
-    if st.session_state.get(RUN_KEY) != str(run.path):
+    if st.session_state.get(RUN_KEY) != run.run_id:
         # A different run: show it as it finished, stopped.
-        st.session_state[RUN_KEY] = str(run.path)
+        st.session_state[RUN_KEY] = run.run_id
         st.session_state[T_KEY] = _step_time(end, end)
         st.session_state[PLAYING] = False
     _controls(end)

@@ -10,17 +10,14 @@ import streamlit as st
 
 from dashboards.figures import session_turns_figure
 from dashboards.sessions import session_overview, session_turns
-from dashboards.views.common import load_or_explain, pick_run
+from dashboards.views.common import pick_run_group
 
 ALL = "all trajectories of the slot"
 
 
 def render(root: Path) -> None:
     st.header("Sessions")
-    name = pick_run(root, key="sessions_run")
-    if name is None:
-        return
-    run = load_or_explain(root, name)
+    run = pick_run_group(root, key="sessions_run")
     if run is None:
         return
     engines = run.engines

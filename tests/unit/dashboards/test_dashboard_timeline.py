@@ -120,3 +120,18 @@ def test_run_end_is_the_last_event() -> None:
     df = pd.DataFrame({"done_s": [1.0, None], "first_token_s": [0.5, 7.0], "scheduled_s": [0, 6]})
     assert run_end_s(df) == 7.0
     assert run_end_s(df.iloc[0:0]) == 1.0
+
+
+def test_panel_number_formats() -> None:
+    from dashboards.views.common import fmt
+
+    assert fmt(float("nan"), "%") == "—"
+    assert fmt(0.8437, "%") == "84.4%"
+    assert fmt(2.5, "s") == "2.50 s"
+    assert fmt(0.42, "s") == "420 ms"
+    assert fmt(0.0042, "s") == "4.2 ms"
+    assert fmt(-6.881, "$") == "-$6.88"
+    assert fmt(0.04561, "$") == "$0.0456"
+    assert fmt(233_512.0, "tok") == "233.5K"
+    assert fmt(4_740_000.0, "tok") == "4.74M"
+    assert fmt(919.0, "") == "919"
