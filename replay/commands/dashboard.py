@@ -1,6 +1,7 @@
 """`replay dashboard [RUNS_DIR]`: the Streamlit app over a folder of run directories.
 
-Starts `streamlit run dashboards/app.py` headless, bound to 127.0.0.1 on a free port, with
+Starts `streamlit run dashboards/app.py` headless (through `dashboards.serve`, which imports
+the heavy libraries first), bound to 127.0.0.1 on a free port, with
 usage statistics off, and prints the address. The runs folder travels to the app both as the
 script argument after `--` and in $REPLAY_RUNS_DIR.
 """
@@ -54,7 +55,7 @@ def streamlit_command(script: Path, runs_dir: Path, port: int) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "dashboards.serve",  # streamlit, with the heavy imports done before the first visit
         "run",
         str(script),
         "--server.headless",

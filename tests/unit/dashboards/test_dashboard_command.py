@@ -46,6 +46,7 @@ def test_streamlit_command_is_local_headless_and_private(tmp_path: Path) -> None
     assert opts["--browser.gatherUsageStats"] == "false"
     assert opts["--server.port"] == "8765"
     assert cmd[-2:] == ["--", str(tmp_path)]  # the app reads the folder as its argument
+    assert cmd[1:4] == ["-m", "dashboards.serve", "run"]  # streamlit, imports warmed first
     assert app_script().is_file()
 
 
@@ -93,3 +94,14 @@ def test_starts_streamlit_and_prints_the_address(tmp_path: Path) -> None:
 
 def test_free_port_is_bindable() -> None:
     assert port_is_free(free_port())
+
+
+def test_serve_is_streamlit_after_preloading(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboards import serve
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # serve.main rewrites it for streamlit
+    assert serve.main(["--version"]) == 0
+    assert "Streamlit, version" in capsys.readouterr().out
+    assert all(name in sys.modules for name in serve.PRELOAD)
