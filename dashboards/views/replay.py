@@ -70,7 +70,7 @@ def render(root: Path) -> None:
     if st.session_state.get(RUN_KEY) != run.run_id:
         # A different run: show it as it finished, stopped.
         st.session_state[RUN_KEY] = run.run_id
-        st.session_state[T_KEY] = _step_time(end, end)
+        st.session_state[T_KEY] = _top(end)
         st.session_state[PLAYING] = False
     _controls(end)
     _player(run, start, end, pricing, chart)
@@ -81,9 +81,17 @@ def _step(end: float) -> int:
     return max(1, math.ceil(end / 600))
 
 
-def _step_time(t: float, end: float) -> int:
+def _top(end: float) -> int:
+    """The slider's last position: the first step at or after the run's end, so the end
+    position counts every request."""
     step = _step(end)
-    return int(min(math.ceil(end), round(t / step) * step))
+    return int(math.ceil(end / step) * step)
+
+
+def _step_time(t: float, end: float) -> int:
+    """`t` on the slider's grid (never past `_top`)."""
+    step = _step(end)
+    return int(min(_top(end), round(t / step) * step))
 
 
 def _controls(end: float) -> None:
@@ -97,7 +105,7 @@ def _controls(end: float) -> None:
         playing = not playing
         st.session_state[PLAYING] = playing
         st.session_state[LAST_TICK] = time.monotonic()
-        if playing and st.session_state.get(T_KEY, 0) >= _step_time(end, end):
+        if playing and st.session_state.get(T_KEY, 0) >= _top(end):
             st.session_state[T_KEY] = 0  # play from the start after the end was reached
             st.session_state[T_EXACT] = 0.0
         st.rerun()
@@ -125,7 +133,7 @@ def _player(run: Run, start: float, end: float, pricing: PricingChoice | None, c
             if finished:
                 st.session_state[PLAYING] = False
                 st.rerun(scope="app")  # stop the timer
-        top = _step_time(end, end)
+        top = _top(end)
         if st.session_state.get(T_KEY, 0) > top:  # the run was rewritten shorter
             st.session_state[T_KEY] = top
         t = st.slider(

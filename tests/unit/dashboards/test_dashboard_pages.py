@@ -298,3 +298,15 @@ def test_broken_price_data_is_a_message(
         assert len(at.subheader) == 3
         profit = [m.value for m in at.metric if m.label == "Profit/GPU-h"]
         assert profit == ["—", "—", "—"]
+
+
+def test_replay_end_position_counts_every_request(runs_root: Path) -> None:
+    from analysis.runs import load_run
+
+    at = page_test("replay", runs_root).run()
+    at.selectbox(key="replay_run").set_value("small").run()
+    run = load_run(runs_root / "small")
+    measured = run.requests[~run.requests["priming"].astype(bool)]
+    counted = int(_counted_caption(at).split(": ")[1].split(" ")[0].replace(",", ""))
+    assert at.slider(key="replay_t").value >= measured["done_s"].max()
+    assert counted == measured["first_token_s"].notna().sum()
