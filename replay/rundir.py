@@ -172,6 +172,15 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _journal_lines(run_dir: Path) -> int:
+    """Complete lines in the journal (0 when there is none)."""
+    path = Path(run_dir) / JOURNAL
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    return data.count(b"\n")
+
+
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / MANIFEST
     try:
@@ -196,8 +205,10 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
             table = pq.read_table(pq_path)
         except (pa.ArrowInvalid, OSError) as e:
             raise RunDirError(f"{pq_path}: unreadable parquet ({e})") from e
-    journal_rows = read_journal(run_dir) if (run_dir / JOURNAL).exists() else []
-    if table is None or len(journal_rows) > table.num_rows:
+    # Parse the journal only when it is ahead of the parquet file: counting its complete
+    # lines is far cheaper than decoding them, and a finished run's journal never is.
+    if table is None or _journal_lines(run_dir) > table.num_rows:
+        journal_rows = read_journal(run_dir)
         if not journal_rows and table is None:
             raise RunDirError(f"{pq_path}: missing; the run wrote no request records")
         table = records_to_table(journal_rows)
