@@ -224,7 +224,7 @@ class HybridCache:
         if h.reserved:
             raise CacheError("reserve() called twice for one request")
         need_blocks = max(-(-total_len // self.B) - len(h.pinned), 0)
-        need_states = 1 + len(h.late_placements)
+        need_states = 1  # the live state buffer; placed checkpoints are cached as taken
         if not self.make_room(need_blocks, need_states, now):
             return False
         h.reserved_blocks, h.reserved_states, h.total_len = need_blocks, need_states, total_len
@@ -271,6 +271,10 @@ class HybridCache:
         for b in h.pinned:
             b.live -= 1
             b.last_use = now
+        if h.tail is not None:
+            h.tail.live -= 1
+            h.tail.last_use = now
+            h.tail = None
         st = h.state
         if st is not None:
             st.live -= 1

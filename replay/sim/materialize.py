@@ -39,8 +39,7 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
             s.last_use = now
             cache.eviction.on_state_released(s, now)
     end = cache.policy.placement.end_positions(h.prompt_len, e, cache.B)
-    positions = sorted({*h.late_placements, *end})
-    _add_states(cache, _register_states(cache, full, path, positions, now), now)
+    _add_states(cache, _register_states(cache, full, path, end, now), now)
     cache.eviction.after_release(path, now)
 
 
@@ -81,7 +80,9 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     for b in h.pinned:
         b.live -= 1
     h.pinned = path
-    for p in h.placements:
+    if h.late_placements:  # checkpoints inside the prompt's last, partial block
+        path = [*path, _tail_block(cache, h, parent, now)]
+    for p in [*h.placements, *h.late_placements]:
         # Taken first, then admitted (or not), then room is made for it by evicting others;
         # with nothing evictable it is not kept.
         added = _register_states(cache, prefix, path, [p], now)
@@ -95,11 +96,33 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
             else:
                 cache.drop_unit(s)
     # The latest checkpoint stays with the request until it ends (earlier ones are released
-    # as the prefill moves past them).
+    # as the prefill moves past them) — unless the request will capture a later one when it
+    # ends (ASC, SGLang's grid): then it is just another state, evictable by the policy.
     last = h.early_states[-1] if h.early_states else None
-    if last is not None and last.resident:
+    if last is not None and last.resident and not cache.policy.placement.captures_end:
         last.live += 1
         h.held_state = last
+
+
+def _tail_block(cache: HybridCache, h: Handle, parent: Block, now: float) -> Block:
+    """The prompt's terminal partial block as a node (pinned by the request), so that the
+    checkpoints placed inside it are cached now; `finish` folds it into the final block."""
+    n = h.prompt_len
+    key = h.prefix.key_at(n)
+    tb = cache.nodes.get(key) or _covering_sibling(parent, h.prefix, n)
+    if tb is None:
+        tb = Block(key, parent, n // cache.B, n, h.prefix)
+        cache.nodes[key] = tb
+        parent.add_child(tb, h.prefix)
+    if not tb.resident:
+        tb.resident = True
+        cache.resident_blocks += 1
+        cache.private_blocks -= 1
+        h.reserved_blocks -= 1
+    tb.live += 1
+    tb.last_use = now
+    h.tail = tb
+    return tb
 
 
 def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None:

@@ -33,6 +33,8 @@ def engine_cache_blocks(profile: ModelProfile) -> int:
 class Placement:
     """Where a request writes checkpoints: during prefill of [r, n) and when it ends at e."""
 
+    captures_end = False  # it writes a checkpoint when the request ends
+
     def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
         return []
 
@@ -71,6 +73,8 @@ class Grid(ChunkBoundaries):
     """SGLang: chunk ends aligned to a 256-token grid, the prompt's last grid point, and the
     last grid point of the finished sequence (it tracks states on the grid during decode)."""
 
+    captures_end = True
+
     def __init__(self, chunk: int, grid: int = 256):
         super().__init__(chunk, grid)
 
@@ -94,6 +98,8 @@ class EveryN(Placement):
 class ArbitraryState(ChunkBoundaries):
     """ASC: vLLM's chunk-end states, plus an exact checkpoint at the prompt's end (in-chunk
     export) and at the request's end (exact capture; the terminal block is kept)."""
+
+    captures_end = True
 
     def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
         out = super().prefill_positions(r, n, block)

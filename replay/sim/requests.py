@@ -57,7 +57,8 @@ class Handle:
     reserved_blocks: int = 0
     reserved_states: int = 0  # live state buffer + placed checkpoints
     placements: list[int] = field(default_factory=list)  # cached when the prefill is done
-    late_placements: list[int] = field(default_factory=list)  # cached at finish
+    late_placements: list[int] = field(default_factory=list)  # inside the last, partial block
+    tail: Block | None = None  # that block, pinned while the request runs
     early_states: list[State] = field(default_factory=list)  # cached at prefill_done
     held_state: State | None = None  # the latest of them, held until the request ends
     total_len: int = 0
