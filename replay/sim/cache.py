@@ -52,9 +52,11 @@ class HybridCache:
         self.policy = policy
         self.B = profile.block_tokens
         self.C = profile.checkpoint_blocks
-        # `capacity_blocks` overrides the policy's (what-ifs, tests); None: the policy's.
+        # `capacity_blocks` overrides the policy's (what-ifs, tests); an unbounded policy
+        # (`ideal`) stays unbounded.
+        own = policy.capacity_blocks(profile)
         self.capacity: int | None = (
-            capacity_blocks if capacity_blocks is not None else policy.capacity_blocks(profile)
+            capacity_blocks if capacity_blocks is not None and own is not None else own
         )
         self.state_slots: int | None = policy.state_slots(profile)
         self.nodes: dict[int, Block] = {}

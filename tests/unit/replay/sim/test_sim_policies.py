@@ -204,3 +204,8 @@ def test_marconi_trades_recency_against_prefill_saved_per_block(make_profile, tu
         cache.lookup(short_seq, 16, 20.0).resume_pos,
     )
     assert got == kept
+
+
+def test_a_capacity_override_leaves_ideal_unbounded(profile):
+    assert cache_for("ideal", profile, capacity=10).capacity is None
+    assert cache_for("vllm", profile, capacity=10).capacity == 10
