@@ -191,7 +191,8 @@ class GreedyDualSize(UnitLRU):
         if self.tiers:
             s.inner = branches(self.cache, s) == 1
         super().push(s, now)
-        if self.tiers and not s.inner:  # only a leaf can be demoted by idling
+        if self.tiers and not s.inner and not s.timer:  # only a leaf can idle into a demotion
+            s.timer = True
             heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
 
     def refresh(self, states: list[State], now: float) -> None:
@@ -224,8 +225,14 @@ class GreedyDualSize(UnitLRU):
     def _demote(self, now: float) -> None:
         while self.timers and self.timers[0][0] <= now:
             _, _, s = heapq.heappop(self.timers)
-            if s.resident and s.live == 0:
-                UnitLRU.push(self, s, now)
+            s.timer = False
+            if not s.resident or s.live or s.inner:
+                continue
+            if now - s.last_use >= self.idle_s:
+                UnitLRU.push(self, s, now)  # re-filed in the inner tier
+            else:  # used since the check was set: check again later
+                s.timer = True
+                heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
 
     def evict_one(self, pool: Pool, now: float) -> bool:
         if self.tiers:

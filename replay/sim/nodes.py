@@ -83,6 +83,7 @@ class State:
         "pos",
         "resident",
         "stamp",
+        "timer",
         "uid",
         "ver",
     )
@@ -98,6 +99,7 @@ class State:
         self.stamp = 0.0  # GreedyDual-Size: the watermark at its last use
         self.density = 0.0  # GreedyDual-Size: restore cost per block, as of its last push
         self.inner = False  # leaf-last: a deeper checkpoint hangs below it (not a branch)
+        self.timer = False  # leaf-last: an idle-demotion check is pending for it
         self.ver = 0
 
     def __repr__(self) -> str:
