@@ -44,19 +44,45 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "gap_cap_s": 300.0,
 }
-# The embedded default (no endpoints): emulators run this many times faster than the GPU they
-# model and the workload keeps pace, so the paper's 45 minutes take 90 s of wall time.
+# The embedded default (no endpoints) when the emulators' settings file cannot be read: the
+# emulators run this many times faster than the GPU they model and the workload keeps pace.
 EMBEDDED_TIME_SCALE = 30.0
 
 
-def _pick(flag: Any, file_value: Any, key: str) -> Any:
-    return flag if flag is not None else file_value if file_value is not None else DEFAULTS[key]
+def _pick(flag: Any, file_value: Any, key: str, defaults: dict[str, Any]) -> Any:
+    return flag if flag is not None else file_value if file_value is not None else defaults[key]
+
+
+def _embedded_defaults() -> tuple[dict[str, Any], Any]:
+    """The embedded default's settings (configs/workloads/default.yaml, owned by the
+    emulators) as flag defaults, and the settings object the emulators are built from."""
+    try:
+        from replay.engines.emulator.defaults import DefaultRunError, load_default_run
+    except ImportError:
+        return {**DEFAULTS, "time_scale": EMBEDDED_TIME_SCALE, "engines": None, "trace": None}, None
+    try:
+        d = load_default_run()
+    except DefaultRunError as e:
+        fail(str(e))
+    lo, hi = d.window
+    return {
+        "sessions": d.sessions,
+        "duration_min": d.duration_min,
+        "window": f"{lo:g}-{hi:g}",
+        "time_scale": d.time_scale,
+        "seed": d.seed,
+        "gap_cap_s": DEFAULTS["gap_cap_s"],
+        "engines": ",".join(d.engines),
+        "trace": None if d.trace == "sample" else d.trace,
+    }, d
 
 
 @contextlib.contextmanager
-def _emulators(specs: list[EngineSpec], time_scale: float) -> Iterator[dict[str, str]]:
+def _emulators(
+    specs: list[EngineSpec], time_scale: float, sample: bool, settings: Any
+) -> Iterator[dict[str, str]]:
     try:
-        from replay.engines.emulator.launch import start_emulators
+        from replay.engines.emulator.launch import EmulatorLaunchError, start_emulators
     except ImportError:
         fail(
             "no --endpoint was given, so `replay run` would start emulators, but the emulators "
@@ -65,8 +91,19 @@ def _emulators(specs: list[EngineSpec], time_scale: float) -> Iterator[dict[str,
     bad = [s.name for s in specs if s.kind not in ("vllm", "flashstate", "sglang")]
     if bad:
         fail(f"--engines {', '.join(bad)}: no emulator for that kind; give an --endpoint")
-    with start_emulators([s.name for s in specs], time_scale=time_scale) as urls:
-        yield urls
+    names = [s.name for s in specs]
+    try:
+        if settings is not None:
+            from replay.engines.emulator.defaults import embedded_emulator_configs
+
+            configs = embedded_emulator_configs(names, time_scale, sample, settings)
+            cm = start_emulators(configs)
+        else:
+            cm = start_emulators(names, time_scale=time_scale)
+        with cm as urls:
+            yield urls
+    except (EmulatorLaunchError, ValueError) as e:
+        fail(f"could not start the emulators: {e}")
 
 
 def _final_table(outcome: RunOutcome) -> Table:
@@ -223,6 +260,10 @@ def register(app: typer.Typer) -> None:
 
         file_cfg: Any = None
         manifest_cfg: dict[str, Any] = {}
+        defaults, settings = DEFAULTS, None
+        if resume is None and config is None and not endpoint:
+            defaults, settings = _embedded_defaults()  # no endpoint: the embedded default
+            engines = engines or defaults["engines"]
         try:
             if resume is not None:
                 specs, manifest_cfg, trace = _specs_from_manifest(resume)
@@ -241,6 +282,8 @@ def register(app: typer.Typer) -> None:
             missing = ", ".join(s.name for s in specs if s.url is None)
             fail(f"engines {missing} have no url; give every engine a url or none")
         if resume is not None:
+            if emulated:
+                settings = _embedded_defaults()[1]
             n_sessions = int(manifest_cfg.get("sessions", DEFAULTS["sessions"]))
             duration_s = float(manifest_cfg.get("replayed_duration_s", 2700.0))
             win_s = tuple(manifest_cfg.get("replayed_window", (900.0, 2700.0)))
@@ -248,18 +291,18 @@ def register(app: typer.Typer) -> None:
             run_seed = int(manifest_cfg.get("seed", 0))
             cap = float(manifest_cfg.get("gap_cap_s", 300.0))
         else:
-            n_sessions = _pick(sessions, fc and fc.sessions, "sessions")
-            duration_s = float(_pick(duration_min, fc and fc.duration_min, "duration_min")) * 60
+            n_sessions = _pick(sessions, fc and fc.sessions, "sessions", defaults)
+            minutes = _pick(duration_min, fc and fc.duration_min, "duration_min", defaults)
+            duration_s = float(minutes) * 60
             try:
-                lo, hi = parse_window(_pick(window, fc and fc.window, "window"))
+                lo, hi = parse_window(_pick(window, fc and fc.window, "window", defaults))
             except ConfigError as e:
                 fail(str(e))
             win_s = (lo * 60, min(hi * 60, duration_s))
-            default_scale = EMBEDDED_TIME_SCALE if emulated else DEFAULTS["time_scale"]
-            scale = float(time_scale or (fc and fc.time_scale) or default_scale)
-            run_seed = int(_pick(seed, fc and fc.seed, "seed"))
-            cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s"))
-            trace = trace or (fc and fc.trace) or None
+            scale = float(_pick(time_scale, fc and fc.time_scale, "time_scale", defaults))
+            run_seed = int(_pick(seed, fc and fc.seed, "seed", defaults))
+            cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s", defaults))
+            trace = trace or (fc and fc.trace) or defaults.get("trace") or None
         if scale <= 0:
             fail(f"--time-scale must be positive (got {scale})")
         try:
@@ -273,6 +316,7 @@ def register(app: typer.Typer) -> None:
         except WorkloadError as e:
             fail(f"{e} (check --sessions, --duration-min and --window)")
         try:
+            sample = trace is None or Path(str(trace)) == sample_path()
             loaded = load_trace(trace or sample_path())
         except (TraceError, FileNotFoundError) as e:
             fail(f"--trace: {e}")
@@ -294,7 +338,7 @@ def register(app: typer.Typer) -> None:
         )
         with contextlib.ExitStack() as stack:
             if emulated:
-                urls = stack.enter_context(_emulators(specs, scale))
+                urls = stack.enter_context(_emulators(specs, scale, sample, settings))
                 plan.engines = [s.model_copy(update={"url": urls[s.name]}) for s in specs]
             try:
                 outcome = asyncio.run(_drive(plan, show_panel))

@@ -215,3 +215,27 @@ def test_ctrl_c_stops_cleanly_and_keeps_everything(
     assert "replay run --resume" in stdout
     assert read_manifest(out)["status"] == "interrupted"
     assert (out / "summary.json").exists() and len(read_requests(out)) > 0
+
+
+@pytest.mark.slow  # starts an emulator process (~5 s on 2 busy cores)
+def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = run(
+        "--engines",
+        "vllm",
+        "--sessions",
+        "2",
+        "--duration-min",
+        "0.5",
+        "--window",
+        "0-0.5",
+        "--out",
+        str(out),
+        "--no-panel",
+    )
+    assert res.exit_code == 0, res.output
+    man = read_manifest(out)
+    assert man["emulated"] is True and man["status"] == "completed"
+    assert man["engines"][0]["url"].startswith("http://127.0.0.1:")
+    assert man["config"]["clock_scale"] == man["config"]["time_scale"] == 30.0
+    assert len(read_requests(out)) > 0
