@@ -19,9 +19,9 @@ import orjson
 from replay.engines.adapters.base import Adapter, StreamParser, StreamResult, register
 
 # Generated ids of one chunk; the quote before `token_ids` keeps `prompt_token_ids` out.
-_TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9, ]*)\]')
+_TOKEN_IDS = re.compile(rb'"token_ids"\s*:\s*\[([0-9,\s]*)\]')
 # Events the fast path leaves to the full JSON parse (they are at most a few per request).
-_RARE = (b'"usage":{', b'"error"', b'"finish_reason":"')
+_RARE = re.compile(rb'"usage"\s*:\s*\{|"error"|"finish_reason"\s*:\s*"')
 
 
 class VllmParser(StreamParser):
@@ -42,9 +42,9 @@ class VllmParser(StreamParser):
             r.chunk_ns.extend([now_ns] * len(lists))
         if b"[DONE]" in block:
             self.done = True
-        if any(m in block for m in _RARE):
+        if _RARE.search(block):
             for line in block.split(b"\n"):
-                if line.startswith(b"data:") and any(m in line for m in _RARE):
+                if line.startswith(b"data:") and _RARE.search(line):
                     self._event(line[5:].strip(), now_ns, tokens=False)
 
     def feed(self, payload: bytes, now_ns: int) -> None:

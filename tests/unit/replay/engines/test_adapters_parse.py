@@ -173,3 +173,17 @@ def test_recorded_vllm_032_cpu_stream(name: str, cached: int) -> None:
     assert res.prompt_tokens == 300
     assert res.cached_tokens == cached and res.cached_field_seen
     assert res.finish_reason == "length"
+
+
+def test_fast_path_accepts_spaced_json_as_python_servers_write_it() -> None:
+    res = StreamResult()
+    p = VllmParser(res)
+    block = (
+        b'data: {"choices": [{"index": 0, "token_ids": [4, 5], "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"index": 0, "token_ids": [6], "finish_reason": "length"}]}\n\n'
+        b'data: {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3, '
+        b'"prompt_tokens_details": {"cached_tokens": 8}}}\n\ndata: [DONE]\n\n'
+    )
+    p.feed_block(block, 3)
+    assert res.output_ids == [4, 5, 6] and res.chunk_ns == [3, 3]
+    assert res.finish_reason == "length" and res.cached_tokens == 8 and res.output_tokens == 3
