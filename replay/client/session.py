@@ -48,6 +48,7 @@ class LiveStats:
     """What the live panel shows for one engine; updated as records are emitted."""
 
     sessions: int
+    clock_scale: float = 1.0  # records' seconds per wall second (see SessionPolicy)
     in_flight: int = 0
     done: int = 0
     errors: int = 0
@@ -83,7 +84,7 @@ class LiveStats:
     def output_per_min(self, now_ns: int, span_s: float = 60.0) -> float:
         cut = now_ns - int(span_s * 1e9)
         toks = sum(n for t, n in self.recent_output if t >= cut)
-        return toks * 60.0 / span_s
+        return toks * 60.0 / span_s / self.clock_scale  # per minute of the records' clock
 
     def ttft_pct(self, q: float) -> float | None:
         return float(np.percentile(np.fromiter(self.ttft_ms, float), q)) if self.ttft_ms else None
@@ -119,7 +120,7 @@ class EngineRunner:
         self.policy = policy or SessionPolicy()
         self.first_ordinals = first_ordinals or {}
         self.index = PrefixIndex()
-        self.stats = LiveStats(sessions=workload.cfg.sessions)
+        self.stats = LiveStats(sessions=workload.cfg.sessions, clock_scale=self.policy.clock_scale)
 
     # time ------------------------------------------------------------------------------
     def _s(self, ns: int | None) -> float | None:
