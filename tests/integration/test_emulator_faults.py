@@ -147,3 +147,32 @@ def test_a_child_that_cannot_start_reports_its_log() -> None:
         start_emulators([bad], timeout_s=20),
     ):
         pass
+
+
+async def test_an_engine_model_error_fails_its_requests_and_the_server_goes_on() -> None:
+    """A bug in the cache model must surface as an error answer, never a hung request."""
+    from replay.engines.emulator.caches import make_cache
+    from replay.engines.emulator.hashing import PrefixKeys
+
+    calls = {"finish": 0}
+
+    def faulty(cfg: EmulatorConfig, profile):  # type: ignore[no-untyped-def]
+        cache = make_cache(cfg, profile)
+        real_finish = cache.finish
+
+        def finish(rid: int, seq: PrefixKeys, now: float) -> None:
+            calls["finish"] += 1
+            if calls["finish"] == 1:
+                raise RuntimeError("model bug")
+            real_finish(rid, seq, now)
+
+        cache.finish = finish  # type: ignore[method-assign]
+        return cache
+
+    async with running_server(_cfg(), cache_factory=faulty) as (url, _):
+        adapter = make_adapter("vllm", url, MODEL)
+        first = await adapter.generate(adapter.build_body(_body(), 3))
+        second = await adapter.generate(adapter.build_body(_body(seed=1), 3))
+        await adapter.close()
+    assert first.status == "error" and "model bug" in (first.error or "")
+    assert second.status == "ok"

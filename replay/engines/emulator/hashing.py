@@ -101,52 +101,82 @@ class PrefixKeys:
     of any length `pos` (the exact end of a request need not be a unit multiple).
     """
 
-    # Token ids are stored as uint32 (vocabularies are far below 2^32): a cache keeps the
-    # sequences of finished requests alive, so their size is the emulator's memory.
-    __slots__ = ("_sum", "_tail_cache", "keys", "tokens", "unit")
+    # Token ids are stored as uint32 (vocabularies are far below 2^32), and a finished
+    # request's sequence is handed to the cache `retained`: the cache keeps it alive, so
+    # its size is the emulator's memory.
+    __slots__ = ("_fixed", "_length", "_memo", "_offset", "_sum", "keys", "tokens", "unit")
+    _MEMO_MAX = 256  # sub-unit keys remembered per sequence
 
     def __init__(self, tokens: np.ndarray, unit: int) -> None:
         self.tokens = np.ascontiguousarray(tokens, dtype=np.uint32)
         self.unit = unit
         self.keys, self._sum = _chain(self.tokens, unit)
-        self._tail_cache: dict[int, int] = {}
+        self._length = int(self.tokens.shape[0])
+        self._offset = 0  # position of tokens[0]
+        self._fixed: dict[int, int] = {}  # keys kept for positions before the offset
+        self._memo: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return int(self.tokens.shape[0])
+        return self._length
 
     @property
     def length(self) -> int:
         """Tokens in the sequence (the `replay.sim.keys.Prefix` protocol)."""
-        return int(self.tokens.shape[0])
+        return self._length
 
     def extended(self, more: np.ndarray) -> PrefixKeys:
         """This sequence followed by `more` (e.g. the generated ids), keys recomputed only
         for the units that changed."""
+        if self._offset:
+            raise ValueError("a retained sequence cannot be extended")
         tokens = np.concatenate([self.tokens, np.asarray(more, dtype=np.uint32)])
         out = PrefixKeys.__new__(PrefixKeys)
-        out.tokens, out.unit, out._tail_cache = tokens, self.unit, {}
+        out.tokens, out.unit, out._memo, out._fixed = tokens, self.unit, {}, {}
+        out._length, out._offset = int(tokens.shape[0]), 0
         # Continue the chain from the last full unit: only the new units are hashed.
         first = self.keys.shape[0]
         new_keys, out._sum = _chain(tokens, self.unit, first, self._sum)
         out.keys = np.concatenate([self.keys, new_keys]) if new_keys.size else self.keys
         return out
 
+    def retained(self, keep_from: int, block: int) -> PrefixKeys:
+        """A copy for a cache to keep once the request is over: every unit key and the key
+        at every `block` boundary, but token ids only from `keep_from` (rounded down to a
+        unit) on. The simulator's cache asks a finished sequence about block boundaries and
+        about the blocks it created from it, which start at or after the request's resume
+        position; so nothing it needs is lost, and memory grows with the tokens that were
+        new to the cache rather than with every prompt ever sent."""
+        start = max(0, min(keep_from, self._length)) // self.unit * self.unit
+        out = PrefixKeys.__new__(PrefixKeys)
+        out.unit, out.keys, out._sum, out._memo = self.unit, self.keys, self._sum, {}
+        out.tokens = self.tokens[start - self._offset :].copy()
+        out._length, out._offset = self._length, start
+        out._fixed = {p: self.key_at(p) for p in range(block, start + 1, block) if p % self.unit}
+        return out
+
     def key_at(self, pos: int) -> int:
         """Key of the prefix of length `pos` (0 < pos ≤ len)."""
-        if not 0 < pos <= len(self):
-            raise ValueError(f"position {pos} outside 1..{len(self)}")
+        if not 0 < pos <= self._length:
+            raise ValueError(f"position {pos} outside 1..{self._length}")
         full, rest = divmod(pos, self.unit)
         if rest == 0:
             return int(self.keys[full - 1])
-        cached = self._tail_cache.get(pos)
-        if cached is not None:
-            return cached
+        known = self._memo.get(pos) or self._fixed.get(pos)
+        if known is not None:
+            return known
+        lo = full * self.unit - self._offset
+        if lo < 0:
+            raise ValueError(
+                f"position {pos} lies before the tokens this retained sequence keeps "
+                f"(from {self._offset}); only unit and block boundaries are known there"
+            )
         base = np.uint64(int(self.keys[full - 1]) if full else 0x1234567)
-        tail = self.tokens[full * self.unit : pos].astype(np.uint64)
+        tail = self.tokens[lo : pos - self._offset].astype(np.uint64)
         with np.errstate(over="ignore"):
             h = (tail * _MULT[:rest]).sum(dtype=np.uint64) + np.uint64(rest) + base * _M2
             key = int(_mix(np.array([h], dtype=np.uint64))[0]) | 1  # odd: never a unit key's twin
-        self._tail_cache[pos] = key
+        if len(self._memo) < self._MEMO_MAX:
+            self._memo[pos] = key
         return key
 
     def common_units(self, other: PrefixKeys) -> int:

@@ -192,6 +192,11 @@ def sse(obj: Any) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+def sse_error(message: str, status: int) -> bytes:
+    """An error event inside a stream (vLLM and SGLang both send `{"error": {...}}`)."""
+    return sse({"error": {"message": message, "code": status}})
+
+
 class CompletionShaper:
     """vLLM `/v1/completions` responses for one request."""
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from replay.engines.emulator.engine import EngineCore, Sequence, StepResult
+
+log = logging.getLogger(__name__)
 
 # Do not sleep for less than this (wall seconds): below it, coalesce instead.
 MIN_SLEEP_S = 0.002
@@ -38,6 +41,7 @@ class EngineRunner:
         time_scale: float,
         clock: Callable[[], float] = time.monotonic,
         on_stuck: Callable[[Sequence], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.core = core
@@ -45,6 +49,7 @@ class EngineRunner:
         self.time_scale = time_scale
         self.clock = clock
         self.on_stuck = on_stuck
+        self.on_error = on_error
         self.wall0 = clock()
         self.model_now = 0.0
         self._wake = asyncio.Event()
@@ -84,7 +89,12 @@ class EngineRunner:
                 busy_since = self.clock()
                 self.model_now = max(self.model_now, self.model_time())
                 continue
-            result = self.core.step(self.model_now)
+            try:
+                result = self.core.step(self.model_now)
+            except Exception as e:  # a model bug must fail requests, not hang the server
+                self._fail_all(f"emulator engine error: {type(e).__name__}: {e}")
+                log.exception("engine step failed; running and waiting requests were failed")
+                continue
             if result.duration == 0.0:
                 self._unstick()
                 await asyncio.sleep(0)
@@ -98,6 +108,14 @@ class EngineRunner:
             if self.clock() - busy_since > MAX_BUSY_S:
                 await asyncio.sleep(0)  # let streams write what accumulated
                 busy_since = self.clock()
+
+    def _fail_all(self, message: str) -> None:
+        """After an internal error: drop every request from the engine and tell the server
+        (which fails every unfinished stream, including one whose step was interrupted)."""
+        for seq in [*self.core.running, *self.core.waiting]:
+            self.core.cancel(seq, self.model_now)
+        if self.on_error is not None:
+            self.on_error(message)
 
     def _unstick(self) -> None:
         """Nothing runs and the head of the queue cannot be admitted: it never will be."""

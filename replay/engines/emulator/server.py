@@ -36,6 +36,7 @@ from replay.engines.emulator.protocol import (
     parse_generate,
     parse_json,
     sglang_error,
+    sse_error,
 )
 from replay.engines.emulator.runner import EngineRunner
 from replay.profiles import ModelProfile
@@ -49,12 +50,13 @@ CacheFactory = Callable[[EmulatorConfig, ModelProfile], EngineCache]
 class _Sink:
     """Collects a sequence's ready token count; the handler awaits `event`."""
 
-    __slots__ = ("error", "event", "finished", "ready")
+    __slots__ = ("error", "event", "finished", "ready", "status")
 
     def __init__(self) -> None:
         self.ready = 0
         self.finished = False
         self.error: str | None = None
+        self.status = 503
         self.event = asyncio.Event()
 
     def push(self, count: int, finished: bool) -> None:
@@ -62,8 +64,8 @@ class _Sink:
         self.finished = self.finished or finished
         self.event.set()
 
-    def fail(self, message: str) -> None:
-        self.error = message
+    def fail(self, message: str, status: int = 503) -> None:
+        self.error, self.status = message, status
         self.event.set()
 
 
@@ -82,7 +84,9 @@ class EmulatorServer:
         self.model_id = cfg.model_id(self.profile)
         self.cache = cache_factory(cfg, self.profile)
         self.core = EngineCore(self.profile, self.cache)
-        self.runner = EngineRunner(self.core, cfg.time_scale, clock, on_stuck=self._stuck)
+        self.runner = EngineRunner(
+            self.core, cfg.time_scale, clock, on_stuck=self._stuck, on_error=self._engine_error
+        )
         self.faults = FaultInjector(cfg.faults, crash, clock)
         self._ids = itertools.count(1)
         self._sinks: dict[int, _Sink] = {}
@@ -198,6 +202,11 @@ class EmulatorServer:
                 "the emulated cache can free; raise --blocks or shorten the request"
             )
 
+    def _engine_error(self, message: str) -> None:
+        for sink in self._sinks.values():
+            if not sink.finished:
+                sink.fail(message, 500)
+
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         if not self.faults.ready():
             return self._error("the engine is starting", 503, None)
@@ -251,7 +260,7 @@ class EmulatorServer:
             await sink.event.wait()
             sink.event.clear()
         if sink.error is not None:
-            return self._error(sink.error, 503, None)
+            return self._error(sink.error, sink.status, None)
         ids = seq.output_ids
         if self.cfg.protocol == "sglang":
             body = GenerateShaper(req).full(ids, self._cached(seq))
@@ -272,8 +281,11 @@ class EmulatorServer:
             sink.event.clear()
             if sink.error is not None:
                 if resp is None:
-                    return self._error(sink.error, 503, None)
-                break
+                    return self._error(sink.error, sink.status, None)
+                # Mid-stream, as vLLM does: an error event, then the stream ends.
+                await resp.write(sse_error(sink.error, sink.status))
+                await resp.write_eof()
+                return resp
             n, done = sink.ready, sink.finished
             if n > sent:
                 if resp is None:  # headers go out with the first token, as in vLLM

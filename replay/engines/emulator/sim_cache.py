@@ -27,6 +27,7 @@ class SimCache:
         self.policy = settings.policy
         self._infos: dict[int, ResumeInfo] = {}
         self._handles: dict[int, Handle] = {}
+        self._resume: dict[int, int] = {}  # request -> resume position (what it keeps)
 
     @property
     def block_tokens(self) -> int:
@@ -61,6 +62,7 @@ class SimCache:
             self.cache.abort(h, now)
             return False
         self._handles[rid] = h
+        self._resume[rid] = info.resume_pos
         return True
 
     def prefill(self, rid: int, start: int, end: int, now: float) -> None:
@@ -68,11 +70,17 @@ class SimCache:
 
     def finish(self, rid: int, seq: PrefixKeys, now: float) -> None:
         h = self._handles.pop(rid)
-        self.cache.finish(h, seq, len(seq), now)
+        # The cache builds this request's new blocks from the block holding its resume
+        # position on; keep the tokens from one block before that (a margin), not all.
+        B = self.cache.B
+        keep_from = (max(self._resume.pop(rid, 0) - 1, 0) // B - 1) * B
+        keep = seq.retained(keep_from, B)
+        self.cache.finish(h, keep, len(keep), now)
 
     def abort(self, rid: int, now: float) -> None:
         self._infos.pop(rid, None)
         h = self._handles.pop(rid, None)
+        self._resume.pop(rid, None)
         if h is not None:
             self.cache.abort(h, now)
 
