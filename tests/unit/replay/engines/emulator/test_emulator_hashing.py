@@ -75,3 +75,15 @@ def test_extended_equals_hashing_the_whole_sequence(
 def test_unit_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="hash unit"):
         chain_keys(_ids(10), 0)
+
+
+def test_a_retained_sequence_keeps_block_keys_and_new_tokens_only() -> None:
+    a = PrefixKeys(_ids(3000), 64)
+    kept = a.retained(2000, 272)
+    assert len(kept) == 3000 and kept.tokens.shape[0] == 3000 - 1984  # from the unit start
+    for p in (272, 544, 1904, 64, 1984, 2001, 2500, 3000):  # block, unit and new positions
+        assert kept.key_at(p) == a.key_at(p)
+    with pytest.raises(ValueError, match="before the tokens this retained sequence keeps"):
+        kept.key_at(1000)
+    with pytest.raises(ValueError, match="cannot be extended"):
+        kept.extended(_ids(5))
