@@ -94,6 +94,9 @@ def chain_keys(tokens: np.ndarray, unit: int) -> np.ndarray:
     return _chain(np.asarray(tokens, dtype=np.int64), unit)[0]
 
 
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
+
+
 class PrefixKeys:
     """A token sequence with its chained prefix keys at `unit`-token granularity.
 
@@ -104,7 +107,17 @@ class PrefixKeys:
     # Token ids are stored as uint32 (vocabularies are far below 2^32), and a finished
     # request's sequence is handed to the cache `retained`: the cache keeps it alive, so
     # its size is the emulator's memory.
-    __slots__ = ("_fixed", "_length", "_memo", "_offset", "_sum", "keys", "tokens", "unit")
+    __slots__ = (
+        "_bkeys",
+        "_block",
+        "_length",
+        "_memo",
+        "_offset",
+        "_sum",
+        "keys",
+        "tokens",
+        "unit",
+    )
     _MEMO_MAX = 256  # sub-unit keys remembered per sequence
 
     def __init__(self, tokens: np.ndarray, unit: int) -> None:
@@ -113,7 +126,9 @@ class PrefixKeys:
         self.keys, self._sum = _chain(self.tokens, unit)
         self._length = int(self.tokens.shape[0])
         self._offset = 0  # position of tokens[0]
-        self._fixed: dict[int, int] = {}  # keys kept for positions before the offset
+        # Keys at every `_block` boundary before the offset (a retained sequence only).
+        self._block = 0
+        self._bkeys = _NO_KEYS
         self._memo: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -131,8 +146,8 @@ class PrefixKeys:
             raise ValueError("a retained sequence cannot be extended")
         tokens = np.concatenate([self.tokens, np.asarray(more, dtype=np.uint32)])
         out = PrefixKeys.__new__(PrefixKeys)
-        out.tokens, out.unit, out._memo, out._fixed = tokens, self.unit, {}, {}
-        out._length, out._offset = int(tokens.shape[0]), 0
+        out.tokens, out.unit, out._memo = tokens, self.unit, {}
+        out._length, out._offset, out._block, out._bkeys = int(tokens.shape[0]), 0, 0, _NO_KEYS
         # Continue the chain from the last full unit: only the new units are hashed.
         first = self.keys.shape[0]
         new_keys, out._sum = _chain(tokens, self.unit, first, self._sum)
@@ -150,8 +165,8 @@ class PrefixKeys:
         out = PrefixKeys.__new__(PrefixKeys)
         out.unit, out.keys, out._sum, out._memo = self.unit, self.keys, self._sum, {}
         out.tokens = self.tokens[start - self._offset :].copy()
-        out._length, out._offset = self._length, start
-        out._fixed = {p: self.key_at(p) for p in range(block, start + 1, block) if p % self.unit}
+        out._length, out._offset, out._block = self._length, start, block
+        out._bkeys = np.array([self.key_at(p) for p in range(block, start + 1, block)], np.uint64)
         return out
 
     def key_at(self, pos: int) -> int:
@@ -161,10 +176,12 @@ class PrefixKeys:
         full, rest = divmod(pos, self.unit)
         if rest == 0:
             return int(self.keys[full - 1])
-        known = self._memo.get(pos) or self._fixed.get(pos)
+        known = self._memo.get(pos)
         if known is not None:
             return known
         lo = full * self.unit - self._offset
+        if lo < 0 and self._block and pos % self._block == 0:
+            return int(self._bkeys[pos // self._block - 1])
         if lo < 0:
             raise ValueError(
                 f"position {pos} lies before the tokens this retained sequence keeps "
