@@ -299,3 +299,17 @@ def test_emulator_server_object_exposes_its_profile() -> None:
     # SGLang sizes its own pools (state slots beside KV); they are resized to the block count.
     sg = EmulatorServer(_cfg("sglang"), make_cache)
     assert sg.cache.capacity_blocks is not None and abs(sg.cache.capacity_blocks - 400) <= 5
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+async def test_server_info_says_what_the_emulator_models(engine: str) -> None:
+    cfg = _cfg(engine, token_scale=16.0)
+    async with (
+        running_server(cfg) as (url, _),
+        aiohttp.ClientSession() as s,
+        s.get(url + "/get_server_info") as r,
+    ):
+        info = await r.json()
+    assert info["emulator"] is True and info["engine"] == engine and info["policy"] == engine
+    assert info["token_scale"] == 16.0 and info["block_tokens"] == 256
+    assert info["context_length"] == 1_048_576 // 16

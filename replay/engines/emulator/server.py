@@ -102,6 +102,9 @@ class EmulatorServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/version", self._version)
         app.router.add_get("/emulator/stats", self._stats)
+        # SGLang's server-info endpoint; served by every emulator so that a client's manifest
+        # records what it ran against (the live client's preflight reads it).
+        app.router.add_get("/get_server_info", self._server_info)
         if self.cfg.protocol == "sglang":
             app.router.add_get("/get_model_info", self._model_info)
         app.on_startup.append(self._on_startup)
@@ -129,6 +132,26 @@ class EmulatorServer:
 
     async def _version(self, _req: web.Request) -> web.Response:
         return _json({"version": f"emulator-{self.cfg.engine}"})
+
+    async def _server_info(self, _req: web.Request) -> web.Response:
+        cfg, p = self.cfg, self.profile
+        return _json(
+            {
+                "version": f"emulator-{cfg.engine}",
+                "emulator": True,
+                "engine": cfg.engine,
+                "policy": cfg.policy_name,
+                "model_profile": cfg.model,
+                "served_model_name": self.model_id,
+                "time_scale": cfg.time_scale,
+                "token_scale": cfg.token_scale,
+                "block_tokens": p.block_tokens,
+                "cache_blocks": self.cache.capacity_blocks or 0,
+                "chunk_tokens": p.chunk_tokens,
+                "max_running_requests": p.max_batch,
+                "context_length": p.context_tokens,
+            }
+        )
 
     async def _models(self, _req: web.Request) -> web.Response:
         owner = "sglang" if self.cfg.protocol == "sglang" else "vllm"
