@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         blocks: int | None = typer.Option(
             None,
             "--blocks",
-            help="the engine's cache blocks (overrides the profile's blocks_per_gpu)",
+            help="cache size in blocks (default: the simulator's for the profile)",
         ),
         block_tokens: int | None = typer.Option(
             None, "--block-tokens", help="tokens per cache block (overrides the profile)"

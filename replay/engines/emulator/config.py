@@ -36,7 +36,7 @@ class FaultConfig(BaseModel):
         default=30.0, ge=0.0, description="how long (wall seconds) a stalled stream goes silent"
     )
     crash_after: int | None = Field(
-        default=None, gt=0, description="the server process exits hard after this many requests"
+        default=None, gt=0, description="the server exits hard when request crash_after+1 arrives"
     )
     slow_start_s: float = Field(
         default=0.0, ge=0.0, description="wall seconds the server answers 503 before it is ready"
