@@ -95,7 +95,6 @@ def test_fault_flags_are_validated() -> None:
         EmulatorConfig(engine="tgi")
 
 
-@pytest.mark.slow
 def test_child_emulator_crashes_and_is_restarted_on_the_same_port() -> None:
     cfg = _cfg(crash_after=2)
     with start_emulator_group([cfg], restart=True, timeout_s=30) as group:
