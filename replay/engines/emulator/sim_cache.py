@@ -57,7 +57,10 @@ class SimCache:
         if info is None:  # admit without a lookup just before: look up now
             self.lookup(rid, seq, now)
             info = self._infos.pop(rid)
-        h = self.cache.begin(seq, len(seq), info, now)
+        # The cache keeps the prompt (blocks cached at prefill end refer to it): hand it the
+        # retained form, which holds only the tokens the cache can still ask about.
+        keep = seq.retained(self._keep_from(info.resume_pos), self.cache.B)
+        h = self.cache.begin(keep, len(seq), info, now)
         if not self.cache.reserve(h, reserve_tokens, now):
             self.cache.abort(h, now)
             return False
@@ -65,16 +68,22 @@ class SimCache:
         self._resume[rid] = info.resume_pos
         return True
 
+    def _keep_from(self, resume_pos: int) -> int:
+        """The cache builds a request's new blocks from the block holding its resume
+        position on; keep tokens from one block before that (a margin), not all of them."""
+        B = self.cache.B
+        return (max(resume_pos - 1, 0) // B - 1) * B
+
     def prefill(self, rid: int, start: int, end: int, now: float) -> None:
-        """Placement was decided at `begin` from the policy's chunk model."""
+        """Placement was decided at `begin` from the policy's chunk model; when the prompt
+        is fully computed its blocks and prefill checkpoints join the cache."""
+        h = self._handles.get(rid)
+        if h is not None and end >= h.prompt_len:
+            self.cache.prefill_done(h, now)
 
     def finish(self, rid: int, seq: PrefixKeys, now: float) -> None:
         h = self._handles.pop(rid)
-        # The cache builds this request's new blocks from the block holding its resume
-        # position on; keep the tokens from one block before that (a margin), not all.
-        B = self.cache.B
-        keep_from = (max(self._resume.pop(rid, 0) - 1, 0) // B - 1) * B
-        keep = seq.retained(keep_from, B)
+        keep = seq.retained(self._keep_from(self._resume.pop(rid, 0)), self.cache.B)
         self.cache.finish(h, keep, len(keep), now)
 
     def abort(self, rid: int, now: float) -> None:
