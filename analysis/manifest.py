@@ -12,6 +12,8 @@ keys, so this module is the contract between them:
   ``gpus`` defaults to 1 (with a note) when an engine is missing or has no ``gpus``.
 - ``trace``: ``{path, sha256}`` (also top-level ``trace_path`` / ``trace_sha256``).
 - ``harness_version``, ``run_id``, ``status``, ``command``, ``start``, ``end``.
+- ``config.token_scale``: the trace's token lengths were divided by this (the bundled sample
+  replayed against emulators scaled alike); token throughputs are multiplied by it. Default 1.
 - ``working_set_ratio``: a number, or ``{engine: number}`` (also under ``config``); the
   simulator's working set divided by cache capacity. A per-engine value in ``summary.json``
   (``engines.<name>.working_set_ratio``) takes precedence.
@@ -106,6 +108,15 @@ def manifest_sessions(manifest: dict[str, Any]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+def manifest_token_scale(manifest: dict[str, Any]) -> float:
+    """``config.token_scale``: the replayed trace's token lengths were divided by this (≥ 1);
+    1 when absent or unusable."""
+    value = _lookup(manifest, "token_scale")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+        return 1.0
+    return float(value)
 
 
 def manifest_seed(manifest: dict[str, Any]) -> int | None:

@@ -30,7 +30,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.counters import counter_hit_rate
-from analysis.manifest import Window, manifest_sessions, manifest_working_set_ratio
+from analysis.manifest import (
+    Window,
+    manifest_sessions,
+    manifest_token_scale,
+    manifest_working_set_ratio,
+)
 from analysis.runs import Run
 
 ERROR_STATUSES = ("error", "timeout")
@@ -199,8 +204,15 @@ def measured_mask(d: EngineData, window: Window) -> np.ndarray:
     return (d.first >= window.start_s) & (d.first < window.end_s) & (d.status == "ok")
 
 
-def engine_metrics(d: EngineData, window: Window, gpus: int) -> dict[str, Any]:
-    """The window metrics of one engine (see the module docstring for the definitions)."""
+def engine_metrics(
+    d: EngineData, window: Window, gpus: int, token_scale: float = 1.0
+) -> dict[str, Any]:
+    """The window metrics of one engine (see the module docstring for the definitions).
+
+    `token_scale` (the manifest's `config.token_scale`) multiplies the token throughputs: a
+    run that replayed a trace with token lengths divided by S (the bundled sample against
+    emulators scaled alike) reads at full size, so per-GPU rates and prices are comparable
+    with real engines. Token totals and per-request counts stay as recorded."""
     start, end = window.start_s, window.end_s
     minutes = window.duration_s / 60.0
     served = (d.first >= start) & (d.first < end)
@@ -224,9 +236,9 @@ def engine_metrics(d: EngineData, window: Window, gpus: int) -> dict[str, Any]:
         "cached_tokens": float(cached[has_cached].sum()),
         "ideal_cached_tokens": float(d.ideal[measured].sum()),
         "output_tokens": out_tokens,
-        "output_tokens_per_min": out_tokens / minutes,
-        "output_tokens_per_min_per_gpu": out_tokens / minutes / gpus,
-        "prefill_tokens_per_min_per_gpu": prefill / minutes / gpus,
+        "output_tokens_per_min": out_tokens * token_scale / minutes,
+        "output_tokens_per_min_per_gpu": out_tokens * token_scale / minutes / gpus,
+        "prefill_tokens_per_min_per_gpu": prefill * token_scale / minutes / gpus,
         "hit_rate": _ratio(float(cached[has_cached].sum()), float(prompt[has_cached].sum())),
         "ideal_hit_rate": _ratio(float(d.ideal[measured].sum()), float(prompt.sum())),
         "ttft_p50": _pct(ttft, 50),
@@ -276,7 +288,8 @@ def window_metrics(run: Run, window: Window | tuple[float, float] | None = None)
             "window_end_s": win.end_s,
             "window_s": win.duration_s,
         }
-        row.update(engine_metrics(engine_data(run, engine), win, info.gpus))
+        row["token_scale"] = manifest_token_scale(run.manifest)
+        row.update(engine_metrics(engine_data(run, engine), win, info.gpus, row["token_scale"]))
         row["counter_hit_rate"] = counter_hit_rate(run.server_metrics, engine, win)
         row["working_set_ratio"] = working_set_ratio(run, engine)
         row["run_id"] = run.run_id

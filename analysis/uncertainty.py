@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.manifest import Window
+from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import engine_data, engine_metrics, resolve_window, window_metrics
 from analysis.runs import Run
 
@@ -54,9 +54,10 @@ def binned_metrics(
     for engine in run.engines:
         data = engine_data(run, engine)
         gpus = run.engine_info(engine).gpus
+        scale = manifest_token_scale(run.manifest)
         for b in bins(win, bin_s):
             row: dict[str, Any] = {"engine": engine, "bin_start_s": b.start_s, "bin_end_s": b.end_s}
-            row.update(engine_metrics(data, b, gpus))
+            row.update(engine_metrics(data, b, gpus, scale))
             rows.append(row)
     return pd.DataFrame(rows)
 

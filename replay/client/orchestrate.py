@@ -132,6 +132,19 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
     }
 
 
+def token_scale(reports: list[PreflightReport]) -> float:
+    """How many times the replayed trace's token lengths were divided (emulators serving a
+    scaled-down sample report it in /get_server_info); 1 for real engines. Analysis
+    multiplies token throughputs by it, so per-GPU rates and prices read at full size."""
+    scales = {
+        float(v)
+        for r in reports
+        if isinstance(v := r.server_info.get("token_scale"), int | float)
+        and not isinstance(v, bool)
+    }
+    return scales.pop() if len(scales) == 1 else 1.0
+
+
 def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> dict[str, Any]:
     w, x = plan.workload, plan.time_scale
     c = plan.clock_scale  # records' seconds per wall second
@@ -153,6 +166,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             "window": [w.window[0] / x * c, w.window[1] / x * c],
             "time_scale": x,
             "clock_scale": c,
+            "token_scale": token_scale(reports),
             "seed": w.seed,
             "gap_cap_s": w.gap_cap_s,
             "start_range": [w.start_lo, w.start_hi],

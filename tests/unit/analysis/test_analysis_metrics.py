@@ -18,7 +18,7 @@ from analysis.summary import build_summary, write_summary
 Builder = Callable[[], Any]
 
 
-def _scenario(builder: Builder) -> Path:
+def _scenario(builder: Builder, name: str = "run", **config: Any) -> Path:
     b = builder()
     # engine a, window [100, 200)
     b.req("a", 100.0, first=101.0, done=102.0, prompt=5000, priming=True)  # excluded
@@ -48,7 +48,7 @@ def _scenario(builder: Builder) -> Path:
         if r.status in ("error", "overflow", "cancelled"):
             r.first_token_s = None
             r.done_s = None
-    return b.write(config={"window": [100, 200], "sessions": 1})
+    return b.write(name, config={"window": [100, 200], "sessions": 1, **config})
 
 
 def test_window_metrics_hand_computed(builder: Builder) -> None:
@@ -166,3 +166,16 @@ def test_prefill_counts_every_first_token_but_hit_rate_only_ok(builder: Builder)
     assert m.loc["a", "hit_rate"] == pytest.approx(0.8)
     assert m.loc["a", "ttft_p99"] == pytest.approx(1.0)
     assert m.loc["a", "error_rate"] == pytest.approx(0.5)
+
+
+def test_token_scale_reads_throughput_at_full_size(builder: Builder) -> None:
+    """A run of a trace scaled down by S (config.token_scale) reports token throughputs × S;
+    rates, latencies and token totals are unchanged."""
+    plain = window_metrics(load_run(_scenario(builder))).set_index("engine")
+    scaled = window_metrics(load_run(_scenario(builder, "scaled", token_scale=16)))
+    scaled = scaled.set_index("engine")
+    for col in ("prefill_tokens_per_min_per_gpu", "output_tokens_per_min_per_gpu"):
+        assert scaled.loc["a", col] == pytest.approx(16 * plain.loc["a", col])
+    for col in ("hit_rate", "ttft_p50", "prompt_tokens", "uncached_tokens_per_request"):
+        assert scaled.loc["a", col] == pytest.approx(plain.loc["a", col])
+    assert (plain.loc["a", "token_scale"], scaled.loc["a", "token_scale"]) == (1.0, 16.0)
