@@ -16,9 +16,8 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from replay.sim.keys import LineagePrefix
+from replay.sim.lineage import Lineage, common_blocks
 from replay.traces.model import Trajectory
 from replay.workload import Assignment, Spawn, Workload
 
@@ -84,24 +83,16 @@ class EventLoop:
         self.now = until
 
 
-def common_blocks(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading hash blocks two requests share."""
-    m = min(a.shape[0], b.shape[0])
-    if m == 0:
-        return 0
-    diff = np.flatnonzero(a[:m] != b[:m])
-    return int(diff[0]) if diff.shape[0] else m
-
-
-def shared_with(prev: SimRequest | None, tr: Trajectory, i: int) -> int:
-    """Tokens request `i` shares with the predecessor's prompt + output under exact
-    continuation: a prompt that extends the previous prompt (at hash granularity, its
+def shared_with(prev: SimRequest | None, tr: Trajectory, i: int, m: int | None = None) -> int:
+    """Tokens request `i` shares with its lineage predecessor's prompt + output under exact
+    continuation: a prompt that extends the predecessor's prompt (at hash granularity, its
     partial last block aside) continues its output too; otherwise (a context edit) only
-    the shared hash blocks count."""
+    the shared hash blocks count. `m`: the shared leading blocks, where already known."""
     if prev is None:
         return 0
     g = tr.block_size
-    m = common_blocks(tr.blocks(i), prev.trajectory.blocks(prev.index))
+    if m is None:
+        m = common_blocks(tr.blocks(i), prev.trajectory.blocks(prev.index))
     n = int(tr.input_tokens[i])
     if n >= prev.n and m >= prev.n // g:
         return min(prev.n + prev.out, n)
@@ -121,6 +112,7 @@ class Sessions:
         self._conv_ids = itertools.count(1)
         self.context_blocks: dict[int, int] = {}  # conversation -> tokens of its latest state
         self.finished_conversations = 0
+        self._lineages: dict[Trajectory, Lineage] = {}  # computed once per trajectory
 
     def start(self) -> None:
         for slot in range(self.workload.cfg.sessions):
@@ -148,17 +140,18 @@ class Sessions:
         for sp in a.spawns():
             by_turn[sp.after_turn].append(sp)
         self._spawn(a, by_turn.get(-1, ()), parent)
-        prev = parent
+        issued: dict[int, SimRequest] = {}  # this conversation's completed requests by index
         try:
             for turn in a.turns():
                 if turn.gap_s > 0:
                     yield Wait(turn.gap_s)
                 if self.loop.now >= self.end_s:
                     return
-                req = self._request(a, conv, turn.index, turn.priming, turn.gap_s, prev)
+                link, m = self._link(a.trajectory, turn.index, issued, parent)
+                req = self._request(a, conv, turn.index, turn.priming, turn.gap_s, link, m)
                 yield Send(req)
                 if req.status == "ok":
-                    prev = req
+                    issued[turn.index] = req
                     self.context_blocks[conv] = req.n + req.out
                 self._spawn(a, by_turn.get(turn.index, ()), req)
         finally:
@@ -172,6 +165,36 @@ class Sessions:
     def _starter(self, a: Assignment, parent: SimRequest | None) -> Callable[[], None]:
         return lambda: self._run(self._assignment(a, parent))
 
+    def _link(
+        self, tr: Trajectory, i: int, issued: dict[int, SimRequest], parent: SimRequest | None
+    ) -> tuple[SimRequest | None, int | None]:
+        """The request that request `i` descends from and the blocks they share (None: to be
+        compared): the conversation's first request descends from the parent's request (a
+        subagent's branch point); later ones from the earlier request of the trajectory with
+        the longest common block prefix (`Lineage`) — not simply the one just before, which
+        may be a side call sharing nothing."""
+        if not issued:
+            return parent, None
+        lin = self._lineages.get(tr)
+        if lin is None:
+            lin = self._lineages[tr] = Lineage(tr)
+        j, m = lin.predecessor(i)
+        if j < 0:
+            return None, 0
+        req = issued.get(j)
+        if req is not None:
+            return req, m
+        # The predecessor was never replayed (it precedes the replay's start, or it failed):
+        # the replayed request sharing the most blocks, the latest on a tie (rare: no index).
+        best: SimRequest | None = None
+        best_m = 0
+        mine = tr.blocks(i)
+        for k, r in issued.items():  # ascending request index
+            c = common_blocks(mine, tr.blocks(k))
+            if c > 0 and c >= best_m:
+                best, best_m = r, c
+        return best, best_m
+
     def _request(
         self,
         a: Assignment,
@@ -180,10 +203,11 @@ class Sessions:
         priming: bool,
         gap: float,
         prev: SimRequest | None,
+        m: int | None = None,
     ) -> SimRequest:
         tr = a.trajectory
         n, out = int(tr.input_tokens[i]), int(tr.output_tokens[i])
-        shared = shared_with(prev, tr, i)
+        shared = shared_with(prev, tr, i, m)
         seq = LineagePrefix(
             next(self._seq_ids), n + out, prev.seq if prev is not None else None, shared
         )

@@ -100,14 +100,8 @@ def test_simulator_predicts_the_emulated_hit_rate(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay.sim takes a request's lineage from the request just before it, so the main "
-    "turn after a side request looks cold to it (ideal 0) while the live client and the "
-    "emulator resume it from the turn before the side request: the simulator under-predicts "
-    "by ≈0.06. Remove this marker when the simulator's lineage uses the best earlier request.",
-)
 def test_simulator_predicts_the_emulated_hit_rate_with_side_requests(tmp_path: Path) -> None:
+    """Side calls too: both resume the main turn after one from the main turn before it."""
     measured, predicted = _twin(tmp_path, p_side=Knobs().p_side)
     for e in ENGINES:
         assert abs(measured[e] - predicted[e]) <= TOLERANCE, (e, measured[e], predicted[e])

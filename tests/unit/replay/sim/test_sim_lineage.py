@@ -1,0 +1,130 @@
+"""The simulator's lineage: a request descends from the earlier request of its trajectory
+with the longest common block prefix, not simply from the one just before (a side call)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.profiles import ModelProfile
+from replay.sim.cache import HybridCache
+from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.executors import TraceExecutor
+from replay.sim.lineage import Lineage
+from replay.sim.policies import make_policy
+from replay.traces import load_trace
+from replay.traces.model import Trajectory
+from replay.workload import Workload, WorkloadConfig
+
+BS = 64
+
+
+def _write(tmp_path: Path, requests: list[tuple[int, int, list[int]]]) -> Path:
+    """One Weka trajectory, one request a second: (prompt tokens, output tokens, hash ids)."""
+    rows: list[dict[str, Any]] = [
+        {"t": float(k), "in": n, "out": out, "hash_ids": ids}
+        for k, (n, out, ids) in enumerate(requests)
+    ]
+    doc = {"id": "s", "block_size": BS, "hash_id_scope": "local", "requests": rows}
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    return path
+
+
+def _trajectory(tmp_path: Path, requests: list[tuple[int, int, list[int]]]) -> Trajectory:
+    return load_trace(_write(tmp_path, requests)).trajectories[0]
+
+
+# main turn (4 full blocks + a partial one), a fresh side call, then the main turn again:
+# it keeps the first turn's full blocks, its partial block re-hashed as it filled up.
+MAIN_SIDE_MAIN = [
+    (300, 20, [1, 2, 3, 4, 5]),
+    (100, 10, [101, 102]),
+    (400, 20, [1, 2, 3, 4, 6, 7, 8]),
+]
+
+
+def _replay(
+    tmp_path: Path, profile: ModelProfile, policy: str, start_at: float
+) -> list[SimRequest]:
+    """The first conversation of a one-session replay of MAIN_SIDE_MAIN, as `simulate` runs it,
+    starting at fraction `start_at` of the trajectory."""
+    trace = load_trace(_write(tmp_path, MAIN_SIDE_MAIN))
+    cfg = WorkloadConfig(
+        sessions=1, duration_s=60.0, window=(0.0, 60.0), start_lo=start_at, start_hi=start_at
+    )
+    loop = EventLoop()
+    cache = HybridCache(profile, make_policy(policy, profile))
+    sessions = Sessions(
+        loop, TraceExecutor(loop, cache, profile, lambda now: None), Workload(trace, cfg), 60.0
+    )
+    sessions.start()
+    loop.run(60.0)
+    first = sessions.requests[0].conv
+    return [r for r in sessions.requests if r.conv == first]
+
+
+@pytest.mark.parametrize("policy", ["vllm", "flashstate", "ideal"])
+def test_the_main_turn_after_a_side_call_resumes_from_the_turn_before_it(
+    tmp_path: Path, make_profile: Callable[..., ModelProfile], policy: str
+) -> None:
+    reqs = _replay(tmp_path, make_profile(blocks=400), policy, 0.0)
+    assert [r.index for r in reqs] == [0, 1, 2] and all(r.status == "ok" for r in reqs)
+    main, side, again = (r.info for r in reqs)
+    assert main.ideal_pos == side.ideal_pos == 0  # the side call shares nothing: cold
+    # Exact continuation of request 0: its prompt and its output (300 + 20 tokens).
+    assert again.ideal_pos == 320 == reqs[2].ideal_hint
+    assert 0 < again.resume_pos <= again.ideal_pos
+
+
+def test_a_turn_whose_predecessor_was_never_replayed_is_cold(
+    tmp_path: Path, make_profile: Callable[..., ModelProfile]
+) -> None:
+    # Start at request 2: the priming request is the side call, so request 0 (what request 2
+    # extends) was never sent in this replay and nothing of it can be cached.
+    reqs = _replay(tmp_path, make_profile(blocks=400), "ideal", 0.7)
+    assert [(r.index, r.priming) for r in reqs] == [(1, True), (2, False)]
+    assert reqs[1].info.ideal_pos == 0 and reqs[1].ideal_hint == 0
+
+
+def test_predecessor_is_the_longest_block_prefix_latest_on_a_tie(tmp_path: Path) -> None:
+    tr = _trajectory(
+        tmp_path,
+        [
+            (300, 10, [1, 2, 3, 4, 5]),  # 0: first
+            (400, 10, [1, 2, 3, 4, 6, 7, 8]),  # 1: continues 0
+            (100, 10, [101, 102]),  # 2: side call
+            (120, 10, [201, 202]),  # 3: another side call
+            (500, 10, [1, 2, 3, 4, 6, 7, 9, 10]),  # 4: continues 1 (past both side calls)
+            (200, 10, [1, 2, 11, 12]),  # 5: context edit: two blocks, shared by 0, 1 and 4
+            (130, 10, [101, 103, 104]),  # 6: shares the side call's first block
+        ],
+    )
+    lin = Lineage(tr)
+    assert lin.predecessor(0) == (-1, 0)
+    assert lin.predecessor(1) == (0, 4)
+    assert lin.predecessor(2) == (-1, 0)  # fresh: shares no block with anything earlier
+    assert lin.predecessor(3) == (-1, 0)
+    assert lin.predecessor(4) == (1, 6)
+    assert lin.predecessor(5) == (4, 2)  # a tie among 0, 1 and 4: the latest
+    assert lin.predecessor(6) == (2, 1)
+    assert lin.predecessor(4) == (1, 6)  # memoised answers are the same
+
+
+def test_ids_that_are_not_prefix_chained_still_give_the_longest_prefix(tmp_path: Path) -> None:
+    # Block id 7 at position 1 under two different first blocks: a probe on id 7 alone would
+    # pick request 1; only request 0 really shares two blocks with request 3.
+    tr = _trajectory(
+        tmp_path,
+        [
+            (150, 10, [1, 7, 8]),
+            (150, 10, [2, 7, 9]),
+            (70, 10, [50, 51]),
+            (200, 10, [1, 7, 30, 31]),
+        ],
+    )
+    assert Lineage(tr).predecessor(3) == (0, 2)
