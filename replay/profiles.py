@@ -49,6 +49,18 @@ class ModelProfile(BaseModel):
             "with u = 10,000 a cold 142K prefill costs ≈ 6 s on GLM-5.3-Flash."
         ),
     )
+    clock_prefill_scale: float = Field(
+        1.0,
+        gt=0,
+        description=(
+            "engine clock: modelled prefill time = this × the restore cost above "
+            "(`clock_prefill_seconds`). D and E are fitted for GreedyDual-Size ranking, where "
+            "only their ratio matters, so their absolute scale is not a GPU clock; this factor "
+            "calibrates the emulators' and the simulator's step times to a measured prefill "
+            "rate and leaves restore costs (eviction priorities) untouched. The profile YAML "
+            "states its derivation."
+        ),
+    )
     decode_s_per_step: float = Field(0.02, gt=0, description="seconds per decode step at batch 1")
     decode_s_per_seq: float = Field(
         0.0002, ge=0, description="extra seconds per decode step for each running sequence"
@@ -76,6 +88,13 @@ class ModelProfile(BaseModel):
             self.prefill_cost_d * (b - a)
             + self.prefill_cost_e * ((b / u) ** 2 - (a / u) ** 2) / 2 * u
         )
+
+    def clock_prefill_seconds(self, a: float, b: float) -> float:
+        """Modelled GPU seconds to prefill positions [a, b) given [0, a) is cached: the engine
+        clock of the emulators and the simulator's `engine` timing. The restore cost's shape
+        (linear plus attention term) scaled by `clock_prefill_scale`; eviction priorities keep
+        using `prefill_seconds`, so calibrating the clock never changes what is evicted."""
+        return self.clock_prefill_scale * self.prefill_seconds(a, b)
 
 
 def profiles_dir() -> Path:

@@ -6,9 +6,10 @@
 - `EngineExecutor` (`engine` timing): a continuous-batching engine with chunked prefill.
   Each step spends a token budget of `chunk_tokens` on one token per decoding sequence and
   prefill chunks of waiting requests (first come, first served); it lasts the profile's
-  step cost plus a per-sequence decode cost plus the cost model's prefill seconds. A request
-  is admitted when its memory fits (evicting as the policy allows), so TTFT includes
-  queueing and recomputation, and throughput follows from the cache's hits.
+  step cost plus a per-sequence decode cost plus the prefill seconds of the profile's engine
+  clock (`clock_prefill_seconds`, the emulators' clock too). A request is admitted when its
+  memory fits (evicting as the policy allows), so TTFT includes queueing and recomputation,
+  and throughput follows from the cache's hits.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class EngineExecutor:
                 break
             if j.pos < j.req.n:
                 k = min(j.req.n - j.pos, budget)
-                dt += p.prefill_seconds(j.pos, j.pos + k)
+                dt += p.clock_prefill_seconds(j.pos, j.pos + k)
                 pieces.append((j, k))
                 budget -= k
         self.loop.at(now + dt, lambda: self._end_step(decoding, pieces))

@@ -257,7 +257,7 @@ async def test_time_scale_sets_wall_time_and_fast_steps_are_coalesced() -> None:
             assert lo < wall < hi, (scale, wall)
             model_s = server.core.counters.busy_s
             assert model_s == pytest.approx(
-                server.profile.prefill_seconds(0, 100) + 60 * 0.018 + 59 * 0.00025, rel=1e-6
+                server.profile.clock_prefill_seconds(0, 100) + 60 * 0.018 + 59 * 0.00025, rel=1e-6
             )
             if scale == 200.0:
                 assert len(r.chunk_ns) < 30

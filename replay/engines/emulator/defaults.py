@@ -30,9 +30,12 @@ def scaled_profile(base: ModelProfile, token_scale: float) -> ModelProfile:
     Block, chunk and context sizes shrink by the scale, the block count stays (so a context
     takes as many blocks as its full-size original), and the prefill cost coefficients grow
     so a scaled span costs what the full span costs: D' = D·s and, with positions in the
-    quadratic term also shrunk, E' = E·s². Decode costs stay per step: the sample's outputs
-    are 1/s as long, so decoding takes 1/s of the modelled time (and output token counts are
-    the sample's, not full-size ones).
+    quadratic term also shrunk, E' = E·s². The engine clock's `clock_prefill_scale` is a
+    plain factor on that cost, so it carries over unchanged. Decode costs stay per step: the
+    sample's outputs are 1/s as long, so decoding takes 1/s of the modelled time (and output
+    token counts are the sample's, not full-size ones). A consequence: a session spends 1/s
+    of its full-size decode time decoding and that much longer waiting for prefill, so when
+    an engine is saturated its TTFT absorbs time that at full size would be decode time.
     """
     s = float(token_scale)
     if s == 1.0:

@@ -9,8 +9,9 @@ of the token budget (`chunk_tokens`) goes to prompts being prefilled, oldest fir
 waiting requests admitted in arrival order while the batch has room and the cache can hold
 them (head-of-line: a request that does not fit blocks the ones behind it). A chunk that
 does not finish its prompt ends on a block boundary. The last prefill chunk yields the
-first token. Step time = decode_s_per_step + decode_s_per_seq·decoding + Σ prefill_seconds
-of the chunks (the profile's cost model, which charges attention by position).
+first token. Step time = decode_s_per_step + decode_s_per_seq·decoding + Σ
+clock_prefill_seconds of the chunks (the profile's engine clock: its restore-cost model, which
+charges attention by position, times `clock_prefill_scale`).
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ class EngineCore:
         if not decoding and not chunks:
             return StepResult(0.0, started)
         duration = p.decode_s_per_step + p.decode_s_per_seq * len(decoding)
-        duration += sum(p.prefill_seconds(a, b) for _, a, b in chunks)
+        duration += sum(p.clock_prefill_seconds(a, b) for _, a, b in chunks)
         end_t = now + duration
         result = StepResult(duration, started)
         for seq, a, b in chunks:

@@ -29,7 +29,12 @@ def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:
     # A scaled span costs what the full-size span costs (linear and quadratic terms).
     for a, b in ((0, 142_000), (100_000, 150_000), (0, 900_000)):
         assert s.prefill_seconds(a / 16, b / 16) == pytest.approx(base.prefill_seconds(a, b))
+        # The engine clock's calibration is a plain factor, so it carries over unchanged.
+        assert s.clock_prefill_seconds(a / 16, b / 16) == pytest.approx(
+            base.clock_prefill_seconds(a, b)
+        )
     assert s.decode_s_per_step == base.decode_s_per_step
+    assert s.clock_prefill_scale == base.clock_prefill_scale
     assert scaled_profile(base, 1) is base
     with pytest.raises(ValueError, match="token_scale must be >= 1"):
         scaled_profile(base, 0.5)

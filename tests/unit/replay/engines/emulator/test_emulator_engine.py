@@ -72,7 +72,11 @@ def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
     core.add(seq)
     t = _run(core)
     # 600 tokens in chunks of 256, 256, 88 (block aligned), then 4 more decode steps.
-    prefill = p.prefill_seconds(0, 256) + p.prefill_seconds(256, 512) + p.prefill_seconds(512, 600)
+    prefill = (
+        p.clock_prefill_seconds(0, 256)
+        + p.clock_prefill_seconds(256, 512)
+        + p.clock_prefill_seconds(512, 600)
+    )
     expected = prefill + 3 * 0.01 + 4 * (0.01 + 0.001)
     assert t == pytest.approx(expected)
     assert sink.events == [(1, False)] * 4 + [(1, True)]
@@ -101,7 +105,7 @@ def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -
     core.add(again)
     r = core.step(0.0)
     assert again.resume is not None and again.resume.cached == 639  # the last token is recomputed
-    assert r.duration == pytest.approx(0.01 + _profile().prefill_seconds(639, 640))
+    assert r.duration == pytest.approx(0.01 + _profile().clock_prefill_seconds(639, 640))
     assert core.counters.cached_tokens == 639
     assert core.counters.prompt_tokens == 1280
 

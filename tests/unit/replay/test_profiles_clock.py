@@ -1,0 +1,57 @@
+"""The engine clock (`clock_prefill_seconds`) is calibrated apart from the restore cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay.profiles import ModelProfile, ProfileError, load_profile, profiles_dir
+
+
+def _profile(**kw: object) -> ModelProfile:
+    base: dict[str, object] = dict(
+        name="t",
+        model="t",
+        block_tokens=64,
+        blocks_per_gpu=10,
+        checkpoint_blocks=1,
+        prefill_cost_d=1e-4,
+        prefill_cost_e=2e-5,
+        cost_unit_tokens=1000,
+    )
+    base.update(kw)
+    return ModelProfile.model_validate(base)
+
+
+def test_clock_is_the_restore_cost_scaled_and_leaves_the_restore_cost_alone() -> None:
+    one, half = _profile(), _profile(clock_prefill_scale=0.5)
+    assert one.clock_prefill_scale == 1.0  # unset: the clock is the restore cost
+    for a, b in ((0, 5000), (3000, 5000), (4999, 5000)):
+        assert one.clock_prefill_seconds(a, b) == pytest.approx(one.prefill_seconds(a, b))
+        assert half.clock_prefill_seconds(a, b) == pytest.approx(0.5 * one.prefill_seconds(a, b))
+        assert half.prefill_seconds(a, b) == pytest.approx(one.prefill_seconds(a, b))
+    assert half.clock_prefill_seconds(5000, 5000) == 0.0
+    # Additive over chunks, as the engines charge it chunk by chunk.
+    chunks = sum(half.clock_prefill_seconds(a, a + 1000) for a in range(0, 5000, 1000))
+    assert chunks == pytest.approx(half.clock_prefill_seconds(0, 5000))
+
+
+def test_glm_clock_reproduces_the_papers_vllm_prefill_rate_at_150k() -> None:
+    # configs/models/glm-5.3-flash.yaml: the paper's vLLM computes ≈ 35.9K uncached prompt
+    # tokens/s per engine; the clock's marginal cost at 150K context must match that.
+    p = load_profile("glm-5.3-flash")
+    rate = 1000 / p.clock_prefill_seconds(149_500, 150_500)
+    assert rate == pytest.approx(1.54e6 * 2 * 0.70 / 60, rel=0.02)
+    # GDS priorities keep the paper's fitted coefficients: the restore cost is unchanged.
+    assert p.prefill_seconds(0, 150_000) == pytest.approx(
+        1.862e-5 * 150_000 + 3.33e-6 * 15**2 / 2 * 10_000
+    )
+
+
+def test_a_non_positive_clock_scale_is_refused_naming_the_field(tmp_path: Path) -> None:
+    text = (profiles_dir() / "glm-5.3-flash.yaml").read_text()  # the shipped file, one change
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("clock_prefill_scale:", "clock_prefill_scale: 0 #"))
+    with pytest.raises(ProfileError, match=r"bad.yaml: field 'clock_prefill_scale'"):
+        load_profile(bad)
