@@ -188,6 +188,10 @@ def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) 
     for p in list(parent.related(full)):
         if p is b or p.end >= b.end or p.live or any(s.live for s in p.rstates):
             continue
+        # `b` may be a reused block that runs past the tokens this sequence knows; a sibling
+        # ending beyond them cannot be shown to hold the same tokens, so it keeps its states.
+        if p.end > full.length:
+            continue
         if full.key_at(p.end) != p.key:
             continue
         for s in p.states:
