@@ -106,6 +106,20 @@ def _emulators(
         fail(f"could not start the emulators: {e}")
 
 
+def _emulated_gpus(spec: EngineSpec, settings: Any) -> dict[str, Any]:
+    """An emulator stands for the profile's engine (GLM-5.3-Flash: 2×B200), so per-GPU
+    metrics and prices divide by the profile's GPUs unless the engine's config said otherwise."""
+    if spec.gpus != 1 or spec.gpu_type:
+        return {}
+    from replay.profiles import ProfileError, load_profile
+
+    try:
+        profile = load_profile(getattr(settings, "model", None) or "glm-5.3-flash")
+    except ProfileError:
+        return {}
+    return {"gpus": profile.gpus, "gpu_type": profile.gpu_type}
+
+
 def _final_table(outcome: RunOutcome) -> Table:
     summary = outcome.summary or {}
     engines = summary.get("engines") or {}
@@ -339,7 +353,10 @@ def register(app: typer.Typer) -> None:
         with contextlib.ExitStack() as stack:
             if emulated:
                 urls = stack.enter_context(_emulators(specs, scale, sample, settings))
-                plan.engines = [s.model_copy(update={"url": urls[s.name]}) for s in specs]
+                plan.engines = [
+                    s.model_copy(update={"url": urls[s.name], **_emulated_gpus(s, settings)})
+                    for s in specs
+                ]
             try:
                 outcome = asyncio.run(_drive(plan, show_panel))
             except PreflightFailed as e:

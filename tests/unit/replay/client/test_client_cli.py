@@ -238,4 +238,7 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     assert man["emulated"] is True and man["status"] == "completed"
     assert man["engines"][0]["url"].startswith("http://127.0.0.1:")
     assert man["config"]["clock_scale"] == man["config"]["time_scale"] == 30.0
+    # the emulators stand for GLM-5.3-Flash on 2×B200 replaying the 1/16-size sample
+    assert (man["engines"][0]["gpus"], man["engines"][0]["gpu_type"]) == (2, "B200")
+    assert man["config"]["token_scale"] == 16.0
     assert len(read_requests(out)) > 0
