@@ -3,6 +3,7 @@
 | name | placement | eviction / admission |
 | --- | --- | --- |
 | vllm | chunk ends on block boundaries | LRU per allocation |
+| vllm-like | the source simulation's "vLLM-like": chunk ends on block boundaries | LRU per allocation |
 | sglang | 256-token grid (prefill chunks, prompt end, request end) | two pools, LRU each |
 | dense | every `every` tokens of prefill | LRU per allocation |
 | asc-lru | ASC (vLLM's + exact prompt end + exact request end) | LRU per allocation |
@@ -45,6 +46,19 @@ if TYPE_CHECKING:
 class VllmPolicy(Policy):
     name = "vllm"
     description = "vLLM: block-boundary checkpoints at chunk ends, per-allocation LRU"
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return AllocationLRU(cache)
+
+
+class VllmLikePolicy(Policy):
+    """The source simulation's "vLLM-like" baseline (seed 000, "My simulation"): block-boundary
+    checkpoints at chunk ends (every two blocks at --long-prefill-token-threshold 8704, plus the
+    prompt's last boundary), every block and checkpoint evicted on its own by LRU. Kept as a
+    named ablation so the source's table can be rebuilt while `vllm` follows vLLM's own code."""
+
+    name = "vllm-like"
+    description = "the source's vLLM-like model: chunk-end block-boundary checkpoints, LRU"
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return AllocationLRU(cache)
@@ -174,6 +188,7 @@ class IdealPolicy(_AscPolicy):
 
 POLICY_NAMES: tuple[str, ...] = (
     "vllm",
+    "vllm-like",
     "sglang",
     "dense",
     "asc-lru",
