@@ -14,6 +14,9 @@ keys, so this module is the contract between them:
 - ``harness_version``, ``run_id``, ``status``, ``command``, ``start``, ``end``.
 - ``config.token_scale``: the trace's token lengths were divided by this (the bundled sample
   replayed against emulators scaled alike); token throughputs are multiplied by it. Default 1.
+- ``events``: ``[{event: "engine_down", engine, start_s, end_s, detail}]`` (live runs);
+  ``emulator_restarts``: ``{engine: count}``; ``notes``: lines the writer left. All become
+  notes of the run (`manifest_notes`).
 - ``working_set_ratio``: a number, or ``{engine: number}`` (also under ``config``); the
   simulator's working set divided by cache capacity. A per-engine value in ``summary.json``
   (``engines.<name>.working_set_ratio``) takes precedence.
@@ -101,6 +104,27 @@ def manifest_window(manifest: dict[str, Any]) -> Window | None:
         if value is not None:
             return parse_window(value, where)
     return None
+
+
+def manifest_notes(manifest: dict[str, Any]) -> list[str]:
+    """What the writer recorded about faults: engines down, emulators restarted, notes."""
+    notes = [str(n) for n in manifest.get("notes") or [] if isinstance(n, str)]
+    for ev in manifest.get("events") or []:
+        if not isinstance(ev, dict) or ev.get("event") != "engine_down":
+            continue
+        start, end = ev.get("start_s"), ev.get("end_s")
+        until = f"{end:g} s" if isinstance(end, int | float) else "the end of the run"
+        since = f"{start:g} s" if isinstance(start, int | float) else "an unrecorded time"
+        detail = f" ({ev['detail']})" if ev.get("detail") else ""
+        notes.append(f"{ev.get('engine')}: engine down from {since} to {until}{detail}")
+    restarts = manifest.get("emulator_restarts")
+    if isinstance(restarts, dict):
+        for name, count in restarts.items():
+            notes.append(
+                f"{name}: the emulator died and the harness restarted it {count} time(s), "
+                "with an empty cache"
+            )
+    return notes
 
 
 def manifest_sessions(manifest: dict[str, Any]) -> int | None:

@@ -21,6 +21,7 @@ from analysis.manifest import (
     EngineInfo,
     Window,
     manifest_engines,
+    manifest_notes,
     manifest_window,
 )
 from replay.rundir import (
@@ -31,6 +32,7 @@ from replay.rundir import (
     RunDirError,
     read_manifest,
     read_requests,
+    run_status,
 )
 
 # Columns that must hold numbers (or nulls); a string there means a broken writer.
@@ -115,6 +117,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     missing = [e for e in run.engines if run.engine_info(e).gpus_assumed]
     if missing:
         run.notes.append(f"GPUs per engine not in the manifest for {', '.join(missing)}; assumed 1")
+    run.notes += manifest_notes(manifest)
+    if run_status(run_dir, manifest) == "interrupted (stale)":
+        run.notes.append(
+            "status says running, but no process writes this run any more (killed?): "
+            "interrupted (stale); continue it with `replay run --resume`"
+        )
     return run
 
 

@@ -29,6 +29,27 @@ from replay.rundir import SUMMARY, write_json_atomic
 
 SUMMARY_SCHEMA_VERSION = 1
 OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
+# An engine whose error share in the window passes 5% is flagged (`error_flagged`) and a live
+# run ends `degraded`: its throughput and latency then measure the failures (an engine that
+# died, a broken endpoint) more than the engine. A choice, not a source's number: retries and
+# the odd timeout stay well below it in healthy runs.
+ERROR_FLAG = 0.05
+
+
+def error_note(name: str, error_rate: Any) -> str | None:
+    """The note for an engine whose window error share passes ERROR_FLAG, else None."""
+    if (
+        isinstance(error_rate, int | float)
+        and math.isfinite(error_rate)
+        and error_rate > ERROR_FLAG
+    ):
+        return (
+            f"{name}: {error_rate:.1%} of requests in the window failed (over "
+            f"{ERROR_FLAG:.0%}): degraded, its numbers measure the failures, not the engine"
+        )
+    return None
+
+
 _TOP_KEYS = {"schema_version", "run_id", "window", "window_source", "bin_s", "notes", "engines"}
 _SUMMARY_COLUMNS = {
     *ID_COLUMNS,
@@ -81,6 +102,10 @@ def summary_from_table(
         entry["overflow_flagged"] = bool((row["overflow_rate"] or 0) > OVERFLOW_FLAG)
         if entry["overflow_flagged"]:
             notes.append(f"{name}: overflow rate {row['overflow_rate']:.1%} is over 1%")
+        flagged = error_note(name, row.get("error_rate"))
+        entry["error_flagged"] = flagged is not None
+        if flagged is not None:
+            notes.append(flagged)
         engines[name] = entry
     # Top-level keys an executor wrote (the simulator's own row, ...) are kept as well.
     extra = {k: v for k, v in (run.summary or {}).items() if k not in _TOP_KEYS}
@@ -117,4 +142,11 @@ def summarize_dir(run_dir: str | Path) -> dict[str, Any]:
     return run.summary
 
 
-__all__ = ["build_summary", "summarize_dir", "summary_from_table", "write_summary"]
+__all__ = [
+    "ERROR_FLAG",
+    "build_summary",
+    "error_note",
+    "summarize_dir",
+    "summary_from_table",
+    "write_summary",
+]

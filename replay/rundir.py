@@ -8,14 +8,23 @@ runs/<run-id>/
                           run keeps every record up to its last flush
   server_metrics.parquet  scraped engine metrics (live runs)
   summary.json            per-engine window metrics
+  writer.lock             the one writer's pid and start time while a run is written
 ```
+
+A run directory has one writer: `RunLock` holds an exclusive `flock` on `writer.lock` for the
+run's life (the kernel releases it when the writer exits, however it exits) and writes the
+holder's pid and start time into it, so a second `replay run`/`--resume` is refused with a
+message naming the holder. A lock file that still names a writer but is not locked was left
+by a writer that died: the next writer takes it over and says so.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import secrets
+import socket
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -32,18 +41,166 @@ from replay.records import (
     RequestRecord,
     records_to_table,
 )
+from replay.redact import Scrubber
 
-RunStatus = Literal["running", "completed", "interrupted", "failed"]
+# `degraded`: the run ended on time but an engine's error share in the window passed the
+# summary's threshold (analysis.summary.ERROR_FLAG); its numbers do not stand for the engine.
+RunStatus = Literal["running", "completed", "degraded", "interrupted", "failed"]
 
 MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
 JOURNAL = "requests.jsonl"
 SERVER_METRICS = "server_metrics.parquet"
 SUMMARY = "summary.json"
+LOCK = "writer.lock"
+# A `running` run whose writer holds no lock, or whose heartbeat (written every 5 s) is older
+# than this, was killed: it is shown as `interrupted (stale)`.
+STALE_AFTER_S = 60.0
 
 
 class RunDirError(Exception):
     """A run directory that is missing, unreadable or malformed; the message names the file."""
+
+
+class RunLockedError(RunDirError):
+    """Another live process is writing the run directory."""
+
+
+_HELD: dict[Path, tuple[int, int]] = {}  # this process's locks: path -> (fd, nesting depth)
+
+
+class RunLock:
+    """The exclusive writer lock of one run directory (see the module docstring).
+
+    `acquire()` creates the directory if needed; nested acquires in one process share the
+    lock. `stale_note` says when a dead writer's lock was taken over.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK
+        self.stale_note: str | None = None
+        self._created_dir = False
+        self._held = False
+
+    def acquire(self) -> RunLock:
+        key = self.path.resolve() if self.path.parent.exists() else self.path.absolute()
+        if key in _HELD:
+            fd, depth = _HELD[key]
+            _HELD[key] = (fd, depth + 1)
+            self._held = True
+            return self
+        self._created_dir = not self.run_dir.exists()
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise RunDirError(f"{self.run_dir}: cannot write the run directory ({e})") from e
+        for attempt in range(5):  # a reader probing the lock holds it for a moment
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == 4:
+                    holder = _read_holder(fd)
+                    os.close(fd)
+                    raise RunLockedError(_locked_message(self.run_dir, holder)) from None
+                time.sleep(0.05)
+        previous = _read_holder(fd)
+        if previous:
+            self.stale_note = (
+                f"took over the lock of a writer that died without releasing it (pid "
+                f"{previous.get('pid', '?')}, started {previous.get('start', '?')})"
+            )
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "start": utc_now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
+        os.fsync(fd)
+        _HELD[self.path.resolve()] = (fd, 1)
+        self._held = True
+        return self
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        key = self.path.resolve()
+        fd, depth = _HELD[key]
+        if depth > 1:
+            _HELD[key] = (fd, depth - 1)
+            return
+        del _HELD[key]
+        os.ftruncate(fd, 0)  # an empty lock file: the writer ended cleanly
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        if self._created_dir and [p.name for p in self.run_dir.iterdir()] == [LOCK]:
+            # Nothing was written (a failed preflight): leave no empty run directory behind.
+            self.path.unlink(missing_ok=True)
+            self.run_dir.rmdir()
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        data = orjson.loads(os.pread(fd, 4096, 0) or b"{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _locked_message(run_dir: Path, holder: dict[str, Any]) -> str:
+    pid = holder.get("pid", "?")
+    host = holder.get("host")
+    where = f" on {host}" if host and host != socket.gethostname() else ""
+    return (
+        f"{run_dir} is being written by another replay process (pid {pid}{where}, started "
+        f"{holder.get('start', '?')}); a run directory has one writer. Wait for that run to "
+        f"end (or stop it: kill {pid}), then --resume it, or choose another --out"
+    )
+
+
+def lock_holder(run_dir: Path) -> dict[str, Any] | None:
+    """The live writer's {pid, host, start}, or None when no process holds the lock."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if path.resolve() in _HELD:
+            return _read_holder(fd) or {"pid": os.getpid()}
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd) or {"pid": "?"}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def run_status(run_dir: Path, manifest: dict[str, Any]) -> str:
+    """The manifest's status, except that a `running` run nobody is writing any more (its
+    lock is free, or its heartbeat is older than STALE_AFTER_S) reads `interrupted (stale)`."""
+    status = str(manifest.get("status") or "unknown")
+    if status != "running":
+        return status
+    if (Path(run_dir) / LOCK).exists():
+        return "running" if lock_holder(run_dir) is not None else "interrupted (stale)"
+    beat = manifest.get("heartbeat") or manifest.get("start")
+    try:
+        when = dt.datetime.fromisoformat(str(beat))
+    except ValueError:
+        return status
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    age = (dt.datetime.now(dt.UTC) - when).total_seconds()
+    return "interrupted (stale)" if age > STALE_AFTER_S else status
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -75,9 +232,17 @@ class RunWriter:
     a valid `requests.parquet` at any moment.
     """
 
-    def __init__(self, run_dir: Path, manifest: dict[str, Any], parquet_interval_s: float = 5.0):
+    def __init__(
+        self,
+        run_dir: Path,
+        manifest: dict[str, Any],
+        parquet_interval_s: float = 5.0,
+        scrubber: Scrubber | None = None,
+    ):
         self.run_dir = Path(run_dir)
+        self.scrubber = scrubber or Scrubber()
         self.manifest = dict(manifest)
+        self._lock = RunLock(self.run_dir)
         self.parquet_interval_s = parquet_interval_s
         self._rows: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []
@@ -87,20 +252,29 @@ class RunWriter:
 
     # lifecycle -------------------------------------------------------------------------
     def open(self, resume: bool = False) -> RunWriter:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if resume:
-            self._rows = read_journal(self.run_dir)
-        elif (self.run_dir / JOURNAL).exists():
-            raise RunDirError(
-                f"{self.run_dir}: already holds a run; pass a new --out or --resume it"
-            )
+        self._lock.acquire()  # held until close(); RunLockedError if another process writes
+        try:
+            if resume:
+                self._rows = read_journal(self.run_dir)
+            elif (self.run_dir / JOURNAL).exists():
+                raise RunDirError(
+                    f"{self.run_dir}: already holds a run; pass a new --out or --resume it"
+                )
+        except BaseException:
+            self._lock.release()
+            raise
         self.manifest.setdefault("schema_version", SCHEMA_VERSION)
         self.manifest.setdefault("run_id", self.run_dir.name)
         self.manifest.setdefault("start", utc_now())
         self.manifest["status"] = "running"
-        write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        if self._lock.stale_note:
+            self.manifest.setdefault("notes", []).append(self._lock.stale_note)
+        self._write_manifest()
         self._journal = open(self.run_dir / JOURNAL, "ab")  # noqa: SIM115 - closed in close()
         return self
+
+    def _write_manifest(self) -> None:
+        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(self.manifest))
 
     def close(self, status: RunStatus = "completed", summary: dict[str, Any] | None = None) -> None:
         if self._closed:
@@ -112,8 +286,9 @@ class RunWriter:
             write_json_atomic(self.run_dir / SUMMARY, summary)
         self.manifest["status"] = status
         self.manifest["end"] = utc_now()
-        write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        self._write_manifest()
         self._closed = True
+        self._lock.release()
 
     def __enter__(self) -> RunWriter:
         return self.open()
@@ -129,6 +304,8 @@ class RunWriter:
     # records ---------------------------------------------------------------------------
     def add(self, record: RequestRecord | dict[str, Any]) -> None:
         row = record.as_dict() if isinstance(record, RequestRecord) else record
+        if row.get("error"):
+            row = {**row, "error": self.scrubber.error(str(row["error"]))}
         self._pending.append(row)
 
     def flush(self, force_parquet: bool = False) -> None:
@@ -148,7 +325,7 @@ class RunWriter:
 
     def update_manifest(self, **fields: Any) -> None:
         self.manifest.update(fields)
-        write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        self._write_manifest()
 
     def write_server_metrics(self, table: pa.Table) -> None:
         write_table_atomic(self.run_dir / SERVER_METRICS, table)
@@ -165,10 +342,23 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
         return []
     rows: list[dict[str, Any]] = []
     with open(path, "rb") as f:
-        for line in f:
+        for number, line in enumerate(f, start=1):
             if not line.endswith(b"\n"):
                 break
-            rows.append(orjson.loads(line))
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise RunDirError(
+                    f"{path}: line {number} is not valid JSON ({e.msg} at column {e.colno}); "
+                    "the harness writes whole lines, so the file was edited or damaged: "
+                    f"restore or delete line {number}"
+                ) from None
+            if not isinstance(row, dict):
+                raise RunDirError(
+                    f"{path}: line {number} is not a JSON object (a request record); "
+                    f"restore or delete line {number}"
+                )
+            rows.append(row)
     return rows
 
 
@@ -225,9 +415,13 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 __all__ = [
     "REQUEST_SCHEMA",
     "RunDirError",
+    "RunLock",
+    "RunLockedError",
     "RunWriter",
+    "lock_holder",
     "new_run_id",
     "read_journal",
     "read_manifest",
     "read_requests",
+    "run_status",
 ]

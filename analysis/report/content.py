@@ -14,6 +14,7 @@ from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
 from analysis.rollups import ROLLUPS
 from analysis.runs import Run
+from analysis.summary import error_note
 from analysis.sweeps import aggregate_sweep, capacity_crossing
 from analysis.uncertainty import compare, metrics_with_se, paired_deltas
 
@@ -61,6 +62,9 @@ def analyze_run(
     notes = notes if notes is not None else []
     win = resolve_window(run, window)
     metrics = metrics_with_se(run, win, bin_s)
+    for name, rate in zip(metrics["engine"], metrics["error_rate"], strict=True):
+        if (flag := error_note(str(name), rate)) is not None:
+            notes.append(flag)
     econ = engine_economics(metrics, sheet, gpu, pricing_dir, notes)
     metrics = metrics.merge(econ, on="engine", how="left")
     significance = (

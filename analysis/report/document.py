@@ -15,6 +15,7 @@ import plotly.offline
 from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
 from analysis.report.content import ReportData, RunAnalysis
 from analysis.report.tables import Table, tex_escape
+from replay.rundir import run_status
 
 NOT_RECORDED = "not recorded"
 
@@ -41,7 +42,7 @@ def citation(a: RunAnalysis) -> dict[str, Any]:
     return {
         "run_id": a.run.run_id,
         "path": str(a.run.path),
-        "status": m.get("status") or NOT_RECORDED,
+        "status": run_status(a.run.path, m) if m.get("status") else NOT_RECORDED,
         "trace": trace or NOT_RECORDED,
         "trace_sha256": sha or NOT_RECORDED,
         "seed": NOT_RECORDED if seed is None else seed,

@@ -19,6 +19,7 @@ from dashboards.loading import RunUnavailable, load, run_metrics
 from dashboards.paths import PathRefused, open_inside, relative_name
 from dashboards.timeline import run_end_s
 from dashboards.views.common import available_runs, fmt, no_runs_message
+from replay.rundir import run_status
 
 INTERVALS = (1, 2, 5, 10, 30)
 
@@ -77,7 +78,7 @@ def render(root: Path) -> None:
 
 
 def _show(run: Run) -> None:
-    status = str(run.manifest.get("status", "unknown"))
+    status = run_status(run.path, run.manifest)  # `interrupted (stale)` for a killed run
     req = run.requests
     end = run_end_s(req) if not req.empty else 0.0
     c1, c2, c3, c4 = st.columns(4)

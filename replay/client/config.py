@@ -28,6 +28,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.engines.adapters import adapter_kinds
+from replay.redact import redact_url
+from replay.userpaths import PathProblem, read_text_file
+from replay.windows import WindowError, parse_window_min
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
 KIND_BY_NAME = {"vllm": "vllm", "flashstate": "flashstate", "sglang": "sglang", "openai": "openai"}
@@ -97,11 +100,14 @@ def _check_kind(spec: EngineSpec, where: str) -> None:
 
 def load_config_file(path: Path) -> FileConfig:
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"--config {path}: file not found") from None
+        data = yaml.safe_load(read_text_file(Path(path), "--config"))
+    except PathProblem as e:
+        raise ConfigError(str(e)) from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(e, "problem", None) or e
+        raise ConfigError(f"--config {path}: not valid YAML{where} ({what})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path}: expected a mapping with an 'engines' list")
     for i, eng in enumerate(data.get("engines") or []):
@@ -140,7 +146,14 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
         if not at or "://" in ep_kind:
             ep_kind, ep_url = "", rest
         if not ep_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--endpoint '{ep}': URL must start with http:// or https://")
+            raise ConfigError(
+                f"--endpoint '{redact_url(ep)}': URL must start with http:// or https://"
+            )
+        if name.strip() in urls:
+            raise ConfigError(
+                f"--endpoint {name.strip()} is given twice; one endpoint per engine name (name "
+                f"the second one differently, e.g. {name.strip()}-2=URL, to compare both)"
+            )
         urls[name.strip()] = (ep_kind or None, ep_url)
     names = [n.strip() for n in (engines or "").split(",") if n.strip()]
     if not names:
@@ -172,14 +185,8 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
 
 
 def parse_window(text: str) -> tuple[float, float]:
-    """`A-B` in minutes to (start_min, end_min)."""
-    a, sep, b = text.partition("-")
+    """`A-B` in minutes to (start_min, end_min) (the one parser: `replay.windows`)."""
     try:
-        if not sep:
-            raise ValueError
-        lo, hi = float(a), float(b)
-    except ValueError:
-        raise ConfigError(f"--window '{text}': expected A-B in minutes, e.g. 15-45") from None
-    if not 0 <= lo < hi:
-        raise ConfigError(f"--window '{text}': need 0 ≤ A < B")
-    return lo, hi
+        return parse_window_min(text, "--window")
+    except WindowError as e:
+        raise ConfigError(str(e)) from None

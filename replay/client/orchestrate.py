@@ -32,12 +32,14 @@ from typing import Any
 
 import replay
 from replay.client.config import EngineSpec
+from replay.client.health import EngineWatch
 from replay.client.session import EngineRunner, LiveStats, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
 from replay.engines.scrape import MetricsScraper
 from replay.prompts import PromptBuilder, TokenSpace
 from replay.records import SCHEMA_VERSION, records_to_table
+from replay.redact import Scrubber, redact_url
 from replay.rundir import (
     REQUESTS,
     RunStatus,
@@ -79,6 +81,9 @@ class RunPlan:
     salt: int | None = None
     resume: bool = False
     extra_manifest: dict[str, Any] = field(default_factory=dict)
+    health_interval_s: float = 1.0  # engine_down events are timed to this
+    # Emulators this harness owns and restarts when they die: name -> restarts so far.
+    restarts: Callable[[], dict[str, int]] | None = None
 
     @property
     def duration_wall_s(self) -> float:
@@ -119,7 +124,7 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
     return {
         "name": spec.name,
         "kind": spec.kind,
-        "url": spec.url,
+        "url": redact_url(spec.url),
         "model": rep.model,
         "gpus": spec.gpus,
         "gpu_type": spec.gpu_type,
@@ -132,17 +137,66 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
     }
 
 
+class ScaleConflict(ValueError):
+    """Engines (or an engine and the user's flags) disagree on the clock or token scale."""
+
+
+def announced_scale(reports: list[PreflightReport], key: str) -> float | None:
+    """The `time_scale` or `token_scale` the engines announce in /get_server_info (emulators
+    do; real engines do not: None). Engines announcing different values are a conflict."""
+    found = {
+        r.url: float(v)
+        for r in reports
+        if isinstance(v := r.server_info.get(key), int | float) and not isinstance(v, bool)
+    }
+    if len(set(found.values())) > 1:
+        each = ", ".join(f"{u}: {v:g}" for u, v in found.items())
+        raise ScaleConflict(
+            f"the engines announce different {key}s in /get_server_info ({each}); their "
+            "records would be in different clocks: start them with the same --time-scale "
+            "(and --token-scale), or replay them in separate runs"
+        )
+    return next(iter(found.values()), None)
+
+
 def token_scale(reports: list[PreflightReport]) -> float:
     """How many times the replayed trace's token lengths were divided (emulators serving a
     scaled-down sample report it in /get_server_info); 1 for real engines. Analysis
     multiplies token throughputs by it, so per-GPU rates and prices read at full size."""
-    scales = {
-        float(v)
-        for r in reports
-        if isinstance(v := r.server_info.get("token_scale"), int | float)
-        and not isinstance(v, bool)
-    }
-    return scales.pop() if len(scales) == 1 else 1.0
+    return announced_scale(reports, "token_scale") or 1.0
+
+
+def adopt_announced_clock(
+    plan: RunPlan, reports: list[PreflightReport], user_time_scale: float | None
+) -> str | None:
+    """Records are kept in the engines' clock: an emulator serving X times faster than the GPU
+    it models announces `time_scale` X, and the run adopts it (clock and workload pace) unless
+    the user's --time-scale says otherwise, which is an error. Returns a line for the user
+    when the announced scale was adopted; raises ScaleConflict."""
+    announced = announced_scale(reports, "time_scale")
+    token_scale(reports)  # engines announcing different token scales: ScaleConflict
+    if announced is None or announced <= 0 or announced == plan.clock_scale:
+        return None
+    if user_time_scale is not None and user_time_scale != announced:
+        raise ScaleConflict(
+            f"--time-scale {user_time_scale:g}, but the engines announce time_scale "
+            f"{announced:g} in /get_server_info (an emulator started with --time-scale "
+            f"{announced:g}); pass --time-scale {announced:g} or omit it"
+        )
+    plan.clock_scale = announced
+    plan.time_scale = announced
+    return (
+        f"the engines announce time_scale {announced:g} (emulators running {announced:g}× "
+        f"faster than the GPU they model): the workload keeps pace and records read in "
+        f"their clock"
+    )
+
+
+def scrubber_for(engines: list[EngineSpec]) -> Scrubber:
+    """The run's secrets: URL userinfo and the values of the engines' API-key variables."""
+    envs = [e.api_key_env or "OPENAI_API_KEY" for e in engines if e.kind == "openai"]
+    envs += [e.api_key_env for e in engines if e.api_key_env]
+    return Scrubber.for_engines([e.url for e in engines], envs)
 
 
 def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> dict[str, Any]:
@@ -151,7 +205,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
     return {
         "schema_version": SCHEMA_VERSION,
         "executor": "live",
-        "command": plan.command or shlex.join(sys.argv),
+        "command": scrubber_for(plan.engines).text(plan.command or shlex.join(sys.argv)),
         "harness_version": replay.__version__,
         "trace": {
             "path": plan.trace.source,
@@ -244,7 +298,9 @@ async def run_live(
     # The journal is flushed every second on the loop's thread (cheap); requests.parquet is
     # rebuilt in a worker thread (`_refresh_parquet`): rebuilding it from tens of thousands of
     # rows takes long enough to skew every in-flight request's timestamps.
-    writer = RunWriter(plan.out_dir, manifest, parquet_interval_s=math.inf).open(resume=plan.resume)
+    writer = RunWriter(
+        plan.out_dir, manifest, parquet_interval_s=math.inf, scrubber=scrubber_for(plan.engines)
+    ).open(resume=plan.resume)
     # Huge prompts are built in worker threads; a 1 ms switch interval bounds how long the
     # event loop's thread waits for the GIL behind them (the default is 5 ms).
     switch = sys.getswitchinterval()
@@ -279,6 +335,15 @@ async def run_live(
         clock_scale=plan.clock_scale,
     )
     scrape_stop = asyncio.Event()
+    events0 = list(manifest.get("events") or [])  # a resumed run keeps its earlier events
+    watch = EngineWatch(
+        {s.name: s.url or "" for s in plan.engines if s.kind != "openai"},
+        t0,
+        plan.clock_scale,
+        plan.health_interval_s,
+        on_change=lambda evs: writer.update_manifest(events=events0 + evs),
+    )
+    watch_task = asyncio.create_task(watch.run(scrape_stop))
     # Scrapes at the window's edges (the end a moment early, before sessions are cancelled).
     w = plan.workload
     marks = [w.window[0] / plan.time_scale, max(w.window[1] / plan.time_scale - 0.25, 0.0)]
@@ -313,6 +378,8 @@ async def run_live(
         scrape_stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(scrape_task, 15)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(watch_task, 5)
         for r in runners.values():
             await r.adapter.close()
         writer.flush(force_parquet=True)
@@ -320,10 +387,33 @@ async def run_live(
             writer.write_server_metrics(scraper.table())
         if crashed:
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
+        _record_faults(writer, plan, events0 + watch.events)
         summary = _summary(plan.out_dir)
+        if status == "completed" and _degraded(summary):
+            status = "degraded"
         writer.close(status, summary)
         sys.setswitchinterval(switch)
     return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
+
+
+def _record_faults(writer: RunWriter, plan: RunPlan, events: list[dict[str, Any]]) -> None:
+    """Engine-down events and the emulators this harness restarted, into the manifest (where
+    the summary and the report read them)."""
+    fields: dict[str, Any] = {}
+    if events:
+        fields["events"] = events
+    restarts = {n: k for n, k in (plan.restarts() if plan.restarts else {}).items() if k}
+    if restarts:
+        fields["emulator_restarts"] = restarts
+    if fields:
+        writer.update_manifest(**fields)
+
+
+def _degraded(summary: dict[str, Any]) -> bool:
+    engines = summary.get("engines")
+    return isinstance(engines, dict) and any(
+        isinstance(m, dict) and m.get("error_flagged") for m in engines.values()
+    )
 
 
 async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:

@@ -233,7 +233,7 @@ _HELP = {
     "prompt": "Prompt tokens (cached and computed) per minute per GPU.",
     "output": "Output tokens per minute per GPU (an engine's rate ÷ its GPUs).",
     "write": "Share of uncached prompt tokens billed at the sheet's cache-write price.",
-    "window": "With RUN_DIR: the measured window in seconds, A-B (default: the run's).",
+    "window": "With RUN_DIR: the measured window in minutes, A-B (default: the run's).",
     "dir": "Folder holding sheets.yaml and gpus.yaml (default: configs/pricing).",
     "list": "List the price sheets and GPU rates.",
     "json": "Print JSON instead of a table.",

@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from analysis.manifest import parse_window
 from analysis.metrics import window_metrics
 from analysis.runs import Run, load_run
 from pricing import (
@@ -29,7 +28,7 @@ from pricing import (
     provider_economics,
     usd,
 )
-from replay.commands.common import console, err_console, fail
+from replay.commands.common import console, err_console, fail, window_option
 from replay.commands.price import (
     _break_even_text,
     _caveats,
@@ -150,10 +149,7 @@ def price_run(
     """Print (or JSON-dump) every engine of `run_dir` priced at its window metrics."""
     sheet = _resolve_sheet(sheet_name, pricing_dir)
     forced = None if gpu_name is None else _resolve_gpu(gpu_name, pricing_dir)
-    try:
-        win = None if window is None else parse_window(window, "--window")
-    except ValueError as err:
-        fail(str(err))
+    win = window_option(window)
     try:
         run = load_run(run_dir)
         metrics = window_metrics(run, win)

@@ -1,7 +1,9 @@
 """`replay report RUN_DIR ... --out DIR [--format md,tex,html]`: paper-ready tables and figures.
 
 A RUN_DIR may also be a folder of runs (a `replay simulate --out` sweep): every run
-directory under it is included. Each run's summary.json is rewritten on the way.
+directory under it is included; one that cannot be read is reported (file and problem) and
+left out, and the report covers the rest. Each run's summary.json is rewritten on the way.
+`--window A-B` is in minutes, as for `replay run`.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from analysis.manifest import parse_window
 from analysis.report.build import FORMATS, ReportError, ReportResult, build_report
-from analysis.runs import RunDirError, find_runs
+from analysis.runs import Run, RunDirError, find_runs, load_run
 from pricing import PricingError
-from replay.commands.common import console, err_console, fail
+from replay.commands.common import console, err_console, fail, window_option
 from replay.rundir import MANIFEST
 
 
@@ -32,6 +34,18 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
         else:
             out.append(path)
     return out
+
+
+def load_runs(dirs: list[Path]) -> tuple[list[Run], list[str]]:
+    """Every run that loads, and one line per run that does not (the others go on)."""
+    runs: list[Run] = []
+    bad: list[str] = []
+    for d in dirs:
+        try:
+            runs.append(load_run(d))
+        except RunDirError as e:
+            bad.append(str(e))
+    return runs, bad
 
 
 def _print_result(result: ReportResult) -> None:
@@ -72,7 +86,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         window: Annotated[
             str | None,
-            typer.Option("--window", help="Measured window A-B in seconds (default: manifest's)."),
+            typer.Option("--window", help="Measured minutes A-B (default: each run's window)."),
         ] = None,
         figures: Annotated[
             bool, typer.Option("--figures/--no-figures", help="Build figures.")
@@ -85,14 +99,18 @@ def register(app: typer.Typer) -> None:
         ] = 60.0,
     ) -> None:
         """Tables (Markdown, LaTeX, CSV), figures and a self-contained report.html."""
+        win = window_option(window)
         try:
-            win = parse_window(window, "--window") if window is not None else None
-        except ValueError as e:
-            fail(f"{e}; write it as START-END in seconds, e.g. 900-2700")
+            runs, bad = load_runs(expand_run_dirs(run_dirs))
+        except RunDirError as e:
+            fail(str(e))
+        for problem in bad:
+            err_console.print(f"[red]skipped a run:[/] {escape(problem)}", highlight=False)
+        if not runs:
+            fail(f"no run could be read ({len(bad)} tried); fix the files named above")
         try:
-            dirs = expand_run_dirs(run_dirs)
             result = build_report(
-                dirs, out, formats, sheet=sheet, gpu=gpu, window=win, figures=figures,
+                runs, out, formats, sheet=sheet, gpu=gpu, window=win, figures=figures,
                 static=static, bin_s=bin_s,
             )  # fmt: skip
         except (RunDirError, ReportError) as e:
@@ -100,3 +118,9 @@ def register(app: typer.Typer) -> None:
         except PricingError as e:
             fail(f"pricing: {e}")
         _print_result(result)
+        if bad:
+            err_console.print(
+                f"[yellow]{len(bad)} of {len(bad) + len(runs)} runs were left out[/] (see above)",
+                highlight=False,
+            )
+            raise typer.Exit(1)

@@ -19,6 +19,7 @@ from typing import Any
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from replay.client.config import (
@@ -26,20 +27,31 @@ from replay.client.config import (
     EngineSpec,
     engines_from_flags,
     load_config_file,
-    parse_window,
 )
-from replay.client.orchestrate import PreflightFailed, RunOutcome, RunPlan, check_engines, run_live
+from replay.client.orchestrate import (
+    PreflightFailed,
+    RunOutcome,
+    RunPlan,
+    ScaleConflict,
+    adopt_announced_clock,
+    check_engines,
+    run_live,
+)
 from replay.client.panel import panel, progress_line
 from replay.commands.common import console, err_console, fail
 from replay.engines.adapters import Limits
-from replay.rundir import RunDirError, new_run_id, read_manifest
+from replay.redact import MASK, redact_url
+from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest
+from replay.userpaths import PathProblem, check_out_dir
+from replay.windows import WindowError, resolve_window_min
 from replay.workload import WorkloadConfig, WorkloadError
 
 # The paper's workload: 48 sessions, 45 minutes, minutes 15-45 measured, gaps capped at 300 s.
+# No window given: the last two thirds of --duration-min (replay.windows), 15-45 of 45.
 DEFAULTS: dict[str, Any] = {
     "sessions": 48,
     "duration_min": 45.0,
-    "window": "15-45",
+    "window": None,
     "time_scale": 1.0,
     "seed": 0,
     "gap_cap_s": 300.0,
@@ -65,10 +77,13 @@ def _embedded_defaults() -> tuple[dict[str, Any], Any]:
     except DefaultRunError as e:
         fail(str(e))
     lo, hi = d.window
+    # The default file's window belongs to its duration: a different --duration-min without
+    # --window takes the last two thirds of that run instead.
     return {
         "sessions": d.sessions,
         "duration_min": d.duration_min,
         "window": f"{lo:g}-{hi:g}",
+        "window_for_min": d.duration_min,
         "time_scale": d.time_scale,
         "seed": d.seed,
         "gap_cap_s": DEFAULTS["gap_cap_s"],
@@ -80,9 +95,11 @@ def _embedded_defaults() -> tuple[dict[str, Any], Any]:
 @contextlib.contextmanager
 def _emulators(
     specs: list[EngineSpec], time_scale: float, sample: bool, settings: Any
-) -> Iterator[dict[str, str]]:
+) -> Iterator[Any]:
+    """The emulators this run owns (an `EmulatorGroup`): restarted when one dies mid-run
+    (the manifest notes it), and ended with the harness, even a SIGKILLed one."""
     try:
-        from replay.engines.emulator.launch import EmulatorLaunchError, start_emulators
+        from replay.engines.emulator.launch import EmulatorLaunchError, start_emulator_group
     except ImportError:
         fail(
             "no --endpoint was given, so `replay run` would start emulators, but the emulators "
@@ -97,11 +114,11 @@ def _emulators(
             from replay.engines.emulator.defaults import embedded_emulator_configs
 
             configs = embedded_emulator_configs(names, time_scale, sample, settings)
-            cm = start_emulators(configs)
+            cm = start_emulator_group(configs, restart=True)
         else:
-            cm = start_emulators(names, time_scale=time_scale)
-        with cm as urls:
-            yield urls
+            cm = start_emulator_group(names, time_scale=time_scale, restart=True)
+        with cm as group:
+            yield group
     except (EmulatorLaunchError, ValueError) as e:
         fail(f"could not start the emulators: {e}")
 
@@ -173,7 +190,9 @@ def _final_table(outcome: RunOutcome) -> Table:
     return t
 
 
-async def _drive(plan: RunPlan, show_panel: bool) -> RunOutcome | None:
+async def _drive(
+    plan: RunPlan, show_panel: bool, user_time_scale: float | None = None
+) -> RunOutcome | None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -188,14 +207,17 @@ async def _drive(plan: RunPlan, show_panel: bool) -> RunOutcome | None:
     with contextlib.suppress(NotImplementedError, RuntimeError):
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-    names = ", ".join(f"{e.name} ({e.kind} at {e.url})" for e in plan.engines)
-    err_console.print(f"preflight: {names}", highlight=False)
+    names = ", ".join(f"{e.name} ({e.kind} at {redact_url(e.url)})" for e in plan.engines)
+    err_console.print(f"preflight: {escape(names)}", highlight=False)
     reports = await check_engines(plan)
     for r in reports:
         style = "green" if r.ok else "red"
-        err_console.print(f"[{style}]{r.message()}[/]", highlight=False)
+        err_console.print(f"[{style}]{escape(r.message())}[/]", highlight=False)
     if not all(r.ok for r in reports):
         return None
+    adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict
+    if adopted:
+        err_console.print(f"[yellow]note:[/] {escape(adopted)}", highlight=False)
     if show_panel and console.is_terminal:
         with Live(console=console, refresh_per_second=2, transient=False) as live:
 
@@ -213,13 +235,17 @@ async def _drive(plan: RunPlan, show_panel: bool) -> RunOutcome | None:
     return await run_live(plan, stop=stop, on_tick=line, reports=reports)
 
 
-def _specs_from_manifest(run_dir: Path) -> tuple[list[EngineSpec], dict[str, Any], str]:
+def _specs_from_manifest(
+    run_dir: Path, endpoint: list[str]
+) -> tuple[list[EngineSpec], dict[str, Any], str]:
+    """The engines, settings and trace of the run to resume. `--endpoint NAME=URL` may give
+    an engine's URL again (the manifest keeps URLs without their credentials)."""
     try:
         man = read_manifest(run_dir)
     except RunDirError as e:
         fail(f"--resume: {e}")
-    if man.get("status") == "completed":
-        fail(f"--resume {run_dir}: that run completed; nothing to resume")
+    if man.get("status") in ("completed", "degraded"):
+        fail(f"--resume {run_dir}: that run ended ({man.get('status')}); nothing to resume")
     cfg = man.get("config") or {}
     specs = []
     for entry in man.get("engines") or []:
@@ -230,7 +256,61 @@ def _specs_from_manifest(run_dir: Path) -> tuple[list[EngineSpec], dict[str, Any
     trace = (man.get("trace") or {}).get("path")
     if not specs or not trace:
         fail(f"--resume {run_dir}: manifest.json lacks its engines or trace; cannot resume")
+    if endpoint:
+        try:
+            given = {s.name: s.url for s in engines_from_flags(None, endpoint)}
+        except ConfigError as e:
+            fail(str(e))
+        unknown = [n for n in given if n not in {s.name for s in specs}]
+        if unknown or man.get("emulated"):
+            fail(
+                f"--resume {run_dir}: --endpoint may only give the URL of an engine of that run "
+                f"({', '.join(s.name for s in specs)}); the engines cannot change on resume"
+            )
+        specs = [s.model_copy(update={"url": given.get(s.name, s.url)}) for s in specs]
+    masked = [s.name for s in specs if s.url and f"{MASK}@" in s.url]
+    if masked:
+        fail(
+            f"--resume {run_dir}: the manifest keeps the URL of {', '.join(masked)} without its "
+            f"credentials; give it again: --endpoint {masked[0]}=URL"
+        )
     return specs, cfg, str(trace)
+
+
+# Flags that shape the workload: a resumed run keeps the ones it was started with.
+_WORKLOAD_FLAGS = (
+    "--engines",
+    "--config",
+    "--trace",
+    "--sessions",
+    "--duration-min",
+    "--window",
+    "--time-scale",
+    "--seed",
+    "--gap-cap-s",
+    "--out",
+)
+
+
+def _check_flags(
+    *, sessions: int | None, duration_min: float | None, time_scale: float | None,
+    gap_cap_s: float | None, seed: int | None, retries: int, stall_s: float,
+    request_timeout_s: float,
+) -> None:  # fmt: skip
+    """Counts and limits that cannot be negative (or zero) fail naming their flag."""
+    checks: list[tuple[str, float | None, bool, str]] = [
+        ("--sessions", sessions, sessions is None or sessions >= 1, "at least 1"),
+        ("--duration-min", duration_min, duration_min is None or duration_min > 0, "positive"),
+        ("--time-scale", time_scale, time_scale is None or time_scale > 0, "positive"),
+        ("--gap-cap-s", gap_cap_s, gap_cap_s is None or gap_cap_s >= 0, "0 or more"),
+        ("--seed", seed, seed is None or seed >= 0, "0 or more"),
+        ("--retries", retries, retries >= 0, "0 or more (0: no retries)"),
+        ("--stall-timeout-s", stall_s, stall_s > 0, "positive"),
+        ("--request-timeout-s", request_timeout_s, request_timeout_s > 0, "positive"),
+    ]
+    for flag, value, ok, need in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            fail(f"{flag} {value:g}: must be {need}")
 
 
 def register(app: typer.Typer) -> None:
@@ -272,6 +352,26 @@ def register(app: typer.Typer) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         from replay.traces import TraceError, load_trace, sample_path
 
+        _check_flags(
+            sessions=sessions, duration_min=duration_min, time_scale=time_scale,
+            gap_cap_s=gap_cap_s, seed=seed, retries=retries, stall_s=stall_s,
+            request_timeout_s=request_timeout_s,
+        )  # fmt: skip
+        if resume is not None:
+            given = dict(
+                zip(
+                    _WORKLOAD_FLAGS,
+                    (engines, config, trace, sessions, duration_min, window, time_scale, seed,
+                     gap_cap_s, out),
+                    strict=True,
+                )
+            )  # fmt: skip
+            changed = [flag for flag, value in given.items() if value is not None]
+            if changed:
+                fail(
+                    f"--resume continues {resume} with the workload it was started with; drop "
+                    f"{', '.join(changed)} (to change the workload, start a new run with --out)"
+                )
         file_cfg: Any = None
         manifest_cfg: dict[str, Any] = {}
         defaults, settings = DEFAULTS, None
@@ -280,7 +380,7 @@ def register(app: typer.Typer) -> None:
             engines = engines or defaults["engines"]
         try:
             if resume is not None:
-                specs, manifest_cfg, trace = _specs_from_manifest(resume)
+                specs, manifest_cfg, trace = _specs_from_manifest(resume, endpoint)
             elif config is not None:
                 if engines or endpoint:
                     fail("--config lists the engines; drop --engines/--endpoint or the file")
@@ -295,6 +395,7 @@ def register(app: typer.Typer) -> None:
         if not emulated and any(s.url is None for s in specs):
             missing = ", ".join(s.name for s in specs if s.url is None)
             fail(f"engines {missing} have no url; give every engine a url or none")
+        user_scale: float | None = None
         if resume is not None:
             if emulated:
                 settings = _embedded_defaults()[1]
@@ -302,18 +403,30 @@ def register(app: typer.Typer) -> None:
             duration_s = float(manifest_cfg.get("replayed_duration_s", 2700.0))
             win_s = tuple(manifest_cfg.get("replayed_window", (900.0, 2700.0)))
             scale = float(manifest_cfg.get("time_scale", 1.0))
+            user_scale = scale  # an engine announcing another clock is a conflict
             run_seed = int(manifest_cfg.get("seed", 0))
             cap = float(manifest_cfg.get("gap_cap_s", 300.0))
         else:
             n_sessions = _pick(sessions, fc and fc.sessions, "sessions", defaults)
-            minutes = _pick(duration_min, fc and fc.duration_min, "duration_min", defaults)
-            duration_s = float(minutes) * 60
+            minutes = float(_pick(duration_min, fc and fc.duration_min, "duration_min", defaults))
+            duration_s = minutes * 60
+            win_text = window if window is not None else fc and fc.window
+            if win_text is None and minutes == defaults.get("window_for_min", minutes):
+                win_text = defaults["window"]  # the embedded default's own window
+            flag = "--window" if window is not None or not (fc and fc.window) else (
+                f"--config {config}: field 'window'"
+            )  # fmt: skip
             try:
-                lo, hi = parse_window(_pick(window, fc and fc.window, "window", defaults))
-            except ConfigError as e:
+                lo, hi, used = resolve_window_min(win_text, minutes, flag)
+            except WindowError as e:
                 fail(str(e))
-            win_s = (lo * 60, min(hi * 60, duration_s))
-            scale = float(_pick(time_scale, fc and fc.time_scale, "time_scale", defaults))
+            err_console.print(f"measuring {used}", highlight=False)
+            win_s = (lo * 60, hi * 60)
+            picked = _pick(time_scale, fc and fc.time_scale, "time_scale", defaults)
+            scale = float(picked)
+            user_scale = (
+                float(time_scale) if time_scale is not None else (fc and fc.time_scale) or None
+            )
             run_seed = int(_pick(seed, fc and fc.seed, "seed", defaults))
             cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s", defaults))
             trace = trace or (fc and fc.trace) or defaults.get("trace") or None
@@ -329,14 +442,18 @@ def register(app: typer.Typer) -> None:
             )
         except WorkloadError as e:
             fail(f"{e} (check --sessions, --duration-min and --window)")
+        run_dir = resume if resume is not None else (out or Path("runs") / new_run_id())
+        try:
+            check_out_dir(run_dir, "--resume" if resume is not None else "--out")
+        except PathProblem as e:
+            fail(str(e))
+        if resume is None and (run_dir / "requests.jsonl").exists():
+            fail(f"--out {run_dir}: already holds a run; choose a new --out or --resume it")
         try:
             sample = trace is None or Path(str(trace)) == sample_path()
             loaded = load_trace(trace or sample_path())
         except (TraceError, FileNotFoundError) as e:
             fail(f"--trace: {e}")
-        run_dir = resume if resume is not None else (out or Path("runs") / new_run_id())
-        if resume is None and (run_dir / "requests.jsonl").exists():
-            fail(f"--out {run_dir}: already holds a run; choose a new --out or --resume it")
         plan = RunPlan(
             engines=specs,
             trace=loaded,
@@ -351,16 +468,24 @@ def register(app: typer.Typer) -> None:
             extra_manifest={"emulated": emulated},
         )
         with contextlib.ExitStack() as stack:
+            # One writer per run directory, from before anything starts to the very end.
+            try:
+                stack.enter_context(RunLock(run_dir))
+            except RunDirError as e:
+                fail(str(e))
             if emulated:
-                urls = stack.enter_context(_emulators(specs, scale, sample, settings))
+                group = stack.enter_context(_emulators(specs, scale, sample, settings))
+                plan.restarts = group.restarts
                 plan.engines = [
-                    s.model_copy(update={"url": urls[s.name], **_emulated_gpus(s, settings)})
+                    s.model_copy(update={"url": group.urls[s.name], **_emulated_gpus(s, settings)})
                     for s in specs
                 ]
             try:
-                outcome = asyncio.run(_drive(plan, show_panel))
+                outcome = asyncio.run(_drive(plan, show_panel, user_scale))
             except PreflightFailed as e:
                 fail(str(e))
+            except ScaleConflict as e:
+                fail(f"{e}; nothing was sent")
             except RunDirError as e:
                 fail(str(e))
             except (asyncio.CancelledError, KeyboardInterrupt):
@@ -373,8 +498,14 @@ def register(app: typer.Typer) -> None:
             fail("preflight failed: fix the engines above, then run again; nothing was sent")
         console.print(_final_table(outcome))
         for note in (outcome.summary or {}).get("notes", []):
-            console.print(f"[yellow]note:[/] {note}", highlight=False)
+            console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
         console.print(f"run directory: {outcome.run_dir}  ({outcome.records:,} requests)")
+        if outcome.status == "degraded":
+            console.print(
+                "[yellow]degraded:[/] an engine failed too many requests in the window (see the "
+                "notes); its numbers measure the failures, not the engine",
+                highlight=False,
+            )
         if outcome.status == "interrupted":
             console.print(f"interrupted; continue with: replay run --resume {outcome.run_dir}")
             raise typer.Exit(130)

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -20,6 +19,7 @@ from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
 from replay.sim.sweep import RayError, plan, run_sweep
 from replay.traces import TraceError, load_trace
+from replay.windows import WindowError, resolve_window_min, seconds
 from replay.workload import WorkloadConfig, WorkloadError
 
 
@@ -42,16 +42,14 @@ def parse_sessions(text: str) -> list[int]:
     return out
 
 
-def parse_window(text: str, duration_min: float) -> tuple[float, float]:
-    """'A-B' in minutes → seconds; must lie within the run."""
+def parse_window(text: str | None, duration_min: float) -> tuple[float, float]:
+    """'A-B' in minutes → seconds, inside the run; none: the last two thirds (says which)."""
     try:
-        a_s, b_s = text.split("-")
-        a, b = float(a_s), float(b_s)
-    except ValueError:
-        fail(f"--window: '{text}' is not A-B in minutes (e.g. --window 15-45)")
-    if not 0 <= a < b <= duration_min:
-        fail(f"--window: {text} must satisfy 0 ≤ A < B ≤ --duration-min ({duration_min:g} minutes)")
-    return a * 60.0, b * 60.0
+        lo, hi, used = resolve_window_min(text, duration_min)
+    except WindowError as e:
+        fail(str(e))
+    err_console.print(used, highlight=False)
+    return seconds((lo, hi))
 
 
 def register(app: typer.Typer) -> None:
@@ -66,7 +64,9 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option("glm-5.3-flash", "--model", help="Profile in configs/models."),
         timing: str = typer.Option("trace", "--timing", help="trace | engine"),
         duration_min: float = typer.Option(45.0, "--duration-min", help="Run length, minutes."),
-        window: str = typer.Option("15-45", "--window", help="Measured minutes A-B."),
+        window: str | None = typer.Option(
+            None, "--window", help="Measured minutes A-B (default: the last two thirds)."
+        ),
         out: Annotated[
             Path | None, typer.Option("--out", help="Output folder (default runs/sim-…).")
         ] = None,
@@ -93,15 +93,15 @@ def register(app: typer.Typer) -> None:
         try:
             load_profile(model)
         except ProfileError as e:
-            fail(escape(f"--model: {e}"))
+            fail(f"--model: {e}")
         try:
             WorkloadConfig(sessions=max(counts), duration_s=duration_min * 60.0, window=win)
         except WorkloadError as e:
-            fail(escape(str(e)))
+            fail(str(e))
         try:
             tr = load_trace(trace)
         except (TraceError, FileNotFoundError, OSError) as e:
-            fail(escape(f"--trace: {e}"))
+            fail(f"--trace: {e}")
         if not tr.trajectories:
             fail(f"--trace: {trace} holds no trajectories")
         out_dir = out or Path("runs") / new_run_id("sim")
@@ -147,9 +147,9 @@ def register(app: typer.Typer) -> None:
                     on_result=advance,
                 )
             except RunDirError as e:
-                fail(escape(f"--out: {e}"))
+                fail(f"--out: {e}")
             except RayError as e:
-                fail(escape(f"--ray: {e}"))
+                fail(f"--ray: {e}")
         if as_json:
             sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
             return

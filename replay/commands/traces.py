@@ -12,6 +12,7 @@ from rich.table import Table
 
 from replay.commands.common import console, fail
 from replay.traces import FORMATS, Trace, TraceError, load_trace, sample_path
+from replay.userpaths import PathProblem, check_out_file
 
 app = typer.Typer(help="Describe, generate and convert agent traces.", no_args_is_help=True)
 
@@ -127,8 +128,7 @@ def synth(
         fail(f"--trajectories must be at least 1, got {trajectories}")
     if scale < 1:
         fail(f"--scale must be at least 1 (it divides token lengths), got {scale}")
-    if out.is_dir():
-        fail(f"--out {out} is a folder; give a file name ending in .jsonl or .jsonl.gz")
+    _check_out(out)
     t0 = time.perf_counter()
     n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
     size = out.stat().st_size / 1e6
@@ -154,6 +154,7 @@ def convert(
 
     if to not in FORMATS:
         fail(f"--to {to!r}: expected one of {', '.join(FORMATS)}")
+    _check_out(out)  # before the (long) load
     trace = _load(src, strict, fmt)
     try:
         if to == "mooncake":
@@ -169,6 +170,13 @@ def convert(
         lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
         console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)
     _print_issues(trace)
+
+
+def _check_out(out: Path) -> None:
+    try:
+        check_out_file(out, "--out")
+    except PathProblem as e:
+        fail(f"{e} (a .jsonl or .jsonl.gz file)")
 
 
 def register(root: typer.Typer) -> None:

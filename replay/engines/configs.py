@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.config_paths import config_subdir
+from replay.userpaths import PathProblem, read_text_file
 
 EngineKind = Literal["vllm", "flashstate", "sglang"]
 AdapterName = Literal["vllm", "sglang", "openai"]
@@ -342,15 +343,17 @@ def _format_validation(path: Path, err: ValidationError) -> str:
 def load_engine_config_file(path: Path) -> EngineConfig:
     """Parse and validate one YAML file; errors name the file and the field (or line)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise EngineConfigError(f"{path}: cannot read: {e.strerror or e}") from e
+        text = read_text_file(path, "engine config")
+    except PathProblem as e:
+        raise EngineConfigError(str(e)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         raise EngineConfigError(f"{path}: invalid YAML at {where}: {e.problem}") from e
+    except yaml.YAMLError as e:
+        raise EngineConfigError(f"{path}: invalid YAML ({e})") from e
     if not isinstance(data, dict):
         raise EngineConfigError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     if "name" in data and data["name"] != path.stem:

@@ -36,6 +36,7 @@ import orjson
 from replay.engines.adapters import Limits, make_adapter, make_session
 from replay.engines.adapters.base import StreamResult
 from replay.engines.scrape import MetricsError, block_size_from_metrics, cache_config, parse_metrics
+from replay.redact import redact_url
 
 # Flags that turn on what the checks need, by engine kind.
 CACHE_REPORT_FLAG = {
@@ -81,7 +82,19 @@ class PreflightReport:
 
     def message(self) -> str:
         if self.ok:
-            return f"{self.kind} engine at {self.url}: all {len(self.checks)} checks passed"
+            passed = sum(1 for c in self.checks if c.ok)
+            if passed == len(self.checks):
+                return f"{self.kind} engine at {self.url}: all {passed} checks passed"
+            # "passed" only for checks that ran and passed; the rest are named.
+            lines = [
+                f"{self.kind} engine at {self.url}: ready ({passed} of {len(self.checks)} "
+                "checks passed; the others are informative for this kind)"
+            ]
+            for c in self.checks:
+                if not c.ok:
+                    state = "not run" if c.ok is None else "failed"
+                    lines.append(f"  - {c.name} {state}: {c.detail}")
+            return "\n".join(lines)
         lines = [f"{self.kind} engine at {self.url} is not ready for a live replay:"]
         for c in self.failures:
             state = "skipped" if c.ok is None else "FAILED"
@@ -92,6 +105,22 @@ class PreflightReport:
         d = asdict(self)
         d["ok"] = self.ok
         return d
+
+
+def _auth_fix(status: int, kind: str, options: dict[str, Any], sent_key: bool) -> str:
+    env = options.get("api_key_env") or "OPENAI_API_KEY"
+    if kind != "openai":
+        return (
+            f"the server answered {status}: it wants credentials the harness does not send for "
+            f"kind {kind}; serve it without an API key, or use kind openai with api_key_env"
+        )
+    if not sent_key:
+        return f"set the API key in the environment variable {env} (it is unset or empty)"
+    verb = "rejected" if status == 401 else "not allowed to use this endpoint or model"
+    return (
+        f"the API key in {env} was {verb} ({status}): check the key, its project or its "
+        "permissions (and api_key_env in --config if a different variable holds it)"
+    )
 
 
 def _skip(report: PreflightReport, names: list[str], why: str, required: bool = True) -> None:
@@ -127,9 +156,10 @@ async def preflight(
     timeout_s: float = 300.0,
     adapter_options: dict[str, Any] | None = None,
 ) -> PreflightReport:
-    """Run every check against the endpoint at `url`; never raises for engine faults."""
+    """Run every check against the endpoint at `url`; never raises for engine faults. The
+    report (and every message) shows the URL with its userinfo masked."""
     url = url.rstrip("/")
-    report = PreflightReport(url, kind, model)
+    report = PreflightReport(redact_url(url) or url, kind, model)
     token_level = kind != "openai"
     hdrs = dict(headers or {})
     if kind == "openai":  # hosted endpoints want the key even for /v1/models; never logged
@@ -141,6 +171,7 @@ async def preflight(
     try:
         await _run_checks(
             report,
+            url,
             session,
             hdrs,
             limits,
@@ -156,6 +187,7 @@ async def preflight(
 
 async def _run_checks(
     report: PreflightReport,
+    url: str,
     session: aiohttp.ClientSession,
     hdrs: dict[str, str],
     limits: Limits,
@@ -164,7 +196,7 @@ async def _run_checks(
     token_level: bool,
     adapter_options: dict[str, Any],
 ) -> None:
-    url, kind = report.url, report.kind
+    kind = report.kind
     later = [
         "model listed",
         "metrics readable",
@@ -177,20 +209,24 @@ async def _run_checks(
     # A hosted URL may already end in /v1 (the openai package's base_url convention).
     models = "/models" if url.endswith("/v1") else "/v1/models"
     health = models if kind == "openai" else "/health"
+    status = 0
     try:
         status, _ = await _get(session, url + health, hdrs)
         ok = status == 200
         detail = f"GET {health} answered {status}."
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
-        ok, detail = False, f"GET {health} failed ({type(e).__name__}: {e})."
-    report.checks.append(
-        Check("reachable", ok, detail, "" if ok else f"start the engine, or fix the URL {url}")
-    )
+        ok, detail = False, f"GET {health} failed ({type(e).__name__})."
+    fix = "" if ok else f"start the engine, or fix the URL {report.url}"
+    if status in (401, 403):
+        fix = _auth_fix(status, kind, adapter_options, bool(hdrs.get("Authorization")))
+    report.checks.append(Check("reachable", ok, detail, fix))
     if not ok:
-        _skip(report, later, "the engine is unreachable")
+        refused = status in (401, 403)
+        _skip(report, later, "the endpoint refused the credentials" if refused else "unreachable")
         return
     # model listed ------------------------------------------------------------------------
     served: list[str] = []
+    status = 0
     try:
         status, body = await _get(session, url + models, hdrs)
         data = orjson.loads(body) if status == 200 else {}
@@ -202,7 +238,16 @@ async def _run_checks(
         pass
     if report.model is None and served:
         report.model = served[0]
-    if report.model is not None and report.model in served:
+    if status in (401, 403):
+        report.checks.append(
+            Check(
+                "model listed",
+                False,
+                f"GET {models} answered {status}.",
+                _auth_fix(status, kind, adapter_options, bool(hdrs.get("Authorization"))),
+            )
+        )
+    elif report.model is not None and report.model in served:
         report.checks.append(Check("model listed", True, f"serves '{report.model}'."))
     elif not served:
         report.checks.append(
@@ -274,6 +319,7 @@ async def _run_checks(
     # probes ------------------------------------------------------------------------------
     await _probe(
         report,
+        url,
         session,
         limits,
         metrics_text,
@@ -287,6 +333,7 @@ async def _run_checks(
 
 async def _probe(
     report: PreflightReport,
+    url: str,
     session: aiohttp.ClientSession,
     limits: Limits,
     metrics_before: str | None,
@@ -296,7 +343,7 @@ async def _probe(
     hdrs: dict[str, str],
     adapter_options: dict[str, Any],
 ) -> None:
-    kind, url = report.kind, report.url
+    kind = report.kind
     n = probe_tokens or max(4 * (report.block_size or 256), 1024)
     if report.context_tokens:
         n = min(n, max(report.context_tokens // 2 - 16, 16))

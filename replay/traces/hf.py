@@ -7,6 +7,7 @@ The two differ in the one `load_dataset` call of `_stream`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -15,8 +16,47 @@ from replay.traces.fields import Where
 from replay.traces.loader import Parsed, build_trace
 from replay.traces.model import Trace
 
+HUB_TIMEOUT_S = 10.0
+_OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _check_hub(name: str) -> None:
+    """One quick look-up before `datasets` (which retries for ~40 s when the hub is
+    unreachable): a missing, gated or unreachable dataset fails at once, saying which.
+    Skipped in offline mode (a cached dataset needs no hub)."""
+    if any(os.environ.get(v, "") not in ("", "0") for v in _OFFLINE_ENV):
+        return
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().dataset_info(name, timeout=HUB_TIMEOUT_S)
+    except GatedRepoError:
+        fail(
+            name, None, "src", "the dataset is gated: accept its terms on the hub and set HF_TOKEN"
+        )
+    except RepositoryNotFoundError:
+        fail(
+            name,
+            None,
+            "src",
+            "no such dataset on the Hugging Face hub (or it is private: set HF_TOKEN); check "
+            "the id (owner/name), or give a local .jsonl file or folder",
+        )
+    except Exception as exc:  # network errors come from several libraries
+        fail(
+            name,
+            None,
+            "src",
+            f"could not reach the Hugging Face hub ({type(exc).__name__}: {exc}); check the "
+            "network (or HF_ENDPOINT), or download the dataset and give its local files "
+            "(with a cached copy, set HF_HUB_OFFLINE=1)",
+        )
+
 
 def _stream(name: str, data_files: Sequence[str] | None, split: str) -> Any:
+    if data_files is None:
+        _check_hub(name)
     import datasets  # heavy import: only when a dataset source is used
 
     try:

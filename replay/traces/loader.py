@@ -27,6 +27,8 @@ Format = Literal["weka", "mooncake"]
 FORMATS: tuple[Format, ...] = ("weka", "mooncake")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _LOCAL_SUFFIXES = (".json", ".jsonl", ".gz")
+# Fields only a Weka session has: a line with them but no 'requests' lacks that field.
+_WEKA_KEYS = frozenset({"block_size", "hash_id_scope", "models", "tool_tokens", "system_tokens"})
 
 # One parsed record: where it came from, the object, and (for raw lines) the bytes + spans.
 Parsed = tuple[Where, Any, bytes | None, list[tuple[int, int]] | None]
@@ -132,6 +134,12 @@ def detect_format(obj: Any, where: Where) -> Format:
         if "input_length" in obj:
             return "mooncake"
         keys = ", ".join(sorted(map(str, obj))[:8]) or "none"
+        if _WEKA_KEYS & set(obj):
+            where.fail(
+                "requests",
+                "missing: a Weka session lists its requests under 'requests' (this line has "
+                f"{keys}); add the list, or pass --format mooncake if it is a Mooncake row",
+            )
         found = f"an object with keys: {keys}"
     else:
         found = type(obj).__name__

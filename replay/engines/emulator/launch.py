@@ -14,7 +14,8 @@ event loop never delays another's timestamps. Each child binds a free loopback p
 reports it on stdout, so parallel test runs never race for ports. With `restart=True` a
 supervisor restarts a child that died (an injected crash) on the same port, with an empty
 cache and without its `crash_after` fault, as an engine restarted by its operator would be.
-Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period).
+Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period); a child
+also ends by itself when this process dies, even by SIGKILL (`lifeline.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from replay.engines.emulator.config import EmulatorConfig, FaultConfig
+from replay.engines.emulator.lifeline import PARENT_ENV
 
 READY_PREFIX = "serve-sim ready:"
 _READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
@@ -54,7 +56,8 @@ class _Child:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "replay.engines.emulator", *self.cfg.cli_args()]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # The child ends with this process, even under SIGKILL (see lifeline.py).
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True

@@ -178,7 +178,8 @@ def test_run_dir_table_and_gpu_override(run_dir: Path) -> None:
 
 
 def test_run_dir_window_flag(run_dir: Path) -> None:
-    data = json.loads(invoke(str(run_dir), "--window", "0-15", "--json").stdout)
+    # --window is in minutes, as on every command: 0-0.25 min is the first 15 s.
+    data = json.loads(invoke(str(run_dir), "--window", "0-0.25", "--json").stdout)
     fs = next(e for e in data["engines"] if e["engine"] == "flashstate")
     assert data["window_s"] == [0.0, 15.0]
     assert fs["prompt_tokens_per_min_per_gpu"] == 100_000 / 0.25 / 2  # one request in 15 s
@@ -188,7 +189,7 @@ def test_run_dir_window_flag(run_dir: Path) -> None:
     ("args", "message"),
     [
         (["--hit-rate", "0.5"], "--hit-rate: not used with RUN_DIR"),
-        (["--window", "60-10"], "--window: window must have 0 <= start < end"),
+        (["--window", "60-10"], "--window 60-10: need 0 ≤ A < B (minutes)"),
         (["--gpu", "tpu"], "--gpu: unknown GPU 'tpu'; choose one of: b200"),
         (["--sheet", "x"], "--sheet: unknown price sheet 'x'"),
     ],

@@ -1,0 +1,61 @@
+"""An emulator started by the harness dies with it, even when the harness is SIGKILLed.
+
+`launch.py` puts the harness's pid in `REPLAY_PARENT_PID`; the child calls `die_with_parent()`
+first thing. Two mechanisms, either sufficient: on Linux the kernel sends SIGTERM when the
+parent dies (`prctl(PR_SET_PDEATHSIG)`, through ctypes); everywhere, a daemon thread checks
+twice a second that the parent pid is still its parent (after the parent's death the child
+is re-parented) and terminates the process otherwise. A server started by hand (no variable)
+is left alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+
+PARENT_ENV = "REPLAY_PARENT_PID"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+POLL_S = 0.5
+
+
+def _set_pdeathsig(sig: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _end() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # a handler that ignored SIGTERM gets no second chance
+    os._exit(1)
+
+
+def _watch(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:
+            _end()
+        time.sleep(POLL_S)
+
+
+def die_with_parent() -> bool:
+    """Arm both mechanisms if the harness asked for it; True when armed."""
+    value = os.environ.get(PARENT_ENV)
+    if not value or not value.isdigit():
+        return False
+    parent = int(value)
+    _set_pdeathsig(signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        _end()
+    threading.Thread(target=_watch, args=(parent,), name="lifeline", daemon=True).start()
+    return True
+
+
+__all__ = ["PARENT_ENV", "die_with_parent"]

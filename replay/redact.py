@@ -1,0 +1,97 @@
+"""Secrets never reach disk or console: URL userinfo, API keys and bearer tokens are masked.
+
+`redact_url` masks the `user:password@` part of a URL (kept: scheme, host, port, path), for
+every URL that is stored (manifest.json) or printed (preflight, the run's banner).
+`Scrubber` masks free text a server sent back (error bodies, which may echo a request's
+headers or URL): the configured keys verbatim, `Bearer <token>`, `key=`/`token=` query
+values and URL userinfo, and truncates it to `MAX_ERROR_CHARS`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+MASK = "***"
+MAX_ERROR_CHARS = 500  # an error body longer than this is cut (with a note of its length)
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
+_QUERY_SECRET = re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)=[^&\s\"']+")
+_OPENAI_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
+
+
+def redact_url(url: str | None) -> str | None:
+    """`url` with any `user:password@` replaced by `***@`; other parts unchanged."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The user name and password embedded in `url` (to scrub wherever they are echoed)."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    return [s for s in (parts.username, parts.password) if s and len(s) >= 4]
+
+
+class Scrubber:
+    """Masks known secrets and secret-shaped text in strings (and in nested JSON values)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so a key containing another is masked whole.
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    @classmethod
+    def for_engines(cls, urls: Iterable[str | None], key_envs: Iterable[str]) -> Scrubber:
+        """The secrets of a run: URL userinfo and the values of the API-key variables."""
+        found: list[str] = []
+        for url in urls:
+            found += url_secrets(url)
+        for env in key_envs:
+            value = os.environ.get(env)
+            if value:
+                found.append(value)
+        return cls(found)
+
+    def text(self, value: str, limit: int | None = None) -> str:
+        out = value
+        for s in self.secrets:
+            out = out.replace(s, MASK)
+        out = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", out)
+        out = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", out)
+        out = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", out)
+        out = _OPENAI_KEY.sub(MASK, out)
+        if limit is not None and len(out) > limit:
+            out = out[:limit] + f"… ({len(out) - limit} more characters cut)"
+        return out
+
+    def error(self, value: str | None) -> str | None:
+        """An error message or body for a record: scrubbed and at most MAX_ERROR_CHARS."""
+        return None if value is None else self.text(value, MAX_ERROR_CHARS)
+
+    def obj(self, value: Any) -> Any:
+        """Every string inside a JSON-like value scrubbed (for manifests)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.obj(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.obj(v) for v in value]
+        return value
+
+
+__all__ = ["MASK", "MAX_ERROR_CHARS", "Scrubber", "redact_url", "url_secrets"]

@@ -1,0 +1,77 @@
+"""The measured window on the command line: one unit (minutes), one parser, one default.
+
+Every command's `--window A-B` (and a run config's `window:`) is in minutes of the run,
+parsed here. Without one, the window is the last two thirds of the run (15-45 of a 45-minute
+run, the paper's), so a shorter `--duration-min` moves the window with it. `describe`
+says which window was used and why, for the command's output. Records and manifests keep
+seconds; commands convert with `seconds()`.
+"""
+
+from __future__ import annotations
+
+import math
+
+DEFAULT_FRACTION = 1 / 3  # the first third warms the caches (15 of 45 minutes)
+
+
+class WindowError(ValueError):
+    """A bad window; the message names the flag and shows the expected form."""
+
+
+def parse_window_min(text: object, flag: str = "--window") -> tuple[float, float]:
+    """`A-B` in minutes to (start_min, end_min); WindowError names `flag`."""
+    s = str(text).strip()
+    a, sep, b = s.partition("-")
+    try:
+        if not sep or isinstance(text, bool):
+            raise ValueError
+        lo, hi = float(a), float(b)
+    except ValueError:
+        raise WindowError(
+            f"{flag} {text!r}: expected A-B in minutes of the run, e.g. 15-45"
+        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not 0 <= lo < hi:
+        raise WindowError(f"{flag} {s}: need 0 ≤ A < B (minutes), e.g. 15-45")
+    return lo, hi
+
+
+def default_window_min(duration_min: float) -> tuple[float, float]:
+    """The last two thirds of the run: 15-45 of 45 minutes, 1.67-5 of 5."""
+    return duration_min * DEFAULT_FRACTION, float(duration_min)
+
+
+def resolve_window_min(
+    text: object | None, duration_min: float, flag: str = "--window"
+) -> tuple[float, float, str]:
+    """The window in minutes and a line saying which it is; a given window must lie inside
+    the run (WindowError names `flag` and --duration-min)."""
+    if text is None:
+        lo, hi = default_window_min(duration_min)
+        return (
+            lo,
+            hi,
+            (
+                f"window {lo:g}-{hi:g} min (none given: the last two thirds of the "
+                f"{duration_min:g}-minute run)"
+            ),
+        )
+    lo, hi = parse_window_min(text, flag)
+    if hi > duration_min + 1e-9:
+        raise WindowError(
+            f"{flag} {lo:g}-{hi:g} ends after the run (--duration-min {duration_min:g}); "
+            f"give a window inside 0-{duration_min:g}, or omit {flag} for the last two thirds"
+        )
+    return lo, hi, f"window {lo:g}-{hi:g} min ({flag})"
+
+
+def seconds(window_min: tuple[float, float]) -> tuple[float, float]:
+    return window_min[0] * 60.0, window_min[1] * 60.0
+
+
+__all__ = [
+    "WindowError",
+    "default_window_min",
+    "parse_window_min",
+    "resolve_window_min",
+    "seconds",
+]
