@@ -144,26 +144,30 @@ class ScaleConflict(ValueError):
 def announced_scale(reports: list[PreflightReport], key: str) -> float | None:
     """The `time_scale` or `token_scale` the engines announce in /get_server_info (emulators
     do; real engines do not: None). Engines announcing different values are a conflict."""
-    found = {
-        r.url: float(v)
+    found = [
+        (r.url, float(v))
         for r in reports
         if isinstance(v := r.server_info.get(key), int | float) and not isinstance(v, bool)
-    }
-    if len(set(found.values())) > 1:
-        each = ", ".join(f"{u}: {v:g}" for u, v in found.items())
+    ]
+    if len({v for _, v in found}) > 1:
+        each = ", ".join(f"{u}: {v:g}" for u, v in found)
         raise ScaleConflict(
             f"the engines announce different {key}s in /get_server_info ({each}); their "
             "records would be in different clocks: start them with the same --time-scale "
             "(and --token-scale), or replay them in separate runs"
         )
-    return next(iter(found.values()), None)
+    return found[0][1] if found else None
 
 
 def token_scale(reports: list[PreflightReport]) -> float:
     """How many times the replayed trace's token lengths were divided (emulators serving a
     scaled-down sample report it in /get_server_info); 1 for real engines. Analysis
-    multiplies token throughputs by it, so per-GPU rates and prices read at full size."""
-    return announced_scale(reports, "token_scale") or 1.0
+    multiplies token throughputs by it, so per-GPU rates and prices read at full size.
+    Engines that disagree give 1 here (a live run refuses them: `adopt_announced_clock`)."""
+    try:
+        return announced_scale(reports, "token_scale") or 1.0
+    except ScaleConflict:
+        return 1.0
 
 
 def adopt_announced_clock(
@@ -174,7 +178,7 @@ def adopt_announced_clock(
     the user's --time-scale says otherwise, which is an error. Returns a line for the user
     when the announced scale was adopted; raises ScaleConflict."""
     announced = announced_scale(reports, "time_scale")
-    token_scale(reports)  # engines announcing different token scales: ScaleConflict
+    announced_scale(reports, "token_scale")  # engines that disagree: ScaleConflict
     if announced is None or announced <= 0 or announced == plan.clock_scale:
         return None
     if user_time_scale is not None and user_time_scale != announced:

@@ -245,7 +245,8 @@ def _specs_from_manifest(
     except RunDirError as e:
         fail(f"--resume: {e}")
     if man.get("status") in ("completed", "degraded"):
-        fail(f"--resume {run_dir}: that run ended ({man.get('status')}); nothing to resume")
+        how = "completed" if man.get("status") == "completed" else "ended (degraded)"
+        fail(f"--resume {run_dir}: that run {how}; nothing to resume")
     cfg = man.get("config") or {}
     specs = []
     for entry in man.get("engines") or []:

@@ -36,7 +36,7 @@ import orjson
 from replay.engines.adapters import Limits, make_adapter, make_session
 from replay.engines.adapters.base import StreamResult
 from replay.engines.scrape import MetricsError, block_size_from_metrics, cache_config, parse_metrics
-from replay.redact import redact_url
+from replay.redact import redact_url, url_secrets
 
 # Flags that turn on what the checks need, by engine kind.
 CACHE_REPORT_FLAG = {
@@ -210,6 +210,18 @@ async def _run_checks(
     models = "/models" if url.endswith("/v1") else "/v1/models"
     health = models if kind == "openai" else "/health"
     status = 0
+    if url_secrets(url) and hdrs.get("Authorization"):
+        report.checks.append(
+            Check(
+                "reachable",
+                False,
+                "the URL carries credentials (user:password@) and an API key is set as well.",
+                "an endpoint takes one kind of credentials: drop the user:password@ part of the "
+                "URL, or unset the API key variable",
+            )
+        )
+        _skip(report, later, "the credentials conflict")
+        return
     try:
         status, _ = await _get(session, url + health, hdrs)
         ok = status == 200

@@ -8,10 +8,13 @@ stall, going down and coming back). Not a mock: the client talks HTTP to it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import threading
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import orjson
@@ -38,6 +41,15 @@ class FakeEngine:
     url: str = ""
     runner: web.AppRunner | None = None
     port: int = 0
+    # 401 to any request without `Authorization: Bearer <auth_key>` (a hosted endpoint).
+    auth_key: str | None = None
+    # Generation requests after the first `echo_after` fail with a 500 whose body echoes the
+    # request's headers, URL and decoded basic-auth credentials (a careless server): what a
+    # client must not store verbatim. None: off.
+    echo_after: int | None = None
+    generations: int = 0
+    # Served at /get_server_info when set (what an emulator announces: time_scale, ...).
+    server_info: dict = field(default_factory=dict)
 
     def cached_for(self, ids: list[int]) -> int:
         if not self.caching:
@@ -85,6 +97,29 @@ class FakeEngine:
             await asyncio.sleep(30)
             return resp
         return None
+
+    @web.middleware
+    async def _gate(self, req: web.Request, handler: Any) -> web.StreamResponse:
+        if self.auth_key is not None and req.headers.get("Authorization") != (
+            f"Bearer {self.auth_key}"
+        ):
+            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        if req.path in ("/v1/completions", "/generate"):
+            self.generations += 1
+        if self.echo_after is not None and self.generations > self.echo_after:
+            await req.read()
+            auth = req.headers.get("Authorization", "")
+            creds = ""
+            if auth.startswith("Basic "):
+                creds = base64.b64decode(auth[6:]).decode()
+            echoed = f"as {creds}: bad request to {req.url} with headers {dict(req.headers)}"
+            return web.Response(status=500, text=echoed * 3)
+        return await handler(req)
+
+    async def get_server_info(self, req: web.Request) -> web.Response:
+        if not self.server_info:
+            return web.Response(status=404)
+        return web.json_response(self.server_info)
 
     async def completions(self, req: web.Request) -> web.StreamResponse:
         body = orjson.loads(await req.read())
@@ -172,7 +207,8 @@ class FakeEngine:
         return web.Response(text=text)
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=1 << 30)
+        app = web.Application(client_max_size=1 << 30, middlewares=[self._gate])
+        app.router.add_get("/get_server_info", self.get_server_info)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/generate", self.generate)
         app.router.add_get("/health", self.health)
@@ -321,6 +357,29 @@ def write_weka(
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return str(path)
+
+
+@pytest.fixture
+def engine_thread(helpers: Any) -> Iterator[Any]:
+    """The fake engine on its own event loop in a thread (the CLI runs its own loop)."""
+    eng = helpers.FakeEngine()
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(eng.start())
+        ready.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    ready.wait(10)
+    yield eng
+    asyncio.run_coroutine_threadsafe(eng.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(10)
+    loop.close()
 
 
 class Helpers:

@@ -4,9 +4,6 @@ preflight stop it with a message saying what to change."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +13,6 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.rundir import read_manifest, read_requests
-
-
-@pytest.fixture
-def engine_thread(helpers: Any) -> Iterator[Any]:
-    """The fake engine on its own event loop in a thread (the CLI runs its own loop)."""
-    eng = helpers.FakeEngine()
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(eng.start())
-        ready.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    ready.wait(10)
-    yield eng
-    asyncio.run_coroutine_threadsafe(eng.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(10)
-    loop.close()
 
 
 def run(*args: str) -> Any:
