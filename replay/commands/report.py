@@ -105,7 +105,9 @@ def register(app: typer.Typer) -> None:
         except RunDirError as e:
             fail(str(e))
         for problem in bad:
-            err_console.print(f"[red]skipped a run:[/] {escape(problem)}", highlight=False)
+            err_console.print(
+                f"[red]skipped a run:[/] {escape(problem)}", highlight=False, soft_wrap=True
+            )
         if not runs:
             fail(f"no run could be read ({len(bad)} tried); fix the files named above")
         try:

@@ -153,8 +153,8 @@ def test_sweep_over_a_folder_of_runs(builder: Builder, tmp_path: Path) -> None:
         (["RUN", "--format", "md,pdf"], "--format: unknown pdf; choose from md,tex,html"),
         (["RUN", "--sheet", "nope"], "pricing: unknown price sheet 'nope'"),
         (["RUN", "--gpu", "nope"], "pricing: unknown GPU 'nope'"),
-        (["RUN", "--window", "9-3"], "--window: window must have 0 <= start < end"),
-        (["RUN", "--window", "x"], "write it as START-END in seconds"),
+        (["RUN", "--window", "9-3"], "--window 9-3: need 0 ≤ A < B (minutes)"),
+        (["RUN", "--window", "x"], "--window 'x': expected A-B in minutes of the run"),
         (["EMPTY"], "holds no manifest.json, and no run directories under it"),
         (["RUN", "--out-file"], "exists and is not a directory"),
     ],
@@ -246,3 +246,73 @@ def test_paired_across_runs_of_the_same_seeded_workload(builder: Builder, tmp_pa
     cached = rows["cached_tokens"]
     assert (cached["engine"], cached["reference"], cached["pairs"]) == ("a", "b", "3")
     assert float(cached["mean_delta"]) == pytest.approx(300.0)  # c has another seed: no pairs
+
+
+def test_report_window_is_in_minutes(builder: Builder, tmp_path: Path) -> None:
+    """`--window` is in minutes as on `replay run`: 0-1 is the first minute (0-60 s)."""
+    run_dir = _run(builder)
+    res = CliRunner().invoke(
+        app, ["report", str(run_dir), "--out", str(tmp_path / "rep"), "--no-figures",
+              "--window", "0-1", "--format", "md"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    t = _csv(tmp_path / "rep" / "tables" / "throughput.csv")
+    assert float(t["a"]["hit_rate"]) == pytest.approx(0.6)  # the first minute only
+
+
+def test_a_broken_run_in_a_folder_is_named_and_the_rest_reported(
+    builder: Builder, tmp_path: Path
+) -> None:
+    _run(builder, "sweep/s2", sessions=2)
+    bad = _run(builder, "sweep/s4", sessions=4)
+    journal = bad / "requests.jsonl"
+    journal.write_bytes(journal.read_bytes() + b'{"engine": "a", "status" \n')
+    (bad / "requests.parquet").unlink()  # the journal is then the only record
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "sweep"), "--out", str(out),
+                                   "--no-figures", "--format", "md"])  # fmt: skip
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "skipped a run:" in text and "requests.jsonl: line 5 is not valid JSON" in text
+    assert "1 of 2 runs were left out" in text
+    assert (out / "report.md").exists()
+    res = CliRunner().invoke(app, ["price", str(bad)])
+    assert res.exit_code == 2
+    assert "requests.jsonl: line 5 is not valid JSON" in " ".join(res.output.split())
+
+
+def test_faults_and_a_stale_run_are_flagged_in_the_report(builder: Builder, tmp_path: Path) -> None:
+    b = builder()
+    for k in range(10):
+        b.req("a", 5.0 + k, status="ok" if k < 8 else "error")
+        b.req("b", 5.0 + k)
+    events = [{"event": "engine_down", "engine": "a", "start_s": 12.5, "end_s": 30.0,
+               "detail": "GET /health failed (ClientConnectorError)"}]  # fmt: skip
+    run_dir = b.write(
+        "faulty", config={"window": [0, 60]}, events=events, emulator_restarts={"a": 1}
+    )
+    man = json.loads((run_dir / "manifest.json").read_text())
+    man["status"] = "running"  # a run killed before its end...
+    (run_dir / "manifest.json").write_text(json.dumps(man))
+    (run_dir / "writer.lock").write_text('{"pid": 1, "start": "2026-01-01T00:00:00+00:00"}')
+    result = build_report([run_dir], tmp_path / "rep", "md", figures=False)
+    notes = " ".join(result.notes)
+    assert "a: engine down from 12.5 s to 30 s" in notes
+    assert "a: the emulator died and the harness restarted it 1 time(s)" in notes
+    assert "a: 20.0% of requests in the window failed (over 5%): degraded" in notes
+    assert "interrupted (stale)" in notes  # ...whose lock nobody holds
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "interrupted (stale)" in md
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["engines"]["a"]["error_flagged"] and not summary["engines"]["b"]["error_flagged"]
+
+
+def test_a_wrong_typed_manifest_window_is_shown_whole(builder: Builder, tmp_path: Path) -> None:
+    """Brackets in a message are text, not console markup ("a window is , got 'abc'")."""
+    b = builder()
+    b.req("a", 5.0)
+    run_dir = b.write("w", config={"window": "abc"})
+    for argv in (["report", str(run_dir), "--out", str(tmp_path / "rep")], ["price", str(run_dir)]):
+        res = CliRunner().invoke(app, argv)
+        assert res.exit_code == 2
+        assert "a window is [start_s, end_s], got 'abc'" in " ".join(res.output.split())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from replay.engines.preflight import preflight
 
 
@@ -89,3 +91,37 @@ async def test_openai_kind_checks_a_text_endpoint_without_requiring_token_ids(
     assert rep.ok, rep.message()
     ids = next(c for c in rep.checks if c.name == "generated ids returned")
     assert ids.ok is False and not ids.required and "not exact" in ids.detail
+
+
+async def test_a_401_fails_preflight_and_names_the_key_variable(
+    fake_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_engine.auth_key = "sk-right-key-0123456789"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rep = await preflight(fake_engine.url + "/v1", "openai")
+    assert not rep.ok
+    assert "set the API key in the environment variable OPENAI_API_KEY" in rep.message()
+    assert "passed" not in rep.message()
+    monkeypatch.setenv("MY_KEY", "sk-wrong-key-0123456789")
+    rep = await preflight(
+        fake_engine.url + "/v1", "openai", adapter_options={"api_key_env": "MY_KEY"}
+    )
+    assert not rep.ok and "the API key in MY_KEY was rejected (401)" in rep.message()
+    assert all(c.ok is None for c in rep.checks[1:])  # the rest did not run, and say so
+    monkeypatch.setenv("MY_KEY", "sk-right-key-0123456789")
+    rep = await preflight(
+        fake_engine.url + "/v1", "openai", adapter_options={"api_key_env": "MY_KEY"}
+    )
+    assert rep.ok, rep.message()
+
+
+async def test_passed_is_said_only_of_checks_that_ran_and_passed(fake_engine: Any) -> None:
+    fake_engine.return_ids = False
+    fake_engine.report_cached = False
+    rep = await preflight(fake_engine.url + "/v1", "openai")
+    assert rep.ok  # the token-level checks are informative for a hosted endpoint
+    msg = rep.message()
+    assert "all" not in msg.split(":")[1] and "checks passed" in msg
+    passed = sum(1 for c in rep.checks if c.ok)
+    assert f"ready ({passed} of {len(rep.checks)} checks passed" in msg
+    assert "generated ids returned failed" in msg

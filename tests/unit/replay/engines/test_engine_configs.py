@@ -487,3 +487,17 @@ def test_run_config_rejects_bad_pairs_and_repeated_engines() -> None:
     assert result.exit_code == 2 and "engine names repeat (vllm, vllm)" in result.stderr
     result = invoke("run-config", "no-such-config=http://a:1")
     assert result.exit_code == 2 and "no engine config named 'no-such-config'" in result.stderr
+
+
+def test_a_binary_or_a_folder_as_engine_yaml_is_named(tmp_path: Path) -> None:
+    binary = tmp_path / "bin-engine.yaml"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\xff")
+    assert f"engine config {binary}: is a binary file, not YAML text" in _error(binary)
+    folder = tmp_path / "dir-engine.yaml"
+    folder.mkdir()
+    assert f"engine config {folder}: is a folder" in _error(folder)
+    latin = tmp_path / "latin-engine.yaml"
+    latin.write_bytes("kind: vllm # caf\xe9\n".encode("latin-1"))
+    assert "not UTF-8 text" in _error(latin)
+    res = CliRunner().invoke(app, ["engines", "show", str(binary)])
+    assert res.exit_code == 2 and "is a binary file" in res.output, res.output

@@ -151,3 +151,35 @@ def test_convert_bad_target(tmp_path: Path) -> None:
         app, ["traces", "convert", str(sample_path()), "--to", "csv", "--out", str(tmp_path / "x")]
     )
     assert result.exit_code == 2 and "--to 'csv': expected one of weka, mooncake" in result.stderr
+
+
+def test_out_that_cannot_be_written_fails_before_anything_starts(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    cases = [
+        (["traces", "synth", "--trajectories", "2", "--out", str(tmp_path)], "is a folder"),
+        (["traces", "synth", "--out", str(afile / "t.jsonl")], "is a file, not a folder"),
+        (
+            ["traces", "convert", str(sample_path()), "--to", "mooncake", "--out", str(tmp_path)],
+            "is a folder",
+        ),
+        (
+            ["traces", "convert", "/nonexistent.jsonl", "--to", "weka", "--out", str(afile / "x")],
+            "is a file, not a folder",  # checked before the source is even opened
+        ),
+    ]
+    for argv, message in cases:
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        assert "--out" in result.output and message in " ".join(result.output.split())
+        assert "Traceback" not in result.output
+
+
+def test_a_missing_requests_key_is_named(tmp_path: Path) -> None:
+    bad = {k: v for k, v in GOOD.items() if k != "requests"}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(bad) + "\n")
+    result = runner.invoke(app, ["traces", "stats", str(path)])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert f"{path}:1" in text and "field 'requests'" in text and "missing" in text

@@ -274,3 +274,25 @@ def test_lines_across_read_boundaries(
     ]
     assert trace.trajectories[3].blocks(0).tolist() == [1, 2, 3, 4]
     assert trace.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_unreachable_hub_fails_fast_with_the_reason(tmp_path: Path) -> None:
+    """Without offline mode a hub id is looked up once (not retried for ~40 s by
+    `datasets`); here the hub is a closed local port."""
+    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path))
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        env.pop(var, None)
+    code = (
+        "import time\nfrom replay.traces import load_trace, TraceError\nt = time.monotonic()\n"
+        "try:\n    load_trace('hf:nobody/no-such-trace')\nexcept TraceError as e:\n"
+        "    print(round(time.monotonic() - t, 1), e)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    seconds, _, message = out.stdout.partition(" ")
+    assert float(seconds) < 12, out.stdout
+    assert message.startswith(
+        "nobody/no-such-trace: field 'src': could not reach the Hugging Face hub"
+    ), out.stdout
