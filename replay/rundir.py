@@ -66,7 +66,8 @@ class RunLockedError(RunDirError):
     """Another live process is writing the run directory."""
 
 
-_HELD: dict[Path, tuple[int, int]] = {}  # this process's locks: path -> (fd, nesting depth)
+# This process's locks: path -> (fd, nesting depth, the first acquire's stale note).
+_HELD: dict[Path, tuple[int, int, str | None]] = {}
 
 
 class RunLock:
@@ -86,8 +87,8 @@ class RunLock:
     def acquire(self) -> RunLock:
         key = self.path.resolve() if self.path.parent.exists() else self.path.absolute()
         if key in _HELD:
-            fd, depth = _HELD[key]
-            _HELD[key] = (fd, depth + 1)
+            fd, depth, self.stale_note = _HELD[key]
+            _HELD[key] = (fd, depth + 1, self.stale_note)
             self._held = True
             return self
         self._created_dir = not self.run_dir.exists()
@@ -116,7 +117,7 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
         os.fsync(fd)
-        _HELD[self.path.resolve()] = (fd, 1)
+        _HELD[self.path.resolve()] = (fd, 1, self.stale_note)
         self._held = True
         return self
 
@@ -125,9 +126,9 @@ class RunLock:
             return
         self._held = False
         key = self.path.resolve()
-        fd, depth = _HELD[key]
+        fd, depth, note = _HELD[key]
         if depth > 1:
-            _HELD[key] = (fd, depth - 1)
+            _HELD[key] = (fd, depth - 1, note)
             return
         del _HELD[key]
         os.ftruncate(fd, 0)  # an empty lock file: the writer ended cleanly

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replay.engines.configs import EngineConfig, ServeCommand, render_command
+from replay.engines.emulator.lifeline import pdeathsig_preexec
 from replay.engines.scrape import block_size_from_metrics
 
 
@@ -146,6 +147,8 @@ def start_server(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            # The server ends with this launcher, even a SIGKILLed one (Linux).
+            preexec_fn=pdeathsig_preexec(),
         )
     # A wildcard bind is reached on loopback from this machine.
     reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host

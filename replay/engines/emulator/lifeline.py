@@ -16,20 +16,40 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 PARENT_ENV = "REPLAY_PARENT_PID"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 POLL_S = 0.5
 
 
-def _set_pdeathsig(sig: int) -> bool:
+def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)) == 0
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):
-        return False
+        return None
+
+
+def pdeathsig_preexec(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A `preexec_fn` for a child that cannot watch its parent itself (a real engine's
+    server): the kernel sends it `sig` when the launcher dies. libc is loaded here, in the
+    parent, so the forked child only makes the one system call. None off Linux."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+    return arm
+
+
+def _set_pdeathsig(sig: int) -> bool:
+    prctl = _prctl()
+    return prctl is not None and int(prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)) == 0
 
 
 def _end() -> None:
@@ -58,4 +78,4 @@ def die_with_parent() -> bool:
     return True
 
 
-__all__ = ["PARENT_ENV", "die_with_parent"]
+__all__ = ["PARENT_ENV", "die_with_parent", "pdeathsig_preexec"]

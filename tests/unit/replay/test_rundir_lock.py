@@ -5,6 +5,7 @@ damaged journal line is named by file and line."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -69,7 +70,7 @@ def test_a_dead_writers_lock_is_taken_over_and_said_so(
     holder: subprocess.Popen[str], tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    (run / "manifest.json").write_text('{"status": "running", "heartbeat": "%s"}' % utc_now())
+    (run / "manifest.json").write_text(json.dumps({"status": "running", "heartbeat": utc_now()}))
     assert run_status(run, {"status": "running", "heartbeat": utc_now()}) == "running"
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(10)
