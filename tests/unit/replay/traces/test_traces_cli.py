@@ -128,9 +128,7 @@ def test_synth_bad_flags(tmp_path: Path) -> None:
         result = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path / "x.jsonl"), *args])
         assert result.exit_code == 2 and message in result.stderr
     folder = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path)])
-    assert (
-        folder.exit_code == 2 and "is a folder; give a file name ending in .jsonl" in folder.stderr
-    )
+    assert folder.exit_code == 2 and "is a folder; give a file name" in folder.stderr
 
 
 def test_convert_both_ways(tmp_path: Path) -> None:
