@@ -20,12 +20,14 @@ by a writer that died: the next writer takes it over and says so.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import os
 import secrets
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,8 +68,27 @@ class RunLockedError(RunDirError):
     """Another live process is writing the run directory."""
 
 
-# This process's locks: path -> (fd, nesting depth, the first acquire's stale note).
-_HELD: dict[Path, tuple[int, int, str | None]] = {}
+@dataclass
+class _Held:
+    """One lock this process holds: its descriptor, how many RunLocks share it, and the
+    first acquire's stale note."""
+
+    fd: int
+    depth: int
+    note: str | None
+
+
+_HELD: dict[Path, _Held] = {}  # this process's locks, by the lock file's resolved path
+
+
+def _still_ours(held: _Held, path: Path) -> bool:
+    """False when the run directory was removed (and perhaps made again) since the lock was
+    taken: the held descriptor then locks a file that is gone."""
+    try:
+        a, b = os.fstat(held.fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 class RunLock:
@@ -82,15 +103,18 @@ class RunLock:
         self.path = self.run_dir / LOCK
         self.stale_note: str | None = None
         self._created_dir = False
-        self._held = False
+        self._held: _Held | None = None
 
     def acquire(self) -> RunLock:
         key = self.path.resolve() if self.path.parent.exists() else self.path.absolute()
-        if key in _HELD:
-            fd, depth, self.stale_note = _HELD[key]
-            _HELD[key] = (fd, depth + 1, self.stale_note)
-            self._held = True
+        held = _HELD.get(key)
+        if held is not None and _still_ours(held, self.path):
+            held.depth += 1
+            self.stale_note, self._held = held.note, held
             return self
+        if held is not None:  # its directory was removed: that lock guards nothing now
+            del _HELD[key]
+            os.close(held.fd)
         self._created_dir = not self.run_dir.exists()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -117,23 +141,26 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
         os.fsync(fd)
-        _HELD[self.path.resolve()] = (fd, 1, self.stale_note)
-        self._held = True
+        self._held = _HELD[self.path.resolve()] = _Held(fd, 1, self.stale_note)
         return self
 
     def release(self) -> None:
-        if not self._held:
+        held, self._held = self._held, None
+        if held is None:
             return
-        self._held = False
-        key = self.path.resolve()
-        fd, depth, note = _HELD[key]
-        if depth > 1:
-            _HELD[key] = (fd, depth - 1, note)
+        held.depth -= 1
+        if held.depth > 0:
             return
+        key = next((k for k, v in _HELD.items() if v is held), None)
+        if key is None:
+            return  # dropped when its directory was removed (see acquire); fd closed there
         del _HELD[key]
-        os.ftruncate(fd, 0)  # an empty lock file: the writer ended cleanly
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.ftruncate(held.fd, 0)  # an empty lock file: the writer ended cleanly
+        fcntl.flock(held.fd, fcntl.LOCK_UN)
+        os.close(held.fd)
+        if not self.run_dir.exists():
+            return
         if self._created_dir and [p.name for p in self.run_dir.iterdir()] == [LOCK]:
             # Nothing was written (a failed preflight): leave no empty run directory behind.
             self.path.unlink(missing_ok=True)
@@ -173,7 +200,7 @@ def lock_holder(run_dir: Path) -> dict[str, Any] | None:
     except OSError:
         return None
     try:
-        if path.resolve() in _HELD:
+        if (held := _HELD.get(path.resolve())) is not None and _still_ours(held, path):
             return _read_holder(fd) or {"pid": os.getpid()}
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
