@@ -19,7 +19,10 @@ class WindowError(ValueError):
 
 
 def parse_window_min(text: object, flag: str = "--window") -> tuple[float, float]:
-    """`A-B` in minutes to (start_min, end_min); WindowError names `flag`."""
+    """`A-B` (or a YAML pair `[A, B]`) in minutes to (start_min, end_min); WindowError names
+    `flag`."""
+    if isinstance(text, list | tuple) and len(text) == 2:
+        text = f"{text[0]}-{text[1]}"
     s = str(text).strip()
     a, sep, b = s.partition("-")
     try:

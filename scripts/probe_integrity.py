@@ -198,7 +198,9 @@ def probe_kill_and_concurrent_resume(tmp: Path) -> Path:
     FIGURES["resume: earlier records lost by the resume"] = max(0, len(before) - len(
         after[after.index < len(before)]))  # fmt: skip
     ok = res.returncode in (0, 1) and not after.duplicated(KEY).any() and len(after) > len(before)
-    check("the killed run resumes without duplicates; nothing recorded is lost", ok, said(res)[-200:])
+    check(
+        "the killed run resumes without duplicates; nothing recorded is lost", ok, said(res)[-200:]
+    )
     notes = " ".join(man.get("notes", []))
     check("the resume says it took over a dead writer's lock", "died without releasing" in notes)
     return run
@@ -224,7 +226,9 @@ def probe_engine_dies(tmp: Path) -> None:
     FIGURES["dead emulator: run status"] = man.get("status")
     check("an emulator that dies is restarted (noted in the manifest)",
           man.get("emulator_restarts") == {"vllm": 1})  # fmt: skip
-    check("engine_down is recorded with its times", len(downs) == 1 and downs[0]["end_s"] is not None)
+    check(
+        "engine_down is recorded with its times", len(downs) == 1 and downs[0]["end_s"] is not None
+    )
     notes = " ".join(summary.get("notes", []))
     check("summary.json notes the outage", "engine down from" in notes and "restarted" in notes)
     check("status is degraded iff the error share passed 5%",
@@ -291,8 +295,11 @@ def probe_flags(tmp: Path, killed: Path) -> None:
     ep = ["--endpoint", "vllm=http://127.0.0.1:9"]
     message_case("--resume refuses --sessions", replay("run", "--resume", str(killed),
                  "--sessions", "8"), "drop --sessions")  # fmt: skip
-    message_case("a repeated --endpoint name is refused",
-                 replay("run", *ep, "--endpoint", "vllm=http://127.0.0.1:10"), "given twice")
+    message_case(
+        "a repeated --endpoint name is refused",
+        replay("run", *ep, "--endpoint", "vllm=http://127.0.0.1:10"),
+        "given twice",
+    )
     message_case("--retries -1 is an error naming the flag", replay("run", *ep, "--retries", "-1"),
                  "--retries -1: must be 0 or more")  # fmt: skip
     afile = tmp / "afile"

@@ -84,7 +84,7 @@ class FileConfig(BaseModel):
     trace: str | None = None
     sessions: int | None = Field(default=None, gt=0)
     duration_min: float | None = Field(default=None, gt=0)
-    window: str | None = None
+    window: str | tuple[float, float] | None = None  # minutes: "15-45" or [15, 45]
     time_scale: float | None = Field(default=None, gt=0)
     seed: int | None = None
     gap_cap_s: float | None = Field(default=None, ge=0)
