@@ -98,7 +98,7 @@ def test_a_hugging_face_tokenizer_folder_and_its_chat_template(tmp_path: Path) -
 
 def test_bad_tokenizers_fail_naming_the_flag(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
-    with pytest.raises(ValueError, match="--tokenizer .*no tokenizer.json"):
+    with pytest.raises(ValueError, match=r"--tokenizer .*no tokenizer\.json"):
         load_tokenizer(str(tmp_path), VOCAB)
     big = _word_level_dir(tmp_path / "big", [f"w{i}" for i in range(5000)], None)
     with pytest.raises(ValueError, match=r"--tokenizer .*vocabulary \(5001 ids\) is larger"):
