@@ -226,3 +226,33 @@ def load_tokenizer(name_or_path: str | None, vocab_size: int) -> TextTokenizer:
             f"the model profile's ({vocab_size}); use a profile with a larger vocab_size"
         )
     return tok
+
+
+def save_char_tokenizer(folder: Path, chars: int = 0x2500) -> Path:
+    """Write a character-level Hugging Face tokenizer (`tokenizer.json` and
+    `tokenizer_config.json` with a ChatML template) into `folder`: one id per code point below
+    `chars`, `[UNK]` (id 0) for the rest, the ChatML specials. Any id sequence decodes to text
+    that encodes back to the same ids, so a peer tool that builds prompts from token ids (aiperf,
+    `vllm bench serve`, GuideLLM) and an emulator started with `--tokenizer folder` agree on
+    every length: the offline stand-in for a model's tokenizer in tests and benchmarks."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0}
+    for cp in range(chars):
+        vocab.setdefault(chr(cp), len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 1 << 20,
+        "unk_token": "[UNK]",
+        "eos_token": "<|endoftext|>",
+        "pad_token": "<|endoftext|>",
+        "chat_template": CHATML_TEMPLATE,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    return folder
