@@ -168,3 +168,28 @@ async def test_vllm_bench_serve_random_completions_and_chat(
     counters = (await _stats(url))["counters"]
     assert counters["requests_finished"] == 400
 
+
+
+@pytest.mark.parametrize("emulator", [("flashstate", 256)], indirect=True)
+async def test_guidellm_streams_chat_with_zero_errors(
+    emulator: tuple[str, Any], char_tok: Path, tmp_path: Path
+) -> None:
+    _need(PEERS_PY, "bash scripts/setup_peers.sh")
+    url, _ = emulator
+    guidellm = PEERS_PY.parent / "guidellm"
+    if not guidellm.is_file():
+        _need(guidellm, "bash scripts/setup_peers.sh (GuideLLM needs .venv-vllm for torch)")
+    out = tmp_path / "guidellm.json"
+    cmd = [
+        str(guidellm), "run", "--backend", f"kind=openai_http,target={url},model={MODEL}",
+        "--profile", "kind=concurrent,streams=8",
+        "--data", "kind=synthetic_text,prompt_tokens=256,output_tokens=16",
+        "--tokenizer", f"kind=hf_auto,model={char_tok}",
+        "--constraint", "kind=max_requests,count=100",
+        "--output", f"kind=json,path={out}", "--disable-console-interactive",
+    ]  # fmt: skip
+    await _run(cmd, tmp_path / "guidellm.log", 400)
+    bench = json.loads(out.read_text())["benchmarks"][0]
+    totals = bench["metrics"]["request_totals"]
+    assert (totals["successful"], totals["errored"], totals["incomplete"]) == (100, 0, 0)
+    assert (await _stats(url))["counters"]["requests_finished"] == 100
