@@ -13,7 +13,11 @@ What it does:
    tokenizer shared with aiperf so both count tokens alike), runs the tool, and reads its
    figures: hit rate = cached / prompt tokens (ours: from the run's records, priming excluded;
    aiperf: from its per-request export), TTFT mean and median, requests and errors; beside
-   them the emulator's own counters (/emulator/stats), which both tools are measured by alike.
+   them the emulator's own counters (/emulator/stats, priming requests included), which
+   measure both tools alike, and each tool's idea of the ideal: ours the longest prefix any
+   earlier request computed (`ideal_cached_tokens`), aiperf's `theoretical_prefix_cache_hit`
+   (from the trace's hash ids). Requests still running when our run's clock ends are cut
+   (`cancelled`), not errors.
 
 Usage: .venv/bin/python scripts/bench_peers.py [--trajectories 4] [--entries 30] [--scale 10]
        [--time-scale 20] [--seed 1] [--out DIR]
@@ -121,10 +125,13 @@ def run_ours(out: Path, tok: Path, n: int, x: float, minutes: float) -> dict[str
             mine = recs[(recs["engine"] == e) & ~recs["priming"]]
             ok = mine[mine["status"] == "ok"]
             ttft = (ok["first_token_s"] - ok["sent_s"]).to_numpy() * 1000
+            prompt = max(ok["prompt_tokens"].sum(), 1)
             res[e] = {
                 "requests": len(mine),
-                "errors": int((mine["status"] != "ok").sum()),
-                "hit": ok["cached_tokens"].fillna(0).sum() / max(ok["prompt_tokens"].sum(), 1),
+                "errors": int((~mine["status"].isin(["ok", "cancelled"])).sum()),
+                "cancelled": int((mine["status"] == "cancelled").sum()),
+                "hit": ok["cached_tokens"].fillna(0).sum() / prompt,
+                "ideal": ok["ideal_cached_tokens"].sum() / prompt,
                 "ttft_mean_ms": float(np.mean(ttft)),
                 "ttft_p50_ms": float(np.median(ttft)),
                 "wall_s": wall,
@@ -150,7 +157,10 @@ def run_aiperf(out: Path, tok: Path, n: int, total: int, x: float) -> dict[str, 
             wall = time.monotonic() - t0
             if proc.returncode != 0:
                 raise SystemExit(f"aiperf failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
-            res[e] = {**_aiperf_figures(art), "wall_s": wall, **_server(_stats(u))}
+            summary = json.loads((art / "profile_export_aiperf.json").read_text())
+            ideal = summary.get("theoretical_prefix_cache_hit", {}).get("avg", float("nan"))
+            res[e] = {**_aiperf_figures(art), "ideal": ideal / 100, "wall_s": wall}
+            res[e] |= _server(_stats(u))
     return res
 
 
@@ -171,6 +181,7 @@ def _aiperf_figures(art: Path) -> dict[str, float]:
     return {
         "requests": n,
         "errors": errors,
+        "cancelled": 0,
         "hit": cached / max(prompt, 1),
         "ttft_mean_ms": float(np.mean(ttft)) if ttft else float("nan"),
         "ttft_p50_ms": float(np.median(ttft)) if ttft else float("nan"),
@@ -214,14 +225,17 @@ def main() -> None:
     ours = run_ours(out, tok, a.trajectories, a.time_scale, a.minutes)
     peer = run_aiperf(out, tok, a.trajectories, total, a.time_scale)
     (out / "results.json").write_text(json.dumps({"ours": ours, "aiperf": peer}, indent=1))
-    head = "| engine | tool | requests | errors | hit rate | server hit rate | TTFT mean ms | TTFT p50 ms | wall s |"
-    print(head)
+    print(
+        "| engine | tool | requests (errors, cut at end) | hit rate | ideal hit | "
+        "server hit rate | TTFT mean ms | TTFT p50 ms | wall s |"
+    )
     print("|" + "---|" * 9)
     for e in ENGINES:
         for name, r in (("replay run", ours[e]), ("aiperf weka_trace", peer[e])):
             print(
-                f"| {e} | {name} | {r['requests']} | {r['errors']} | {r['hit']:.1%} | "
-                f"{r['server_hit']:.1%} | {r['ttft_mean_ms']:.0f} | {r['ttft_p50_ms']:.0f} | "
+                f"| {e} | {name} | {r['requests']} ({r['errors']}, {r['cancelled']}) | "
+                f"{r['hit']:.1%} | {r['ideal']:.1%} | {r['server_hit']:.1%} | "
+                f"{r['ttft_mean_ms']:.0f} | {r['ttft_p50_ms']:.0f} | "
                 f"{r['wall_s']:.0f} |"
             )
 
