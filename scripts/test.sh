@@ -11,6 +11,8 @@ echo "== mypy"; .venv/bin/mypy || exit 1
 echo "== pytest"
 # setup.sh --test installed the CPU vLLM: its tests must run, not skip.
 export REPLAY_REQUIRE_VLLM=1
+# ... and the peer clients (.venv-peers): their tests must run too.
+export REPLAY_REQUIRE_PEERS=1
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 if [[ $rc == 5 ]]; then

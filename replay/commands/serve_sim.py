@@ -28,6 +28,7 @@ def build_config(
     hash_tokens: int,
     faults: dict[str, object],
     token_scale: float = 1.0,
+    tokenizer: str | None = None,
 ) -> EmulatorConfig:
     """The config from flags; a bad value fails naming its flag."""
     flag = {
@@ -61,6 +62,7 @@ def build_config(
             block_tokens=block_tokens,
             max_batch=max_batch,
             hash_tokens=hash_tokens,
+            tokenizer=tokenizer,
             faults=fc,
         )
         cfg.resolved_profile()  # fail now on a bad --model, not at the first request
@@ -117,6 +119,12 @@ def register(app: typer.Typer) -> None:
             0.0, "--slow-start-s", help="answer 503 for this many seconds after start"
         ),
         fault_seed: int = typer.Option(0, "--fault-seed", help="seed of the fault draws"),
+        tokenizer: str | None = typer.Option(
+            None,
+            "--tokenizer",
+            help="text endpoints' tokenizer: Hugging Face folder, tokenizer.json or hub name "
+            "(default: the built-in deterministic one)",
+        ),
     ) -> None:
         """Serve an engine emulator: the simulator's engine model behind a real HTTP API."""
         faults: dict[str, object] = {
@@ -129,15 +137,20 @@ def register(app: typer.Typer) -> None:
         }
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
-            block_tokens, max_batch, hash_tokens, faults, token_scale,
+            block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer,
         )  # fmt: skip
         from replay.engines.emulator.caches import make_cache
         from replay.engines.emulator.server import serve
+        from replay.engines.emulator.tokenizer import load_tokenizer
 
         try:
             make_cache(cfg, cfg.resolved_profile())
         except ValueError as e:
             fail(f"--policy {cfg.policy_name}: {e}")
+        try:
+            load_tokenizer(cfg.tokenizer, cfg.resolved_profile().vocab_size)
+        except ValueError as e:
+            fail(str(e))
 
         def ready(url: str) -> None:
             profile = cfg.resolved_profile()

@@ -27,6 +27,10 @@ runner = CliRunner()
         (["--engine", "vllm", "--model", "gpt-9"], "--model: model profile 'gpt-9' not found"),
         (["--engine", "vllm", "--policy", "nope"], "--policy nope: unknown policy 'nope'"),
         (["--engine", "vllm", "--blocks", "0"], "--blocks"),
+        (
+            ["--engine", "vllm", "--tokenizer", "no/such-dir-or-hub-name"],
+            "--tokenizer no/such-dir-or-hub-name:",
+        ),
     ],
 )
 def test_bad_flags_fail_naming_the_flag(args: list[str], needle: str) -> None:

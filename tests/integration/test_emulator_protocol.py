@@ -181,10 +181,12 @@ BAD_COMPLETIONS = [
     (b"not json", "not valid JSON"),
     (b"[1, 2]", "JSON object"),
     (b'{"max_tokens": 5}', "'prompt' is required"),
-    (b'{"prompt": "hello"}', "'prompt' must be a list of token ids"),
-    (b'{"prompt": []}', "'prompt' must be a non-empty list"),
-    (b'{"prompt": [1, "a"]}', "'prompt' must be a list of integers"),
-    (b'{"prompt": [1, 2.5]}', "'prompt' must be a list of integers"),
+    (b'{"prompt": ""}', "'prompt' is empty"),
+    (b'{"prompt": ["a", ""]}', "'prompt[1]' is empty"),
+    (b'{"prompt": [[1], [2]]}', "holds 2 token-id lists"),
+    (b'{"prompt": []}', "'prompt' must be a non-empty string or list"),
+    (b'{"prompt": [1, "a"]}', "'prompt' must be a string or a list of integers"),
+    (b'{"prompt": [1, 2.5]}', "'prompt' must be a string or a list of integers"),
     (b'{"prompt": [1, -3]}', "token id -3, outside the vocabulary"),
     (b'{"prompt": [1, 999999999]}', "outside the vocabulary"),
     (b'{"prompt": [1, 2], "max_tokens": 0}', "'max_tokens' must be a positive integer"),
@@ -210,8 +212,9 @@ async def test_bad_completion_requests_get_a_clear_4xx(
 
 
 BAD_GENERATES = [
-    (b'{"text": "hi"}', "'text' is not supported", "text"),
-    (b'{"sampling_params": {}}', "'input_ids' is required", "input_ids"),
+    (b'{"text": ["a", "b"]}', "'text' must be a string", "text"),
+    (b'{"text": "a", "input_ids": [1]}', "either 'text' or 'input_ids'", "text"),
+    (b'{"sampling_params": {}}', "'text' or 'input_ids' is required", "input_ids"),
     (b'{"input_ids": [1], "sampling_params": 5}', "'sampling_params' must be", "sampling_params"),
     (
         b'{"input_ids": [1], "sampling_params": {"max_new_tokens": -1}}',

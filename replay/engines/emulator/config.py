@@ -87,6 +87,11 @@ class EmulatorConfig(BaseModel):
     max_batch: int | None = Field(
         default=None, gt=0, description="override the profile's max_batch"
     )
+    tokenizer: str | None = Field(
+        default=None,
+        description="text endpoints' tokenizer: a Hugging Face tokenizer folder, file or hub "
+        "name (needs the `tokenizers` package); default: the built-in deterministic one",
+    )
     faults: FaultConfig = Field(default_factory=lambda: FaultConfig())
 
     @model_validator(mode="after")
@@ -141,6 +146,8 @@ class EmulatorConfig(BaseModel):
             args += ["--max-batch", str(self.max_batch)]
         if self.hash_tokens != DEFAULT_HASH_TOKENS:
             args += ["--hash-tokens", str(self.hash_tokens)]
+        if self.tokenizer:
+            args += ["--tokenizer", self.tokenizer]
         f = self.faults
         if f.error_rate:
             args += ["--error-rate", repr(f.error_rate)]

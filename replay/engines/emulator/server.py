@@ -1,10 +1,13 @@
 """The emulator's HTTP server (aiohttp): one engine behind vLLM's or SGLang's protocol.
 
-Routes: `/v1/completions` (vLLM, FlashState) or `/generate` (SGLang), `/v1/models` (with
-`max_model_len`), `/health`, `/metrics` (the real engine's metric names), `/version`, and
-`/emulator/stats` (JSON: settings, counters, model time; for tests and the twin check).
-Each generation request is hashed into prefix keys, queued in the engine model, and its
-output streams as the modelled steps complete (see `runner.py`).
+Generation routes, on every emulator (vLLM and SGLang both serve the OpenAI and Anthropic
+ones): `/v1/completions`, `/v1/chat/completions`, `/v1/messages`, and on the SGLang one its
+native `/generate`. Others: `/v1/models` (with `max_model_len`), `/health`, `/metrics` (the
+real engine's metric names), `/version`, `/get_server_info`, and `/emulator/stats` (JSON:
+settings, counters, model time; for tests and the twin check). Text becomes token ids here,
+through the server's tokenizer (`tokenizer.py`), before the engine sees it; token-id prompts
+go to the engine as they are. Each prompt is hashed into prefix keys, queued in the engine
+model, and its output streams as the modelled steps complete (see `runner.py`).
 """
 
 from __future__ import annotations
@@ -20,31 +23,49 @@ import orjson
 from aiohttp import web
 
 from replay.engines.emulator.cache import EngineCache
+from replay.engines.emulator.chat import parse_chat, parse_messages
 from replay.engines.emulator.config import EmulatorConfig
 from replay.engines.emulator.engine import EngineCore, Sequence, generated_ids
 from replay.engines.emulator.faults import FaultInjector, hard_exit
 from replay.engines.emulator.hashing import PrefixKeys
 from replay.engines.emulator.metrics import MetricsSnapshot, render_metrics
 from replay.engines.emulator.protocol import (
-    SSE_DONE,
     BadRequest,
-    CompletionShaper,
-    GenerateShaper,
     GenRequest,
+    anthropic_error,
     openai_error,
     parse_completion,
     parse_generate,
     parse_json,
     sglang_error,
-    sse_error,
 )
 from replay.engines.emulator.runner import EngineRunner
+from replay.engines.emulator.shapes import (
+    ChatShaper,
+    CompletionShaper,
+    GenerateShaper,
+    MessagesShaper,
+    Shaper,
+)
+from replay.engines.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
 
 # Token-id prompts of a million tokens are ~7 MB of JSON.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
+# Bodies above this size are parsed (and their text tokenized) off the event loop, so a long
+# text prompt does not hold up the streams of running requests.
+_THREAD_PARSE_BYTES = 256 * 1024
+
 CacheFactory = Callable[[EmulatorConfig, ModelProfile], EngineCache]
+
+# Each generation API: its request parser, response shaper, error body and id prefix.
+_APIS: dict[str, tuple[Callable[..., GenRequest], type, Callable[..., bytes], str]] = {
+    "completions": (parse_completion, CompletionShaper, openai_error, "cmpl-"),
+    "chat": (parse_chat, ChatShaper, openai_error, "chatcmpl-"),
+    "messages": (parse_messages, MessagesShaper, anthropic_error, ""),
+    "generate": (parse_generate, GenerateShaper, sglang_error, ""),
+}
 
 
 class _Sink:
@@ -52,12 +73,12 @@ class _Sink:
 
     __slots__ = ("error", "event", "finished", "ready", "status")
 
-    def __init__(self) -> None:
+    def __init__(self, event: asyncio.Event | None = None) -> None:
         self.ready = 0
         self.finished = False
         self.error: str | None = None
         self.status = 503
-        self.event = asyncio.Event()
+        self.event = event or asyncio.Event()
 
     def push(self, count: int, finished: bool) -> None:
         self.ready += count
@@ -83,6 +104,9 @@ class EmulatorServer:
         self.profile = cfg.resolved_profile()
         self.model_id = cfg.model_id(self.profile)
         self.cache = cache_factory(cfg, self.profile)
+        self.tokenizer = load_tokenizer(cfg.tokenizer, self.profile.vocab_size)
+        # Generated ids stay inside the tokenizer's vocabulary, so they decode to text.
+        self.out_vocab = min(self.profile.vocab_size, self.tokenizer.vocab_size)
         self.core = EngineCore(self.profile, self.cache)
         self.runner = EngineRunner(
             self.core, cfg.time_scale, clock, on_stuck=self._stuck, on_error=self._engine_error
@@ -95,8 +119,14 @@ class EmulatorServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        gen_path = "/generate" if self.cfg.protocol == "sglang" else "/v1/completions"
-        app.router.add_post(gen_path, self._generate)
+        for path, api in (
+            ("/v1/completions", "completions"),
+            ("/v1/chat/completions", "chat"),
+            ("/v1/messages", "messages"),
+        ):
+            app.router.add_post(path, self._handler(api))
+        if self.cfg.protocol == "sglang":
+            app.router.add_post("/generate", self._handler("generate"))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -119,8 +149,13 @@ class EmulatorServer:
 
     # -- small endpoints ----------------------------------------------------------------
 
-    def _error(self, message: str, status: int, field: str | None) -> web.Response:
-        make = sglang_error if self.cfg.protocol == "sglang" else openai_error
+    def _error(
+        self, message: str, status: int, field: str | None, api: str | None = None
+    ) -> web.Response:
+        if api is not None:
+            make = _APIS[api][2]
+        else:
+            make = sglang_error if self.cfg.protocol == "sglang" else openai_error
         return web.Response(
             body=make(message, status, field), status=status, content_type="application/json"
         )
@@ -150,6 +185,7 @@ class EmulatorServer:
                 "chunk_tokens": p.chunk_tokens,
                 "max_running_requests": p.max_batch,
                 "context_length": p.context_tokens,
+                "tokenizer": self.tokenizer.name,
             }
         )
 
@@ -230,105 +266,138 @@ class EmulatorServer:
             if not sink.finished:
                 sink.fail(message, 500)
 
-    async def _generate(self, request: web.Request) -> web.StreamResponse:
+    def _handler(self, api: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._generate(request, api)
+
+        return handle
+
+    async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         if not self.faults.ready():
-            return self._error("the engine is starting", 503, None)
+            return self._error("the engine is starting", 503, None, api)
         rid = next(self._ids)
         try:
-            body = parse_json(await request.read())
-            req = self._parse(body, rid)
+            raw = await request.read()
+            if len(raw) > _THREAD_PARSE_BYTES:
+                req = await asyncio.to_thread(self._parse, api, raw, rid)
+            else:
+                req = self._parse(api, raw, rid)
         except BadRequest as e:
-            return self._error(e.message, e.status, e.field)
+            return self._error(e.message, e.status, e.field, api)
         decision = self.faults.on_request()
         if decision.error:
-            return self._error("injected fault: internal server error", 500, None)
-        prompt = PrefixKeys(req.prompt_ids, self.cfg.hash_tokens)
-        need = len(prompt) + req.max_tokens
+            return self._error("injected fault: internal server error", 500, None, api)
+        prompts = [PrefixKeys(ids, self.cfg.hash_tokens) for ids in req.prompts]
         cap = self.cache.capacity_blocks
-        if cap is not None and need > cap * self.profile.block_tokens:
-            return self._error(
-                f"prompt plus max tokens ({need}) exceed the emulated KV cache "
-                f"({cap} blocks of {self.profile.block_tokens} tokens); raise --blocks",
-                400,
-                "prompt",
-            )
-        sink = _Sink()
-        out = generated_ids(prompt, req.max_tokens, self.profile.vocab_size)
-        seq = Sequence(rid, prompt, req.max_tokens, out, sink)
-        self._sinks[rid] = sink
+        for prompt in prompts:
+            need = len(prompt) + req.max_tokens
+            if cap is not None and need > cap * self.profile.block_tokens:
+                field = "max_tokens" if api != "generate" else "input_ids"
+                return self._error(
+                    f"prompt plus max tokens ({need}) exceed the emulated KV cache "
+                    f"({cap} blocks of {self.profile.block_tokens} tokens); raise --blocks "
+                    "or send a smaller max_tokens",
+                    400,
+                    field,
+                    api,
+                )
+        event = asyncio.Event()
+        seqs: list[Sequence] = []
+        sinks: list[_Sink] = []
+        for k, prompt in enumerate(prompts):
+            sid = rid if k == 0 else next(self._ids)
+            out = generated_ids(prompt, req.max_tokens, self.out_vocab)
+            sink = _Sink(event)
+            seqs.append(Sequence(sid, prompt, req.max_tokens, out, sink))
+            sinks.append(sink)
+            self._sinks[sid] = sink
+        shaper: Shaper = _APIS[api][1](req, self.model_id, self.tokenizer)
         try:
-            self.runner.submit(seq)
+            for seq in seqs:
+                self.runner.submit(seq)
             if req.stream:
-                return await self._stream(request, req, seq, sink, decision.stall_s)
-            return await self._whole(req, seq, sink)
+                return await self._stream(
+                    request, api, shaper, seqs, sinks, event, decision.stall_s
+                )
+            return await self._whole(api, shaper, seqs, sinks, event)
         finally:
-            self._sinks.pop(rid, None)
-            if seq.done_t is None:
-                self.runner.cancel(seq)  # client gone or error: free its blocks
+            for seq in seqs:
+                self._sinks.pop(seq.rid, None)
+                if seq.done_t is None:
+                    self.runner.cancel(seq)  # client gone or error: free its blocks
 
-    def _parse(self, body: dict[str, Any], rid: int) -> GenRequest:
+    def _parse(self, api: str, raw: bytes, rid: int) -> GenRequest:
+        body = parse_json(raw)
         vocab, ctx = self.profile.vocab_size, self.profile.context_tokens
-        if self.cfg.protocol == "sglang":
-            return parse_generate(body, vocab, ctx, f"{rid:032x}")
-        req = parse_completion(body, vocab, ctx, f"cmpl-{rid:032x}")
-        if req.model is not None and req.model != self.model_id:
+        parse, _, _, prefix = _APIS[api]
+        req = parse(body, vocab, ctx, f"{prefix}{rid:032x}", self.tokenizer)
+        if self.cfg.protocol != "sglang" and req.model is not None and req.model != self.model_id:
             raise BadRequest(f"The model `{req.model}` does not exist.", "model", 404)
         return req
 
-    def _cached(self, seq: Sequence) -> int:
-        return seq.resume.cached if seq.resume is not None else 0
+    @staticmethod
+    def _cached(seqs: list[Sequence]) -> int:
+        return sum(s.resume.cached for s in seqs if s.resume is not None)
 
-    async def _whole(self, req: GenRequest, seq: Sequence, sink: _Sink) -> web.Response:
-        while not sink.finished and sink.error is None:
-            await sink.event.wait()
-            sink.event.clear()
-        if sink.error is not None:
-            return self._error(sink.error, sink.status, None)
-        ids = seq.output_ids
-        if self.cfg.protocol == "sglang":
-            body = GenerateShaper(req).full(ids, self._cached(seq))
-        else:
-            body = CompletionShaper(req, self.model_id).full(ids, self._cached(seq))
+    @staticmethod
+    def _failure(sinks: list[_Sink]) -> _Sink | None:
+        return next((k for k in sinks if k.error is not None), None)
+
+    async def _whole(
+        self,
+        api: str,
+        shaper: Shaper,
+        seqs: list[Sequence],
+        sinks: list[_Sink],
+        event: asyncio.Event,
+    ) -> web.Response:
+        while not all(k.finished for k in sinks) and self._failure(sinks) is None:
+            await event.wait()
+            event.clear()
+        if (bad := self._failure(sinks)) is not None:
+            return self._error(bad.error or "", bad.status, None, api)
+        body = shaper.full([s.output_ids for s in seqs], self._cached(seqs))
         return web.Response(body=body, content_type="application/json")
 
     async def _stream(
-        self, request: web.Request, req: GenRequest, seq: Sequence, sink: _Sink, stall_s: float
+        self,
+        request: web.Request,
+        api: str,
+        shaper: Shaper,
+        seqs: list[Sequence],
+        sinks: list[_Sink],
+        event: asyncio.Event,
+        stall_s: float,
     ) -> web.StreamResponse:
-        sglang = self.cfg.protocol == "sglang"
-        shaper_c = None if sglang else CompletionShaper(req, self.model_id)
-        shaper_g = GenerateShaper(req) if sglang else None
         resp: web.StreamResponse | None = None
-        sent = 0
+        sent = [0] * len(seqs)
         while True:
-            await sink.event.wait()
-            sink.event.clear()
-            if sink.error is not None:
+            await event.wait()
+            event.clear()
+            if (bad := self._failure(sinks)) is not None:
                 if resp is None:
-                    return self._error(sink.error, sink.status, None)
+                    return self._error(bad.error or "", bad.status, None, api)
                 # Mid-stream, as vLLM does: an error event, then the stream ends.
-                await resp.write(sse_error(sink.error, sink.status))
+                await resp.write(shaper.error(bad.error or "", bad.status))
                 await resp.write_eof()
                 return resp
-            n, done = sink.ready, sink.finished
-            if n > sent:
+            for k, (seq, sink) in enumerate(zip(seqs, sinks, strict=True)):
+                n, done = sink.ready, sink.finished
+                if n <= sent[k]:
+                    continue
                 if resp is None:  # headers go out with the first token, as in vLLM
                     resp = await _start_sse(request)
-                if shaper_g is not None:
-                    data = shaper_g.chunk(seq.output_ids[:n], done, self._cached(seq))
-                else:
-                    assert shaper_c is not None
-                    data = shaper_c.chunk(seq.output_ids[sent:n], done)
-                await resp.write(data)
-                sent = n
+                cached = seq.resume.cached if seq.resume is not None else 0
+                out = seq.output_ids
+                await resp.write(shaper.chunk(k, out[sent[k] : n], out[:n], done, cached))
+                sent[k] = n
                 if stall_s:
                     await asyncio.sleep(stall_s)  # injected: the stream goes silent
                     stall_s = 0.0
-            if done and sent >= n:
+            if all(k.finished and sent[i] >= k.ready for i, k in enumerate(sinks)):
                 break
         assert resp is not None
-        if shaper_c is not None and req.include_usage:
-            await resp.write(shaper_c.usage_chunk(sent, self._cached(seq)))
-        await resp.write(SSE_DONE)
+        await resp.write(shaper.tail(sum(sent), self._cached(seqs)))
         await resp.write_eof()
         return resp
 
