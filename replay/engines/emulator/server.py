@@ -253,8 +253,9 @@ class EmulatorServer:
                 "prompt",
             )
         sink = _Sink()
-        out = generated_ids(prompt, req.max_tokens, self.profile.vocab_size)
-        seq = Sequence(rid, prompt, req.max_tokens, out, sink)
+        n_out = max(req.max_tokens // 2, 1) if decision.early_stop else req.max_tokens
+        out = generated_ids(prompt, n_out, self.profile.vocab_size)
+        seq = Sequence(rid, prompt, n_out, out, sink)
         self._sinks[rid] = sink
         try:
             self.runner.submit(seq)
