@@ -85,7 +85,9 @@ def task_table(df: pd.DataFrame) -> pd.DataFrame:
     )
     m_main = main[~main["_priming"]]
     # The final attempt of each turn stands for it on the trace side.
-    final = m_main.sort_values("attempt", kind="stable").drop_duplicates(["_task", "turn"], keep="last")
+    final = m_main.sort_values("attempt", kind="stable").drop_duplicates(
+        ["_task", "turn"], keep="last"
+    )
     first_turn = final.groupby("_task")["turn"].transform("min")
     gaps = _num(final, "tool_gap_s").where(final["turn"] != first_turn, 0.0)
     trace_lat = _num(final, "trace_latency_s")

@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.fidelity import drift, warm_start
-from analysis.manifest import Window
-from analysis.manifest import manifest_token_scale
+from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import EngineData, engine_data, measured_mask, output_tokens_in
 from analysis.runs import Run
 from analysis.saturation import QUEUE_METRICS, RUNNING_METRICS, gauge_series, saturation
@@ -54,7 +53,7 @@ TRACE_TIMING_REASON = (
 
 
 def run_clock(manifest: dict[str, Any]) -> str:
-    """"trace" for a trace-timing simulation, else "engine" (live runs, engine timing)."""
+    """ "trace" for a trace-timing simulation, else "engine" (live runs, engine timing)."""
     cfg = manifest.get("config")
     timing = cfg.get("timing") if isinstance(cfg, dict) else None
     if manifest.get("executor") == "simulator" and timing in (None, "trace"):
@@ -137,8 +136,6 @@ def _subset(d: EngineData, keep: np.ndarray) -> EngineData:
     return EngineData(**fields)
 
 
-
-
 def with_verdicts(run: Run, table: pd.DataFrame, window: Window) -> pd.DataFrame:
     """`table` (a `window_metrics` table of `run` over `window`) with every engine's verdict
     keys added as columns (dict-valued ones as objects)."""
@@ -155,7 +152,7 @@ def with_verdicts(run: Run, table: pd.DataFrame, window: Window) -> pd.DataFrame
     return pd.DataFrame(rows, columns=[*table.columns, *_new_keys(rows, table)])
 
 
-def _new_keys(rows: list[dict[str, Any]], table: pd.DataFrame) -> list[str]:
+def _new_keys(rows: list[dict[Any, Any]], table: pd.DataFrame) -> list[str]:
     seen: dict[str, None] = {}
     for r in rows:
         for k in r:

@@ -77,6 +77,7 @@ class RunPlan:
     flush_interval_s: float = 1.0
     parquet_interval_s: float = 15.0  # requests.parquet rebuilt off the loop this often
     salt: int | None = None
+    slo: dict[str, Any] | None = None  # analysis.slo.Slo as a dict; None: its defaults
     resume: bool = False
     extra_manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -129,7 +130,17 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
         "context_tokens": spec.context_tokens or rep.context_tokens,
         "vocab_size": spec.vocab_size,
         "preflight": {c.name: c.ok for c in rep.checks},
+        "preflight_warnings": preflight_warnings(rep),
     }
+
+
+def preflight_warnings(rep: PreflightReport) -> list[str]:
+    """Checks that are not required but failed (the warm-cache guard): what the run warns."""
+    return [
+        f"{c.name}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else "")
+        for c in rep.checks
+        if not c.required and c.ok is False
+    ]
 
 
 def token_scale(reports: list[PreflightReport]) -> float:
@@ -181,6 +192,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
                 "stall_timeout_s": plan.limits.stall_timeout_s,
             },
             "scrape_interval_s": plan.scrape_interval_s,
+            "slo": plan.slo,
         },
         "engines": [_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
         **plan.extra_manifest,
