@@ -16,6 +16,7 @@ NaN becomes null.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
     return table.merge(econ.drop(columns=["gpu_rate_per_hour"], errors="ignore"), on="engine")
 
 
-def run_warnings(name: str, row: dict[str, Any]) -> list[str]:
+def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
     """The lines a run's final table, report and dashboard print for one engine."""
     out = []
     if row.get("saturated") is True:

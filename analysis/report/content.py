@@ -14,6 +14,7 @@ from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
 from analysis.rollups import ROLLUPS
 from analysis.runs import Run
+from analysis.summary import run_warnings
 from analysis.sweeps import aggregate_sweep, capacity_crossing
 from analysis.uncertainty import compare, metrics_with_se, paired_deltas
 
@@ -47,6 +48,7 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     paired_across: pd.DataFrame = field(default_factory=pd.DataFrame)
     pricing_dir: Path | None = None
+    warnings: list[str] = field(default_factory=list)  # saturated, drifted, warm-started
 
 
 def analyze_run(
@@ -103,7 +105,14 @@ def analyze(
         manifest_seed(a.run.manifest) for a in analyses for _ in range(len(a.metrics))
     ]
     sweep = aggregate_sweep(metrics)
-    return ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
+    warnings = []
+    for a in analyses:
+        prefix = f"{a.run.run_id}: " if len(analyses) > 1 else ""
+        for rec in a.metrics.to_dict(orient="records"):
+            warnings += [prefix + w for w in run_warnings(str(rec["engine"]), rec)]
+    data = ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
+    data.warnings = warnings
+    return data
 
 
 def paired_across_runs(analyses: list[RunAnalysis]) -> pd.DataFrame:

@@ -318,8 +318,8 @@ async def _run_checks(
             else "serve Prometheus metrics on /metrics (vLLM does by default)"
         )
         report.checks.append(Check("metrics readable", False, f"{e}.", fix, required=token_level))
-    if token_level:
-        report.checks.append(warm_cache_check(metrics_text, kind))
+    # Read before the probes (they are traffic too); reported after them.
+    warm = warm_cache_check(metrics_text, kind) if token_level else None
     # probes ------------------------------------------------------------------------------
     await _probe(
         report,
@@ -332,6 +332,8 @@ async def _run_checks(
         hdrs,
         adapter_options,
     )
+    if warm is not None:
+        report.checks.append(warm)
 
 
 async def _probe(

@@ -19,10 +19,11 @@ async def test_fit_engine_passes_every_check(fake_engine: Any) -> None:
         "generated ids returned",
         "cached-token reporting",
         "prefix caching",
+        "cold cache",
     ]
     assert rep.model == "fake-model"
     assert rep.block_size == 16 and rep.context_tokens == 100_000
-    assert "all 7 checks passed" in rep.message()
+    assert "all 8 checks passed" in rep.message()
     assert rep.as_dict()["ok"] is True
 
 
@@ -89,3 +90,25 @@ async def test_openai_kind_checks_a_text_endpoint_without_requiring_token_ids(
     assert rep.ok, rep.message()
     ids = next(c for c in rep.checks if c.name == "generated ids returned")
     assert ids.ok is False and not ids.required and "not exact" in ids.detail
+
+
+async def test_a_warm_engine_is_warned_not_failed(fake_engine: Any) -> None:
+    cold = await preflight(fake_engine.url, "vllm")
+    (guard,) = [c for c in cold.checks if c.name == "cold cache"]
+    assert guard.ok is True and not guard.required
+    # The first preflight's probes were traffic: a second one finds the counters moved.
+    warm = await preflight(fake_engine.url, "vllm")
+    assert warm.ok  # a warning, never a failure
+    (guard,) = [c for c in warm.checks if c.name == "cold cache"]
+    assert guard.ok is False
+    assert "served earlier traffic" in guard.detail and "prompt tokens looked up" in guard.detail
+    assert "/reset_prefix_cache" in guard.fix and "VLLM_SERVER_DEV_MODE=1" in guard.fix
+
+
+async def test_the_sglang_warning_names_flush_cache(fake_engine: Any) -> None:
+    from replay.engines.preflight import warm_cache_check
+
+    text = "# TYPE sglang:prompt_tokens counter\nsglang:prompt_tokens_total 512\n"
+    check = warm_cache_check(text, "sglang")
+    assert check.ok is False and "/flush_cache" in check.fix
+    assert warm_cache_check(None, "sglang").ok is None
