@@ -192,11 +192,18 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
                 "stall_timeout_s": plan.limits.stall_timeout_s,
             },
             "scrape_interval_s": plan.scrape_interval_s,
-            "slo": plan.slo,
+            "slo": plan.slo if plan.slo is not None else _default_slo(),
         },
         "engines": [_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
         **plan.extra_manifest,
     }
+
+
+def _default_slo() -> dict[str, Any]:
+    """The SLO defaults (analysis.slo), stated in every manifest so a report never guesses."""
+    from analysis.slo import Slo
+
+    return Slo().model_dump()
 
 
 def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:

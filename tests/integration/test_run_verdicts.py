@@ -103,8 +103,10 @@ def test_slo_shares_and_goodput_both_ways(runs: dict[str, RunOutcome]) -> None:
         0.1 * busy["output_tokens_per_min_per_gpu"]
     )
     assert plain["slo_request_share"] > 0.6
-    assert 0 < plain["goodput_output_tokens_per_min_per_gpu"] <= (
-        plain["output_tokens_per_min_per_gpu"]
+    assert (
+        0
+        < plain["goodput_output_tokens_per_min_per_gpu"]
+        <= (plain["output_tokens_per_min_per_gpu"])
     )
     assert busy["profit_per_gpu_hour_at_goodput"] < plain["profit_per_gpu_hour_at_goodput"]
 
@@ -112,8 +114,9 @@ def test_slo_shares_and_goodput_both_ways(runs: dict[str, RunOutcome]) -> None:
 def test_agent_tasks_are_measured(runs: dict[str, RunOutcome]) -> None:
     plain = _engine(runs["light"], "plain")
     assert plain["tasks_finished"] >= 1
-    assert plain["task_latency_p50_s"] > 0 and plain["task_latency_p90_s"] >= (
-        plain["task_latency_p50_s"]
+    assert (
+        plain["task_latency_p50_s"] > 0
+        and plain["task_latency_p90_s"] >= (plain["task_latency_p50_s"])
     )
     # The sample's outputs are 16x shorter than the trace's, so its tasks run faster than
     # recorded; the slowdown is still a finite ratio against the trace's own duration.
@@ -148,9 +151,7 @@ def test_warm_and_cold_cache(runs: dict[str, RunOutcome]) -> None:
     assert again["config"]["salt"] == 7
 
 
-def test_report_and_price_show_the_verdicts(
-    runs: dict[str, RunOutcome], tmp_path: Path
-) -> None:
+def test_report_and_price_show_the_verdicts(runs: dict[str, RunOutcome], tmp_path: Path) -> None:
     from analysis.report.build import build_report
 
     build_report([runs["busy"].run_dir], tmp_path / "rep", "md", figures=False)
