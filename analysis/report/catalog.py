@@ -12,6 +12,7 @@ from analysis.metrics import METRICS
 from analysis.report.content import ReportData
 from analysis.report.tables import Column, Table
 from analysis.saturation import verdict_text
+from analysis.sweeps import first_saturated
 
 
 def metric_text(metric: str, value: float) -> str:
@@ -378,14 +379,6 @@ def _sweep_table(data: ReportData) -> Table:
         "First saturated: the smallest session count at which the engine did not keep up."
         + (f" {unknown}" if unknown else ""),
     )
-
-
-def first_saturated(m: pd.DataFrame) -> dict[str, float]:
-    """{engine: the smallest session count where any of its runs was saturated}."""
-    if "saturated" not in m.columns or m.empty:
-        return {}
-    sat = m[m["saturated"].map(lambda v: v is True)]
-    return {str(e): float(g["sessions"].min()) for e, g in sat.groupby("engine")}
 
 
 def _unknown_note(data: ReportData) -> str:
