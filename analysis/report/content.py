@@ -108,8 +108,16 @@ def analyze(
     warnings = []
     for a in analyses:
         prefix = f"{a.run.run_id}: " if len(analyses) > 1 else ""
+        unknown: dict[str, list[str]] = {}
         for rec in a.metrics.to_dict(orient="records"):
             warnings += [prefix + w for w in run_warnings(str(rec["engine"]), rec)]
+            for key, why in (rec.get("unknown") or {}).items():
+                keys = unknown.setdefault(str(why), [])
+                if key not in keys:
+                    keys.append(str(key))
+        notes += [
+            f"{a.run.run_id}: n/a ({', '.join(keys)}): {why}" for why, keys in unknown.items()
+        ]
     data = ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
     data.warnings = warnings
     return data
