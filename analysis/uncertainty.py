@@ -94,7 +94,12 @@ def metrics_with_se(
     table = with_verdicts(run, window_metrics(run, win), win)
     ses = binned_standard_errors(run, win, bin_s)
     for metric in SE_METRICS:
-        table[f"{metric}_se"] = [ses.get(e, {}).get(metric, math.nan) for e in table["engine"]]
+        table[f"{metric}_se"] = [
+            math.nan
+            if metric in (unknown or {})  # a metric the run cannot know has no error either
+            else ses.get(e, {}).get(metric, math.nan)
+            for e, unknown in zip(table["engine"], table["unknown"], strict=True)
+        ]
     return table
 
 

@@ -340,9 +340,23 @@ async def run_live(
         if crashed:
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
         summary = _summary(plan.out_dir)
+        writer.manifest["replay_fidelity"] = replay_fidelity(summary)
         writer.close(status, summary)
         sys.setswitchinterval(switch)
     return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
+
+
+def replay_fidelity(summary: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's "Replay fidelity" record, per engine: the drift counts and the
+    warm-start check from the summary (analysis.fidelity), so the manifest alone says how
+    faithfully the run replayed the trace."""
+    engines = summary.get("engines") if isinstance(summary.get("engines"), dict) else {}
+    keys = ("warm_start_hit_rate", "warm_start_excess_hit_rate", "warm_start_flagged")
+    return {
+        name: {"drift": e.get("drift"), **{k: e.get(k) for k in keys}}
+        for name, e in (engines or {}).items()
+        if isinstance(e, dict)
+    }
 
 
 async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:

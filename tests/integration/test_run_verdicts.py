@@ -132,6 +132,9 @@ def test_drift_and_none(runs: dict[str, RunOutcome]) -> None:
     assert plain["continuation_turns"] > 0 and plain["continuation_exact_share"] == 1.0
     assert plain["prompt_mismatches"] == 0 and plain["prompt_compared"] > 0
     assert eos["flagged"] is True
+    manifest = json.loads((runs["light"].run_dir / "manifest.json").read_text())
+    assert manifest["replay_fidelity"]["eos"]["drift"]["flagged"] is True
+    assert manifest["replay_fidelity"]["plain"]["drift"]["output_mismatches"] == 0
     assert 0.2 < eos["output_mismatch_share"] < 0.8
     assert "outputs differ in length" in eos["reasons"][0]
 

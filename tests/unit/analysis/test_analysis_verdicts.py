@@ -167,6 +167,7 @@ def test_trace_timing_simulation_marks_throughput_and_latency_unknown(
     ):
         assert e[key] is None
         assert "no GPU clock" in e["unknown"][key]
+    assert e["output_tokens_per_min_per_gpu_se"] is None and e["ttft_p50_se"] is None
     assert e["hit_rate"] is not None  # what the simulation does know stays
     assert e["drift"] is None and "not a live run" in e["unknown"]["drift"]
     from analysis.report.build import build_report
