@@ -52,6 +52,31 @@ TRACE_TIMING_REASON = (
 )
 
 
+# The record columns the verdicts read (copying only these keeps a 100K-request run fast).
+_COLUMNS = (
+    "session",
+    "trajectory",
+    "agent",
+    "turn",
+    "scheduled_s",
+    "sent_s",
+    "first_token_s",
+    "done_s",
+    "prompt_tokens",
+    "cached_tokens",
+    "ideal_cached_tokens",
+    "output_tokens",
+    "expected_output_tokens",
+    "status",
+    "tool_gap_s",
+    "priming",
+    "attempt",
+    "trace_prompt_tokens",
+    "trace_latency_s",
+    "extends_previous",
+)
+
+
 def run_clock(manifest: dict[str, Any]) -> str:
     """ "trace" for a trace-timing simulation, else "engine" (live runs, engine timing)."""
     cfg = manifest.get("config")
@@ -69,7 +94,8 @@ def engine_verdicts(
     run: Run, engine: str, d: EngineData, win: Window, gpus: int, token_scale: float
 ) -> dict[str, Any]:
     """The keys listed in the module docstring for one engine."""
-    df = run.requests[run.requests["engine"] == engine]
+    req = run.requests
+    df = req.loc[req["engine"] == engine, [c for c in _COLUMNS if c in req.columns]]
     clock = run_clock(run.manifest)
     measured = df[~df["priming"].fillna(False).astype(bool)]
     sched = pd.to_numeric(measured["scheduled_s"], errors="coerce").to_numpy(float)
