@@ -63,7 +63,8 @@ def engine_economics(
         row["gpu_rate_per_hour"] = float(rate.rate_per_gpu_hour)
         values = (rec["hit_rate"], rec["prefill_tokens_per_min_per_gpu"])
         if any(not isinstance(v, int | float) or math.isnan(v) for v in values):
-            notes.append(f"{rec['engine']}: no served requests in the window; not priced")
+            if "prefill_tokens_per_min_per_gpu" not in (rec.get("unknown") or {}):
+                notes.append(f"{rec['engine']}: no served requests in the window; not priced")
             rows.append(row)
             continue
         econ = pricing.provider_economics(

@@ -357,7 +357,7 @@ def _sweep_table(data: ReportData) -> Table:
         if len(sweep)
         else []
     )
-    unknown = _unknown_note(data)
+    unknown = any(bool(u) for u in data.metrics.get("unknown", pd.Series(dtype=object)) if u)
     return Table(
         "sweep",
         "Paper table: each policy or engine against sessions (mean ± SE across seeds)",
@@ -377,18 +377,8 @@ def _sweep_table(data: ReportData) -> Table:
         ],
         "± one standard error, across seeds where a session count has two or more runs. "
         "First saturated: the smallest session count at which the engine did not keep up."
-        + (f" {unknown}" if unknown else ""),
+        + (" A dash is a figure the runs cannot know; the notes say why." if unknown else ""),
     )
-
-
-def _unknown_note(data: ReportData) -> str:
-    reasons: dict[str, list[str]] = {}
-    for rec in data.metrics.to_dict(orient="records"):
-        for key, why in (rec.get("unknown") or {}).items():
-            reasons.setdefault(str(why), [])
-            if key not in reasons[str(why)]:
-                reasons[str(why)].append(str(key))
-    return " ".join(f"n/a ({', '.join(keys)}): {why}." for why, keys in reasons.items())
 
 
 def _runs_table(data: ReportData) -> Table:

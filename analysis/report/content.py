@@ -106,18 +106,23 @@ def analyze(
     ]
     sweep = aggregate_sweep(metrics)
     warnings = []
+    # What the runs cannot know, once per reason (a sweep repeats it for every run).
+    unknown: dict[str, dict[str, None]] = {}
+    runs_of: dict[str, dict[str, None]] = {}
     for a in analyses:
         prefix = f"{a.run.run_id}: " if len(analyses) > 1 else ""
-        unknown: dict[str, list[str]] = {}
         for rec in a.metrics.to_dict(orient="records"):
             warnings += [prefix + w for w in run_warnings(str(rec["engine"]), rec)]
             for key, why in (rec.get("unknown") or {}).items():
-                keys = unknown.setdefault(str(why), [])
-                if key not in keys:
-                    keys.append(str(key))
-        notes += [
-            f"{a.run.run_id}: n/a ({', '.join(keys)}): {why}" for why, keys in unknown.items()
-        ]
+                keys = unknown.setdefault(str(why), {})
+                keys.setdefault(str(key), None)
+                runs_of.setdefault(str(why), {}).setdefault(a.run.run_id, None)
+    for why, keys in unknown.items():
+        if "drift" in keys and len(keys) == 1:
+            continue  # simulated runs replay the trace's lengths: nothing to say
+        names = list(runs_of[why])
+        which = names[0] if len(names) == 1 else f"{len(names)} runs"
+        notes.append(f"{which}: n/a ({', '.join(k for k in keys if k != 'drift')}): {why}")
     data = ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
     data.warnings = warnings
     return data
