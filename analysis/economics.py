@@ -63,7 +63,8 @@ def engine_economics(
         row["gpu_rate_per_hour"] = float(rate.rate_per_gpu_hour)
         values = (rec["hit_rate"], rec["prefill_tokens_per_min_per_gpu"])
         if any(not isinstance(v, int | float) or math.isnan(v) for v in values):
-            notes.append(f"{rec['engine']}: no served requests in the window; not priced")
+            if "prefill_tokens_per_min_per_gpu" not in (rec.get("unknown") or {}):
+                notes.append(f"{rec['engine']}: no served requests in the window; not priced")
             rows.append(row)
             continue
         econ = pricing.provider_economics(
@@ -82,8 +83,40 @@ def engine_economics(
             "break_even_hit_rate",
         ):
             row[key] = d[key]
+        row.update(_task_and_goodput(rec, price_sheet, rate))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _task_and_goodput(
+    rec: dict[Any, Any], sheet: pricing.PriceSheet, rate: pricing.GpuRate
+) -> dict[str, Any]:
+    """User cost per finished agent task (the window's mean task tokens, at full size) and
+    revenue and profit per GPU-hour counting only the tokens that met the SLO (goodput)."""
+    out: dict[str, Any] = {}
+    task = [rec.get(f"task_{c}_mean") for c in ("prompt_tokens", "cached_tokens", "output_tokens")]
+    if all(_finite(v) for v in task):
+        p, c, o = (float(v) for v in task)  # type: ignore[arg-type]
+        out["user_cost_per_task"] = float(pricing.cost_per_task(sheet, p, min(c, p), o))
+    good = (
+        rec.get("goodput_prefill_tokens_per_min_per_gpu"),
+        rec.get("goodput_output_tokens_per_min_per_gpu"),
+    )
+    if all(_finite(v) for v in good):
+        econ = pricing.provider_economics(
+            sheet,
+            rate,
+            hit_rate=min(max(float(rec["hit_rate"]), 0.0), 1.0),
+            prompt_tokens_per_min_per_gpu=float(good[0]),  # type: ignore[arg-type]
+            output_tokens_per_min_per_gpu=float(good[1]),  # type: ignore[arg-type]
+        )
+        out["revenue_per_gpu_hour_at_goodput"] = float(econ.revenue_per_gpu_hour)
+        out["profit_per_gpu_hour_at_goodput"] = float(econ.profit_per_gpu_hour)
+    return out
 
 
 def comparison_panel(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,11 +16,13 @@ NaN becomes null.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from analysis.economics import engine_economics
 from analysis.manifest import Window
 from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
 from analysis.runs import Run, load_run
@@ -64,15 +66,105 @@ _SUMMARY_COLUMNS = {
     "errors",
     "miss_source",
     "working_set_ratio",
+    # analysis.verdicts
+    "saturated",
+    "saturation",
+    "tasks_finished",
+    "tasks_per_hour_per_gpu",
+    "task_latency_p50_s",
+    "task_latency_p90_s",
+    "task_slowdown_p50",
+    "task_slowdown_p90",
+    "task_requests_mean",
+    "task_prompt_tokens_mean",
+    "task_cached_tokens_mean",
+    "task_output_tokens_mean",
+    "slo",
+    "slo_request_share",
+    "slo_task_share",
+    "goodput_output_tokens_per_min_per_gpu",
+    "goodput_prefill_tokens_per_min_per_gpu",
+    "warm_start_s",
+    "warm_start_requests",
+    "warm_start_hit_rate",
+    "warm_start_excess_hit_rate",
+    "warm_start_flagged",
+    "drift",
+    "unknown",
+    # analysis.economics at the default (or the report's) sheet
+    "sheet",
+    "gpu",
+    "user_cost_per_m_input",
+    "profit_per_gpu_hour",
+    "user_cost_per_task",
+    "revenue_per_gpu_hour_at_goodput",
+    "profit_per_gpu_hour_at_goodput",
 }
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
     if hasattr(value, "item"):  # numpy scalars
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+# Columns `engine_economics` adds; a report's own sheet is replaced by the default's so
+# that every writer of summary.json produces the same keys and values.
+_PRICE_COLUMNS = (
+    "sheet",
+    "gpu",
+    "gpu_rate_per_hour",
+    "user_cost_per_m_input",
+    "revenue_per_gpu_hour",
+    "profit_per_gpu_hour",
+    "break_even_gpu_rate",
+    "break_even_hit_rate",
+    "user_cost_per_task",
+    "revenue_per_gpu_hour_at_goodput",
+    "profit_per_gpu_hour_at_goodput",
+)
+
+
+def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
+    """The default sheet's prices (user cost per task, profit at goodput); pricing is a
+    bonus, so a pricing failure leaves the table without them."""
+    table = table.drop(columns=[c for c in _PRICE_COLUMNS if c in table.columns])
+    if table.empty:
+        return table
+    try:
+        econ = engine_economics(table)
+    except Exception:
+        return table
+    return table.merge(econ.drop(columns=["gpu_rate_per_hour"], errors="ignore"), on="engine")
+
+
+def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
+    """The lines a run's final table, report and dashboard print for one engine."""
+    out = []
+    if row.get("saturated") is True:
+        ev = row.get("saturation") or {}
+        why = "; ".join(ev.get("reasons") or []) if isinstance(ev, dict) else ""
+        out.append(
+            f"{name}: SATURATED — the engine did not keep up ({why}); its latencies measure "
+            "its queue and its throughput is its ceiling, not the workload's demand"
+        )
+    drift = row.get("drift")
+    if isinstance(drift, dict) and drift.get("flagged"):
+        out.append(f"{name}: replay drifted from the trace ({'; '.join(drift['reasons'])})")
+    if row.get("warm_start_flagged"):
+        ex = row.get("warm_start_excess_hit_rate") or 0.0
+        out.append(
+            f"{name}: the cache was warm at the start: {ex:.1%} of the first minutes' prompt "
+            "tokens hit prefixes no request of this run had computed (restart the engine, or "
+            "reset its prefix cache, before measuring)"
+        )
+    return out
 
 
 def build_summary(
@@ -88,6 +180,7 @@ def summary_from_table(
 ) -> dict[str, Any]:
     """The summary from an already computed `metrics_with_se` table (extra columns, such as
     pricing, are left out so every writer produces the same keys)."""
+    table = _with_economics(table)
     keep = [c for c in table.columns if c in _SUMMARY_COLUMNS or c.endswith("_se")]
     previous = (run.summary or {}).get("engines")
     previous = previous if isinstance(previous, dict) else {}
@@ -106,6 +199,7 @@ def summary_from_table(
         entry["error_flagged"] = flagged is not None
         if flagged is not None:
             notes.append(flagged)
+        notes += run_warnings(name, entry)
         engines[name] = entry
     # Top-level keys an executor wrote (the simulator's own row, ...) are kept as well.
     extra = {k: v for k, v in (run.summary or {}).items() if k not in _TOP_KEYS}
@@ -146,6 +240,7 @@ __all__ = [
     "ERROR_FLAG",
     "build_summary",
     "error_note",
+    "run_warnings",
     "summarize_dir",
     "summary_from_table",
     "write_summary",

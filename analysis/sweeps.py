@@ -94,4 +94,19 @@ def capacity_crossing(agg: pd.DataFrame) -> dict[str, float]:
     return found
 
 
-__all__ = ["SWEEP_METRICS", "aggregate_sweep", "capacity_crossing", "sweep_rows"]
+def first_saturated(rows: pd.DataFrame) -> dict[str, float]:
+    """{engine: the smallest session count at which any of its runs was saturated}
+    (`analysis.saturation`); engines never saturated are left out."""
+    if rows.empty or "saturated" not in rows.columns:
+        return {}
+    sat = rows[rows["saturated"].map(lambda v: v is True)]
+    return {str(e): float(g["sessions"].min()) for e, g in sat.groupby("engine", sort=False)}
+
+
+__all__ = [
+    "SWEEP_METRICS",
+    "aggregate_sweep",
+    "capacity_crossing",
+    "first_saturated",
+    "sweep_rows",
+]

@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import engine_data, engine_metrics, resolve_window, window_metrics
 from analysis.runs import Run
+from analysis.verdicts import with_verdicts
 
 SIGNIFICANCE_SE = 2.0  # the paper: a difference counts when it exceeds two standard errors
 
@@ -87,12 +88,18 @@ def binned_standard_errors(
 def metrics_with_se(
     run: Run, window: Window | tuple[float, float] | None = None, bin_s: float = 60.0
 ) -> pd.DataFrame:
-    """`window_metrics` plus a `<metric>_se` column for each metric in SE_METRICS."""
+    """`window_metrics` with the verdicts (`analysis.verdicts`), plus a `<metric>_se` column
+    for each metric in SE_METRICS."""
     win = resolve_window(run, window)
-    table = window_metrics(run, win)
+    table = with_verdicts(run, window_metrics(run, win), win)
     ses = binned_standard_errors(run, win, bin_s)
     for metric in SE_METRICS:
-        table[f"{metric}_se"] = [ses.get(e, {}).get(metric, math.nan) for e in table["engine"]]
+        table[f"{metric}_se"] = [
+            math.nan
+            if metric in (unknown or {})  # a metric the run cannot know has no error either
+            else ses.get(e, {}).get(metric, math.nan)
+            for e, unknown in zip(table["engine"], table["unknown"], strict=True)
+        ]
     return table
 
 

@@ -21,9 +21,10 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from analysis.metrics import window_metrics
+from analysis.metrics import resolve_window, window_metrics
 from analysis.runs import Run, RunDirError, load_run
 from analysis.sweeps import sweep_rows
+from analysis.verdicts import with_verdicts
 from dashboards.combine import MEMBERS_KEY, combine
 from dashboards.paths import PathRefused, open_inside
 from dashboards.timeline import metrics_at
@@ -142,11 +143,13 @@ def run_sweep_rows(run: Run) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _metrics_cached(key: RunKey, window: tuple[float, float] | None, _run: Run) -> pd.DataFrame:
-    return window_metrics(_run, window)
+    win = resolve_window(_run, window)
+    return with_verdicts(_run, window_metrics(_run, win), win)
 
 
 def run_metrics(run: Run, window: tuple[float, float] | None = None) -> pd.DataFrame:
-    """analysis' window metrics of `run` (its default window when None), cached per file stamp."""
+    """analysis' window metrics of `run` (its default window when None) with the verdicts
+    (`analysis.verdicts`: saturation, tasks, SLOs, goodput, drift), cached per file stamp."""
     try:
         return _metrics_cached(run_key(run), window, run)
     except _BAD_FILES as e:

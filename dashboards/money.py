@@ -14,7 +14,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from pricing.formulas import dec, provider_economics
+from pricing.formulas import cost_per_task, dec, provider_economics
 from pricing.sheets import PriceSheet
 from pricing.whatif import what_if
 
@@ -24,6 +24,9 @@ PRICE_COLUMNS = (
     "profit_per_gpu_hour",
     "break_even_gpu_rate",
 )
+# Where the metrics carry analysis' verdicts: a finished agent task's cost to its user and
+# the profit counting only the tokens that met the run's SLO (goodput).
+TASK_COLUMNS = ("user_cost_per_task", "profit_per_gpu_hour_at_goodput")
 
 
 def _finite(value: object) -> float | None:
@@ -84,7 +87,38 @@ def price_engines(metrics: pd.DataFrame, sheet: PriceSheet, gpu_rate: float) -> 
         cols["break_even_gpu_rate"].append(float(econ.break_even_gpu_rate))
     for c, values in cols.items():
         out[c] = values
+    for c, values in _task_and_goodput(metrics, sheet, gpu_rate).items():
+        out[c] = values
     return out
+
+
+def _task_and_goodput(
+    metrics: pd.DataFrame, sheet: PriceSheet, gpu_rate: float
+) -> dict[str, list[float]]:
+    """`TASK_COLUMNS` per engine, NaN where the metrics lack the verdicts' columns."""
+    cols: dict[str, list[float]] = {c: [] for c in TASK_COLUMNS}
+    for _, row in metrics.iterrows():
+        task = [_finite(row.get(f"task_{c}_tokens_mean")) for c in ("prompt", "cached", "output")]
+        if all(v is not None for v in task):
+            p, c, o = (float(v) for v in task if v is not None)
+            cols["user_cost_per_task"].append(float(cost_per_task(sheet, p, min(c, p), o)))
+        else:
+            cols["user_cost_per_task"].append(math.nan)
+        hit = _finite(row.get("hit_rate"))
+        gp = _finite(row.get("goodput_prefill_tokens_per_min_per_gpu"))
+        go = _finite(row.get("goodput_output_tokens_per_min_per_gpu"))
+        if hit is None or gp is None or go is None:
+            cols["profit_per_gpu_hour_at_goodput"].append(math.nan)
+            continue
+        econ = provider_economics(
+            sheet,
+            gpu_rate,
+            hit_rate=min(max(hit, 0.0), 1.0),
+            prompt_tokens_per_min_per_gpu=gp,
+            output_tokens_per_min_per_gpu=go,
+        )
+        cols["profit_per_gpu_hour_at_goodput"].append(float(econ.profit_per_gpu_hour))
+    return cols
 
 
 def _operating_points(metrics: pd.DataFrame) -> list[tuple[str, float, float, float]]:

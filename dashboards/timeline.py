@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.metrics import window_metrics
 from analysis.runs import Run
+from analysis.verdicts import TRACE_TIMING_UNKNOWN, run_clock
 
 # The play control's speeds: multiples of the run's own time.
 SPEEDS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
@@ -96,6 +97,12 @@ def metrics_at(run: Run, t: float, start: float = 0.0) -> pd.DataFrame:
     """
     end = max(t, start + 1e-6)
     frame = window_metrics(truncate(run, t), (start, end))
+    if run_clock(run.manifest) == "trace":
+        # No GPU clock: throughputs and latencies would be the trace's, the same for every
+        # policy. Blank them (the panels show a dash; the page says why).
+        for key in TRACE_TIMING_UNKNOWN:
+            if key in frame.columns:
+                frame[key] = np.nan
     return frame.set_index("engine", drop=False)
 
 

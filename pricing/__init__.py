@@ -19,6 +19,7 @@ from pricing.bills import Bill, bill, bills_by, request_costs, session_bills, tr
 from pricing.formulas import (
     Economics,
     HitRateBreakEven,
+    cost_per_task,
     dec,
     per_gpu,
     provider_economics,
@@ -60,6 +61,7 @@ __all__ = [
     "WhatIf",
     "bill",
     "bills_by",
+    "cost_per_task",
     "dec",
     "default_pricing_dir",
     "get_gpu_rate",

@@ -88,6 +88,27 @@ def user_cost_per_m_input(
     return (1 - h) * uncached_price(sheet, write_fraction) + h * sheet.cached
 
 
+def cost_per_task(
+    sheet: PriceSheet,
+    prompt_tokens: Number,
+    cached_tokens: Number,
+    output_tokens: Number,
+    write_fraction: Number = 1,
+) -> Decimal:
+    """USD a user pays for one agent task of `prompt_tokens` prompt tokens (of which
+    `cached_tokens` were cache hits) and `output_tokens` generated tokens, summed over the
+    task's requests (means over tasks are fine: the price is linear). Uncached tokens are
+    billed at `uncached_price` (the write premium where the sheet has one), cached at
+    `cached`, output at `output`: the same split as `bills.bill`."""
+    p = _non_negative(prompt_tokens, "prompt_tokens")
+    c = _non_negative(cached_tokens, "cached_tokens")
+    o = _non_negative(output_tokens, "output_tokens")
+    if c > p:
+        raise PricingError(f"cached_tokens ({c}) exceeds prompt_tokens ({p})")
+    uncached = (p - c) * uncached_price(sheet, write_fraction)
+    return (uncached + c * sheet.cached + o * sheet.output) / MILLION
+
+
 BreakEvenStatus = Literal["crosses", "profit_everywhere", "loss_everywhere", "flat"]
 
 

@@ -136,6 +136,9 @@ class Context:
         self.prev_index: int | None = None
         self.prev_prompt = np.zeros(0, dtype=np.int32)
         self.prev_generated = np.zeros(0, dtype=np.int32)
+        # Whether the last prompt built grows the previous turn (the trace keeps its whole
+        # context): then it should start with the previous prompt + generated ids exactly.
+        self.grows = False
 
     def _synth(self, i: int, a: int, b: int) -> np.ndarray:
         """Tokens for positions [a, b) of request i, from its hash ids (remembered tokens
@@ -167,6 +170,7 @@ class Context:
         n = int(tr.input_tokens[i])
         bs = tr.block_size
         blocks = tr.blocks(i)
+        self.grows = False
         if self.prev_index is None:
             kept = np.zeros(0, dtype=np.int32)
         else:
@@ -177,6 +181,7 @@ class Context:
             if shared >= len(self.prev_prompt) // bs:
                 # Normal growth: everything the engine saw and produced, then new blocks.
                 kept = np.concatenate([self.prev_prompt, self.prev_generated])
+                self.grows = True
             else:
                 # A context edit: keep the shared full blocks exactly, re-synthesise the rest.
                 kept = self.prev_prompt[: shared * bs]
@@ -184,6 +189,21 @@ class Context:
         ids = np.concatenate([kept, self._synth(i, len(kept), n)]) if len(kept) < n else kept
         self._remember(blocks, ids, bs)
         return ids
+
+    def extends_previous(self, prompt: np.ndarray) -> bool | None:
+        """For the prompt just built: does it start with the previous turn's actual prompt
+        and generated ids, exactly? None for a first turn or a trace-side context edit."""
+        if not self.grows:
+            return None
+        n = len(self.prev_prompt) + len(self.prev_generated)
+        if len(prompt) < n:
+            return False
+        head = prompt[:n]
+        k = len(self.prev_prompt)
+        return bool(
+            np.array_equal(head[:k], self.prev_prompt)
+            and np.array_equal(head[k:], self.prev_generated)
+        )
 
     def _remember(self, blocks: np.ndarray, ids: np.ndarray, bs: int) -> None:
         remembered = self.ns.blocks

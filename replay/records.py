@@ -49,6 +49,13 @@ class RequestRecord:
     tool_gap_s: float = 0.0  # the (capped) idle time the session waited before this request
     priming: bool = False  # the warm-up request of a session start; not measured
     attempt: int = 0  # retries of this turn before this record
+    # What the trace recorded for this request (live runs; null where the executor did not
+    # fill them): its `in` tokens, its `api_time`, and whether the prompt sent extends the
+    # previous turn's actual prompt + generated ids exactly (null for a first turn or a
+    # turn the trace itself edits). Replay drift and task slowdown read them.
+    trace_prompt_tokens: int | None = None
+    trace_latency_s: float | None = None
+    extends_previous: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +94,9 @@ REQUEST_SCHEMA = pa.schema(
         ("tool_gap_s", _F),
         ("priming", pa.bool_()),
         ("attempt", _INT),
+        ("trace_prompt_tokens", _INT),
+        ("trace_latency_s", _F),
+        ("extends_previous", pa.bool_()),
     ]
 )
 assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"

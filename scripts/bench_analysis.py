@@ -82,6 +82,9 @@ def synth_run(run_dir: Path, requests: int, seed: int = 0, sessions: int = 48) -
             "tool_gap_s": np.minimum(rng.exponential(30, n), 300),
             "priming": rng.random(n) < 0.02,
             "attempt": np.zeros(n, dtype=np.int64),
+            "trace_prompt_tokens": prompt,
+            "trace_latency_s": done - scheduled,
+            "extends_previous": np.where(turn > 0, True, None),
         }
         for name, arr in values.items():
             cols[name].append(arr)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
+from analysis.manifest import manifest_seed, manifest_sessions
 from analysis.metrics import METRICS
 from analysis.report.content import ReportData
 from analysis.report.tables import Column, Table
+from analysis.saturation import verdict_text
+from analysis.sweeps import first_saturated
 
 
 def metric_text(metric: str, value: float) -> str:
@@ -45,12 +49,101 @@ def _c(
     return Column(key, label, unit, kind, digits, f"{key}_se" if se else None)  # type: ignore[arg-type]
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _flat(m: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts' nested evidence as plain columns for tables."""
+    rows = []
+    for rec in m.to_dict(orient="records"):
+        sat = _dict(rec.get("saturation"))
+        queue = _dict(sat.get("queue"))
+        drift = _dict(rec.get("drift"))
+        verdict = verdict_text(rec.get("saturated"), sat)
+        if drift.get("flagged") is None:
+            drift_text = "n/a"
+        else:
+            drift_text = "DRIFTED" if drift["flagged"] else "none"
+        rows.append(
+            {
+                "saturation_text": verdict.split(":")[0].split(" (")[0],
+                "saturation_source": sat.get("source", "–"),
+                "queue_busy_share": queue.get("busy_share"),
+                "queue_mean": queue.get("mean"),
+                "drift_text": drift_text,
+                "drift_output_mismatches": drift.get("output_mismatches"),
+                "drift_output_compared": drift.get("output_compared"),
+                "drift_prompt_mismatches": drift.get("prompt_mismatches"),
+                "drift_continuation_exact_share": drift.get("continuation_exact_share"),
+            }
+        )
+    return pd.concat([m.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def _verdict_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
+    if "saturated" not in m.columns:
+        return []
+    flat = _flat(m)
+    slo = next((s.get("text") for s in m.get("slo", []) if isinstance(s, dict)), None)
+    return [
+        Table(
+            "verdicts",
+            "Saturation, agent tasks, SLOs and goodput (Agent tasks, SLOs and goodput)",
+            flat,
+            [
+                *run_col,
+                _c("engine", "Engine", kind="text"),
+                _c("saturation_text", "Saturated", kind="text"),
+                _c("queue_busy_share", "Queue busy", "%", "pct", 0),
+                _c("tasks_finished", "Tasks", kind="int"),
+                _c("tasks_per_hour_per_gpu", "Tasks", "/h/GPU", "num", 1),
+                _c("task_latency_p50_s", "Task p50", "s", "num", 0),
+                _c("task_latency_p90_s", "Task p90", "s", "num", 0),
+                _c("task_slowdown_p50", "Slowdown p50", "×", "num", 2),
+                _c("slo_request_share", "SLO req.", "%", "pct", 1),
+                _c("slo_task_share", "SLO tasks", "%", "pct", 1),
+                _c("goodput_output_tokens_per_min_per_gpu", "Goodput", "tok/min/GPU", "num", 0),
+                _c("user_cost_per_task", "User cost", "$/task", "usd", 4),
+                _c("profit_per_gpu_hour_at_goodput", "Profit at goodput", "$/GPU-h", "usd", 2),
+            ],
+            "Saturated: the engine's queue held requests in at least half the window's scrapes "
+            "or grew, or TTFT / send lag grew through the window (evidence in summary.json). "
+            f"SLO: {slo or 'defaults'}; goodput counts only requests within it. Tasks: "
+            "trajectories finished in the window; slowdown = task time ÷ the trace's own.",
+        ),
+        Table(
+            "fidelity",
+            "Replay fidelity: drift from the trace and the warm-start check",
+            flat,
+            [
+                *run_col,
+                _c("engine", "Engine", kind="text"),
+                _c("drift_text", "Drift", kind="text"),
+                _c("drift_output_mismatches", "Output mism.", kind="int"),
+                _c("drift_output_compared", "Of", kind="int"),
+                _c("drift_prompt_mismatches", "Prompt mism.", kind="int"),
+                _c("drift_continuation_exact_share", "Exact continuation", "%", "pct", 1),
+                _c("warm_start_hit_rate", "First minutes hit", "%", "pct", 1),
+                _c("hit_rate", "Window hit", "%", "pct", 1),
+                _c("warm_start_excess_hit_rate", "Unexplained hits", "%", "pct", 2),
+                _c("warm_start_flagged", "Warm start", kind="bool"),
+            ],
+            "Drift (live runs): outputs or prompts whose length differs from the trace's, and "
+            "continuation turns that do not extend the previous turn exactly. Unexplained "
+            "hits: cached beyond what this run had computed in its first minutes (a warm cache).",
+        ),
+    ]
+
+
 def make_tables(data: ReportData) -> list[Table]:
-    """Every table of the report, in the order the report shows them."""
+    """Every table of the report, in the order the report shows them. A sweep (several
+    runs) leads with the paper table and a table of its runs."""
     multi = len(data.runs) > 1
     run_col = [_c("run_id", "Run", kind="text")] if multi else []
     m = data.metrics
-    tables = [
+    tables = [_sweep_table(data), _runs_table(data)] if multi else []
+    tables += [
         Table(
             "throughput",
             "Throughput and cache hit rates per engine (measured window, per GPU)",
@@ -143,8 +236,14 @@ def make_tables(data: ReportData) -> list[Table]:
                 "Better by > 1: higher throughput, hit rate or profit, or lower latency or cost.",
             )
         )
+    tables += _verdict_tables(m, run_col)
     sig = [
-        a.significance.assign(run_id=a.run.run_id) for a in data.runs if not a.significance.empty
+        a.significance.assign(
+            run_id=a.run.run_id,
+            label=[METRICS.get(x, (x, "", ""))[0] for x in a.significance["metric"]],
+        )
+        for a in data.runs
+        if not a.significance.empty
     ]
     if sig:
         tables.append(
@@ -204,8 +303,6 @@ def make_tables(data: ReportData) -> list[Table]:
             )
         )
     tables += _rollup_tables(data, run_col)
-    if multi:
-        tables.append(_sweep_table(data))
     return tables
 
 
@@ -250,22 +347,71 @@ def _rollup_tables(data: ReportData, run_col: list[Column]) -> list[Table]:
 
 
 def _sweep_table(data: ReportData) -> Table:
+    sweep = data.sweep
+    first = first_saturated(data.metrics)
+    sweep = sweep.assign(
+        first_saturated=[
+            "here" if first.get(str(e)) == s else ""
+            for e, s in zip(sweep["engine"], sweep["sessions"], strict=True)
+        ]
+        if len(sweep)
+        else []
+    )
+    unknown = any(bool(u) for u in data.metrics.get("unknown", pd.Series(dtype=object)) if u)
     return Table(
         "sweep",
-        "Against load: mean over runs per session count",
-        data.sweep,
+        "Paper table: each policy or engine against sessions (mean ± SE across seeds)",
+        sweep,
         [
-            _c("engine", "Engine", kind="text"),
+            _c("engine", "Policy / engine", kind="text"),
             _c("sessions", "Sessions", kind="int"),
-            _c("runs", "Runs", kind="int"),
-            _c("output_tokens_per_min_per_gpu", "Output", "tok/min/GPU", "num", 0, True),
-            _c("prefill_tokens_per_min_per_gpu", "Prefill", "tok/min/GPU", "num", 0, True),
+            _c("runs", "Seeds", kind="int"),
             _c("hit_rate", "Hit rate", "%", "pct", 1, True),
+            _c("ideal_hit_rate", "Ideal hit", "%", "pct", 1, True),
+            _c("redundant_prefill_per_request", "Redundant", "tok/req", "num", 0, True),
+            _c("output_tokens_per_min_per_gpu", "Output", "tok/min/GPU", "num", 0, True),
             _c("ttft_p50", "TTFT p50", "s", "num", 2, True),
             _c("working_set_ratio", "Working set / capacity", "", "num", 2),
+            _c("first_saturated", "First saturated", kind="text"),
             _c("se_source", "Errors from", kind="text"),
         ],
-        "± one standard error, across seeds where a session count has two or more runs.",
+        "± one standard error, across seeds where a session count has two or more runs. "
+        "First saturated: the smallest session count at which the engine did not keep up."
+        + (" A dash is a figure the runs cannot know; the notes say why." if unknown else ""),
+    )
+
+
+def _runs_table(data: ReportData) -> Table:
+    """Every run of a sweep in one table (its manifest citation, one row per run)."""
+    rows = []
+    for a in data.runs:
+        m = a.run.manifest
+        cfg = _dict(m.get("config"))
+        rows.append(
+            {
+                "run_id": a.run.run_id,
+                "engines": ", ".join(a.run.engines),
+                "sessions": manifest_sessions(m),
+                "seed": manifest_seed(m),
+                "window": f"{a.window.start_s:g}–{a.window.end_s:g} s",
+                "timing": cfg.get("timing") or m.get("executor") or "–",
+                "status": m.get("status") or "not recorded",
+            }
+        )
+    return Table(
+        "runs",
+        "Runs in this report",
+        pd.DataFrame(rows),
+        [
+            _c("run_id", "Run", kind="text"),
+            _c("engines", "Engines", kind="text"),
+            _c("sessions", "Sessions", kind="int"),
+            _c("seed", "Seed", kind="int"),
+            _c("window", "Window", kind="text"),
+            _c("timing", "Timing", kind="text"),
+            _c("status", "Status", kind="text"),
+        ],
+        "What the runs share (trace, command, harness) is listed once under Provenance.",
     )
 
 

@@ -14,7 +14,7 @@ from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
 from analysis.rollups import ROLLUPS
 from analysis.runs import Run
-from analysis.summary import error_note
+from analysis.summary import error_note, run_warnings
 from analysis.sweeps import aggregate_sweep, capacity_crossing
 from analysis.uncertainty import compare, metrics_with_se, paired_deltas
 
@@ -48,6 +48,7 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     paired_across: pd.DataFrame = field(default_factory=pd.DataFrame)
     pricing_dir: Path | None = None
+    warnings: list[str] = field(default_factory=list)  # saturated, drifted, warm-started
 
 
 def analyze_run(
@@ -107,7 +108,27 @@ def analyze(
         manifest_seed(a.run.manifest) for a in analyses for _ in range(len(a.metrics))
     ]
     sweep = aggregate_sweep(metrics)
-    return ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
+    warnings = []
+    # What the runs cannot know, once per reason (a sweep repeats it for every run).
+    unknown: dict[str, dict[str, None]] = {}
+    runs_of: dict[str, dict[str, None]] = {}
+    for a in analyses:
+        prefix = f"{a.run.run_id}: " if len(analyses) > 1 else ""
+        for rec in a.metrics.to_dict(orient="records"):
+            warnings += [prefix + w for w in run_warnings(str(rec["engine"]), rec)]
+            for key, why in (rec.get("unknown") or {}).items():
+                keys = unknown.setdefault(str(why), {})
+                keys.setdefault(str(key), None)
+                runs_of.setdefault(str(why), {}).setdefault(a.run.run_id, None)
+    for why, keys in unknown.items():
+        if "drift" in keys and len(keys) == 1:
+            continue  # simulated runs replay the trace's lengths: nothing to say
+        names = list(runs_of[why])
+        which = names[0] if len(names) == 1 else f"{len(names)} runs"
+        notes.append(f"{which}: n/a ({', '.join(k for k in keys if k != 'drift')}): {why}")
+    data = ReportData(analyses, metrics, sweep, capacity_crossing(sweep), sheet, gpu, notes, cross)
+    data.warnings = warnings
+    return data
 
 
 def paired_across_runs(analyses: list[RunAnalysis]) -> pd.DataFrame:

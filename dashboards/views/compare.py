@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analysis.sweeps import aggregate_sweep, capacity_crossing
+from analysis.sweeps import aggregate_sweep, capacity_crossing, first_saturated
 from dashboards.figures import sweep_figure
 from dashboards.loading import RunUnavailable, load, run_sweep_rows
 from dashboards.views.common import available_runs, no_runs_message
@@ -90,6 +90,12 @@ def render(root: Path) -> None:
         )
     agg = aggregate_sweep(table)
     crossings = capacity_crossing(agg)
+    first = first_saturated(table)
+    if first:
+        st.warning(
+            "Saturated (the engine did not keep up; its latencies are its queue) from: "
+            + ", ".join(f"{e} at {s:g} sessions" for e, s in first.items())
+        )
     left, right = st.columns(2)
     for i, (metric, label, percent) in enumerate(FIGURES):
         target = left if i % 2 == 0 else right

@@ -29,6 +29,8 @@ TABLE = (
     "revenue_per_gpu_hour",
     "profit_per_gpu_hour",
     "break_even_gpu_rate",
+    "user_cost_per_task",
+    "profit_per_gpu_hour_at_goodput",
 )
 
 
@@ -41,6 +43,8 @@ _FORMATS = {
     "revenue_per_gpu_hour": _MONEY("revenue $/GPU-h", format="dollar"),
     "profit_per_gpu_hour": _MONEY("profit $/GPU-h", format="dollar"),
     "break_even_gpu_rate": _MONEY("break-even $/GPU-h", format="dollar"),
+    "user_cost_per_task": _MONEY("user $/task", format="$%.4f"),
+    "profit_per_gpu_hour_at_goodput": _MONEY("profit at goodput $/GPU-h", format="dollar"),
 }
 
 
@@ -124,7 +128,18 @@ def render(root: Path) -> None:
         key="whatif_cost",
         width="stretch",
     )
-    st.dataframe(priced[list(TABLE)], hide_index=True, width="stretch", column_config=_FORMATS)
+    st.dataframe(
+        priced[[c for c in TABLE if c in priced.columns]],
+        hide_index=True,
+        width="stretch",
+        column_config=_FORMATS,
+    )
+    st.caption(
+        "User $/task: what a user pays for one finished agent task (its uncached, cached and "
+        "output tokens at these prices). Profit at goodput counts only the tokens of requests "
+        "that met the run's SLO; a saturated engine's raw profit is its ceiling, not a "
+        "service anyone would buy."
+    )
     a, b, c = st.columns(3)
     a.plotly_chart(
         whatif_figure(

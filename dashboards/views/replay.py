@@ -17,7 +17,7 @@ import streamlit as st
 
 from analysis.runs import Run
 from dashboards.figures import cumulative_output_figure
-from dashboards.loading import RunUnavailable, run_metrics_at
+from dashboards.loading import RunUnavailable, run_metrics, run_metrics_at
 from dashboards.money import price_engines
 from dashboards.timeline import (
     PANEL,
@@ -28,6 +28,7 @@ from dashboards.timeline import (
     ratio_vs_best_other,
     run_end_s,
 )
+from dashboards.verdicts import slo_text, unknown_notes, verdict_table, warnings
 from dashboards.views.common import PricingChoice, fmt, pick_pricing, pick_run_group
 
 TICK_S = 0.5  # wall seconds between frames while playing
@@ -72,8 +73,28 @@ def render(root: Path) -> None:
         st.session_state[RUN_KEY] = run.run_id
         st.session_state[T_KEY] = _top(end)
         st.session_state[PLAYING] = False
+    _verdicts(run)
     _controls(end)
     _player(run, start, end, pricing, chart)
+
+
+def _verdicts(run: Run) -> None:
+    """What the run's numbers mean, over its measured window: a red warning for an engine
+    that did not keep up (its latencies are its queue), drift and warm-start warnings, and
+    the agent-task, SLO and goodput figures."""
+    try:
+        metrics = run_metrics(run)
+    except RunUnavailable as e:
+        st.error(str(e))
+        return
+    for level, text in warnings(metrics):
+        (st.error if level == "error" else st.warning)(text)
+    with st.expander("Agent tasks, SLOs, goodput and replay fidelity", expanded=False):
+        table = verdict_table(metrics)
+        st.dataframe(table, hide_index=True, width="stretch", key="replay_verdicts")
+        notes = [f"SLO: {slo_text(metrics)}. Goodput counts only requests within it."]
+        notes += unknown_notes(metrics)
+        st.caption(" ".join(notes))
 
 
 def _step(end: float) -> int:

@@ -15,6 +15,7 @@ engines:
 sessions: 48
 duration_min: 45
 window: 15-45
+slo: {ttft_s: 6, itl_s: 0.175, task_slowdown: 2}   # or "ttft=6,itl=0.175,slowdown=2"
 ```
 API keys are never in the file: `api_key_env` names an environment variable.
 """
@@ -88,6 +89,11 @@ class FileConfig(BaseModel):
     time_scale: float | None = Field(default=None, gt=0)
     seed: int | None = None
     gap_cap_s: float | None = Field(default=None, ge=0)
+    slo: str | dict[str, float | None] | None = Field(
+        default=None,
+        description="SLO thresholds: 'ttft=6,itl=0.175,slowdown=2' or "
+        "{ttft_s, e2e_s, itl_s, task_slowdown}; --slo overrides",
+    )
 
 
 def _check_kind(spec: EngineSpec, where: str) -> None:

@@ -79,6 +79,7 @@ class RunPlan:
     flush_interval_s: float = 1.0
     parquet_interval_s: float = 15.0  # requests.parquet rebuilt off the loop this often
     salt: int | None = None
+    slo: dict[str, Any] | None = None  # analysis.slo.Slo as a dict; None: its defaults
     resume: bool = False
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     health_interval_s: float = 1.0  # engine_down events are timed to this
@@ -134,6 +135,7 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
         "context_tokens": spec.context_tokens or rep.context_tokens,
         "vocab_size": spec.vocab_size,
         "preflight": {c.name: c.ok for c in rep.checks},
+        "preflight_warnings": preflight_warnings(rep),
     }
 
 
@@ -157,6 +159,15 @@ def announced_scale(reports: list[PreflightReport], key: str) -> float | None:
             "(and --token-scale), or replay them in separate runs"
         )
     return found[0][1] if found else None
+
+
+def preflight_warnings(rep: PreflightReport) -> list[str]:
+    """Checks that are not required but failed (the warm-cache guard): what the run warns."""
+    return [
+        f"{c.name}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else "")
+        for c in rep.checks
+        if not c.required and c.ok is False
+    ]
 
 
 def token_scale(reports: list[PreflightReport]) -> float:
@@ -239,10 +250,18 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
                 "stall_timeout_s": plan.limits.stall_timeout_s,
             },
             "scrape_interval_s": plan.scrape_interval_s,
+            "slo": plan.slo if plan.slo is not None else _default_slo(),
         },
         "engines": [_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
         **plan.extra_manifest,
     }
+
+
+def _default_slo() -> dict[str, Any]:
+    """The SLO defaults (analysis.slo), stated in every manifest so a report never guesses."""
+    from analysis.slo import Slo
+
+    return Slo().model_dump()
 
 
 def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:
@@ -393,6 +412,7 @@ async def run_live(
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
         _record_faults(writer, plan, events0 + watch.events)
         summary = _summary(plan.out_dir)
+        writer.manifest["replay_fidelity"] = replay_fidelity(summary)
         if status == "completed" and _degraded(summary):
             status = "degraded"
         writer.close(status, summary)
@@ -418,6 +438,19 @@ def _degraded(summary: dict[str, Any]) -> bool:
     return isinstance(engines, dict) and any(
         isinstance(m, dict) and m.get("error_flagged") for m in engines.values()
     )
+
+
+def replay_fidelity(summary: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's "Replay fidelity" record, per engine: the drift counts and the
+    warm-start check from the summary (analysis.fidelity), so the manifest alone says how
+    faithfully the run replayed the trace."""
+    engines = summary.get("engines") if isinstance(summary.get("engines"), dict) else {}
+    keys = ("warm_start_hit_rate", "warm_start_excess_hit_rate", "warm_start_flagged")
+    return {
+        name: {"drift": e.get("drift"), **{k: e.get(k) for k in keys}}
+        for name, e in (engines or {}).items()
+        if isinstance(e, dict)
+    }
 
 
 async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:

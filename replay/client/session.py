@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -189,13 +190,16 @@ class EngineRunner:
         return await self._assignment(a)
 
     # one turn --------------------------------------------------------------------------
-    def _prepare(self, ctx: Context, i: int, out: int) -> tuple[np.ndarray, int, bytes | None]:
+    def _prepare(
+        self, ctx: Context, i: int, out: int
+    ) -> tuple[np.ndarray, int, bytes | None, bool | None]:
         prompt = ctx.prompt(i)
+        extends = ctx.extends_previous(prompt)
         n = len(prompt)
         if self.context_tokens is not None and n + out > self.context_tokens:
-            return prompt, 0, None
+            return prompt, 0, None, extends
         ideal = min(self.index.longest_prefix(prompt), max(n - 1, 0))
-        return prompt, ideal, self.adapter.build_body(prompt, out)
+        return prompt, ideal, self.adapter.build_body(prompt, out), extends
 
     async def _turn(
         self, ctx: Context, a: Assignment, turn: Turn, scheduled_ns: int
@@ -204,7 +208,8 @@ class EngineRunner:
         out = max(int(tr.output_tokens[i]), 1)
         big = int(tr.input_tokens[i]) > self.policy.offload_tokens
         prep = await asyncio.to_thread(self._prepare, ctx, i, out) if big else None
-        prompt, ideal, body = prep or self._prepare(ctx, i, out)
+        prompt, ideal, body, extends = prep or self._prepare(ctx, i, out)
+        api = float(tr.api_time[i])
         attempt = 0
         while True:
             rec = RequestRecord(
@@ -220,6 +225,9 @@ class EngineRunner:
                 tool_gap_s=turn.gap_s,
                 priming=turn.priming,
                 attempt=attempt,
+                trace_prompt_tokens=int(tr.input_tokens[i]),
+                trace_latency_s=api if math.isfinite(api) else None,
+                extends_previous=extends,
             )
             if body is None:
                 rec.status = "overflow"

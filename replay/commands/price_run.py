@@ -3,6 +3,8 @@
 The per-GPU prompt and output token rates and the hit rate come from `analysis.metrics.
 window_metrics` (prefill tokens per minute per GPU, output tokens per minute per GPU, reported
 cached ÷ prompt tokens); the GPU is the manifest's `gpu_type` unless `--gpu` overrides it.
+Beside profit at raw throughput it shows profit at goodput (only the tokens of requests that
+met the run's SLO) and what a user pays per finished agent task (`analysis.verdicts`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +21,14 @@ from rich.table import Table
 
 from analysis.metrics import window_metrics
 from analysis.runs import Run, load_run
+from analysis.verdicts import with_verdicts
 from pricing import (
     Economics,
     GpuRate,
     PriceSheet,
     PricingError,
     UnknownNameError,
+    cost_per_task,
     get_gpu_rate,
     provider_economics,
     usd,
@@ -69,6 +74,24 @@ class EnginePrice:
     requests: int
     gpu: GpuRate
     economics: Economics
+    at_goodput: Economics | None = None  # only the tokens of requests within the SLO
+    per_task: Decimal | None = None  # user cost of a finished agent task (mean)
+    saturated: bool | None = None
+    slo: str = ""
+
+    def extra(self) -> dict[str, Any]:
+        g = self.at_goodput
+        return {
+            "saturated": self.saturated,
+            "slo": self.slo,
+            "user_cost_per_task": None if self.per_task is None else float(self.per_task),
+            "revenue_per_gpu_hour_at_goodput": None if g is None else float(g.revenue_per_gpu_hour),
+            "profit_per_gpu_hour_at_goodput": None if g is None else float(g.profit_per_gpu_hour),
+        }
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _price_engines(
@@ -100,9 +123,42 @@ def _price_engines(
                 output_tokens_per_min_per_gpu=rec["output_tokens_per_min_per_gpu"],
                 write_fraction=write_fraction,
             )
+            good_p = rec.get("goodput_prefill_tokens_per_min_per_gpu")
+            good_o = rec.get("goodput_output_tokens_per_min_per_gpu")
+            at_good = None
+            if _finite(good_p) and _finite(good_o):
+                at_good = provider_economics(
+                    sheet,
+                    gpu,
+                    hit_rate=h,
+                    prompt_tokens_per_min_per_gpu=float(good_p),  # type: ignore[arg-type]
+                    output_tokens_per_min_per_gpu=float(good_o),  # type: ignore[arg-type]
+                    write_fraction=write_fraction,
+                )
+            task = [
+                rec.get(f"task_{c}_mean")
+                for c in ("prompt_tokens", "cached_tokens", "output_tokens")
+            ]
+            per_task = None
+            if all(_finite(v) for v in task):
+                p, c, o = (float(v) for v in task)  # type: ignore[arg-type]
+                per_task = cost_per_task(sheet, p, min(c, p), o, write_fraction)
         except PricingError as err:
             fail(f"{run.path}: engine '{engine}': {err}")
-        priced.append(EnginePrice(engine, int(rec["gpus"]), int(rec["requests"]), gpu, econ))
+        slo = rec.get("slo")
+        priced.append(
+            EnginePrice(
+                engine,
+                int(rec["gpus"]),
+                int(rec["requests"]),
+                gpu,
+                econ,
+                at_good,
+                per_task,
+                rec.get("saturated"),
+                slo.get("text", "") if isinstance(slo, dict) else "",
+            )
+        )
     return priced, skipped
 
 
@@ -131,6 +187,18 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
         ),
         ("break-even GPU rate", lambda r: usd(r.economics.break_even_gpu_rate, 2)),
         ("break-even hit rate", lambda r: _break_even_text(r.economics)),
+        (
+            "profit / GPU-hour at goodput",
+            lambda r: "n/a" if r.at_goodput is None else usd(r.at_goodput.profit_per_gpu_hour, 2),
+        ),
+        (
+            "user cost per finished task",
+            lambda r: "n/a" if r.per_task is None else usd(r.per_task, 4),
+        ),
+        (
+            "saturated",
+            lambda r: "n/a" if r.saturated is None else "[bold red]YES[/]" if r.saturated else "no",
+        ),
     ]
     for label, cell in lines:
         t.add_row(label, *(cell(r) for r in rows))
@@ -152,7 +220,7 @@ def price_run(
     win = window_option(window)
     try:
         run = load_run(run_dir)
-        metrics = window_metrics(run, win)
+        metrics = with_verdicts(run, window_metrics(run, win), win or run.default_window())
     except RunDirError as err:
         fail(str(err))
     if metrics.empty:
@@ -162,7 +230,13 @@ def price_run(
     start, end = float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
     if as_json:
         engines = [
-            {"engine": r.engine, "gpus": r.gpus, "requests": r.requests, **r.economics.as_dict()}
+            {
+                "engine": r.engine,
+                "gpus": r.gpus,
+                "requests": r.requests,
+                **r.economics.as_dict(),
+                **r.extra(),
+            }
             for r in rows
         ]
         _print_json(

@@ -35,6 +35,7 @@ from replay.client.orchestrate import (
     ScaleConflict,
     adopt_announced_clock,
     check_engines,
+    preflight_warnings,
     run_live,
 )
 from replay.client.panel import panel, progress_line
@@ -137,6 +138,21 @@ def _emulated_gpus(spec: EngineSpec, settings: Any) -> dict[str, Any]:
     return {"gpus": profile.gpus, "gpu_type": profile.gpu_type}
 
 
+def _slo_config(flag: str | None, file_value: Any, config: Path | None) -> dict[str, Any]:
+    """The run's SLO: the config file's `slo` over the defaults, then --slo over that."""
+    from analysis.slo import Slo, SloError, parse_slo, slo_from_dict
+
+    try:
+        base = Slo()
+        if isinstance(file_value, str):
+            base = parse_slo(file_value, where=f"--config {config}: field 'slo'")
+        elif isinstance(file_value, dict):
+            base = slo_from_dict({**base.model_dump(), **file_value}, f"--config {config}: slo")
+        return parse_slo(flag or "", base).model_dump()
+    except SloError as e:
+        fail(str(e))
+
+
 def _final_table(outcome: RunOutcome) -> Table:
     summary = outcome.summary or {}
     engines = summary.get("engines") or {}
@@ -166,6 +182,18 @@ def _final_table(outcome: RunOutcome) -> Table:
         ("overflow", "overflow_rate", "%"),
         ("profit $/GPU-h", "profit_per_gpu_hour", "$"),
         ("user $/1M in", "user_cost_per_m_input", "$"),
+        ("saturated", "saturated", "sat"),
+        ("tasks finished", "tasks_finished", "n"),
+        ("task latency p50 s", "task_latency_p50_s", "s1"),
+        ("task latency p90 s", "task_latency_p90_s", "s1"),
+        ("task slowdown p50", "task_slowdown_p50", "x"),
+        ("SLO requests", "slo_request_share", "%"),
+        ("SLO tasks", "slo_task_share", "%"),
+        ("goodput out tok/min/GPU", "goodput_output_tokens_per_min_per_gpu", "n"),
+        ("profit at goodput $/GPU-h", "profit_per_gpu_hour_at_goodput", "$"),
+        ("user $/task", "user_cost_per_task", "$4"),
+        ("warm-start hit", "warm_start_hit_rate", "%"),
+        ("drift", "drift", "drift"),
     ]
     # Engines as columns, metrics as rows: fits a terminal however many metrics there are.
     t.add_column("metric", justify="left")
@@ -173,8 +201,20 @@ def _final_table(outcome: RunOutcome) -> Table:
         t.add_column(name, justify="right")
 
     def fmt(v: Any, kind: str) -> str:
+        if kind == "sat":
+            return "n/a" if v is None else "[bold red]YES[/]" if v else "no"
+        if kind == "drift":
+            if not isinstance(v, dict) or v.get("flagged") is None:
+                return "n/a"
+            return "[bold red]DRIFTED[/]" if v["flagged"] else "none"
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "–"
+        if kind == "s1":
+            return f"{v:,.1f}"
+        if kind == "x":
+            return f"{v:.2f}×"
+        if kind == "$4":
+            return f"{v:,.4f}"
         if kind == "%":
             return f"{v:.1%}"
         if kind == "s":
@@ -213,6 +253,8 @@ async def _drive(
     for r in reports:
         style = "green" if r.ok else "red"
         err_console.print(f"[{style}]{escape(r.message())}[/]", highlight=False)
+        for w in preflight_warnings(r):
+            err_console.print(f"[bold yellow]warning:[/] {escape(r.url)}: {escape(w)}", highlight=False)
     if not all(r.ok for r in reports):
         return None
     adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict
@@ -349,6 +391,12 @@ def register(app: typer.Typer) -> None:
             3600.0, "--request-timeout-s", help="Whole-request limit."
         ),
         show_panel: bool = typer.Option(True, "--panel/--no-panel", help="Live panel."),
+        slo: str | None = typer.Option(
+            None,
+            "--slo",
+            help="SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 "
+            "(seconds; slowdown = task time ÷ the trace's); 'none' drops one.",
+        ),
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         from replay.traces import TraceError, load_trace, sample_path
@@ -433,6 +481,7 @@ def register(app: typer.Typer) -> None:
             trace = trace or (fc and fc.trace) or defaults.get("trace") or None
         if scale <= 0:
             fail(f"--time-scale must be positive (got {scale})")
+        slo_cfg = _slo_config(slo, fc and fc.slo, config)
         try:
             wcfg = WorkloadConfig(
                 sessions=n_sessions,
@@ -467,6 +516,7 @@ def register(app: typer.Typer) -> None:
             retries=retries,
             resume=resume is not None,
             extra_manifest={"emulated": emulated},
+            slo=slo_cfg,
         )
         with contextlib.ExitStack() as stack:
             # One writer per run directory, from before anything starts to the very end.
@@ -498,8 +548,15 @@ def register(app: typer.Typer) -> None:
         if outcome is None:
             fail("preflight failed: fix the engines above, then run again; nothing was sent")
         console.print(_final_table(outcome))
+        from analysis.summary import run_warnings
+
+        engines_out = (outcome.summary or {}).get("engines") or {}
+        warnings = [w for n, m in engines_out.items() for w in run_warnings(n, m)]
+        for w in warnings:
+            console.print(f"[bold red]warning:[/] {escape(w)}", highlight=False)
         for note in (outcome.summary or {}).get("notes", []):
-            console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
+            if note not in warnings:
+                console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
         console.print(f"run directory: {outcome.run_dir}  ({outcome.records:,} requests)")
         if outcome.status == "degraded":
             console.print(

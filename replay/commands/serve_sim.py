@@ -38,6 +38,7 @@ def build_config(
         "crash_after": "--crash-after",
         "slow_start_s": "--slow-start-s",
         "seed": "--fault-seed",
+        "early_stop_rate": "--early-stop-rate",
         "engine": "--engine",
         "time_scale": "--time-scale",
         "token_scale": "--token-scale",
@@ -118,6 +119,9 @@ def register(app: typer.Typer) -> None:
         slow_start_s: float = typer.Option(
             0.0, "--slow-start-s", help="answer 503 for this many seconds after start"
         ),
+        early_stop_rate: float = typer.Option(
+            0.0, "--early-stop-rate", help="fraction of generations ending at half max tokens"
+        ),
         fault_seed: int = typer.Option(0, "--fault-seed", help="seed of the fault draws"),
         tokenizer: str | None = typer.Option(
             None,
@@ -134,6 +138,7 @@ def register(app: typer.Typer) -> None:
             "crash_after": crash_after,
             "slow_start_s": slow_start_s,
             "seed": fault_seed,
+            "early_stop_rate": early_stop_rate,
         }
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,

@@ -16,7 +16,8 @@ Interface (used by `replay run` before every run and by `replay engines prefligh
 
 Checks, in order (a check that cannot run because an earlier one failed is reported as
 skipped, `ok=None`): `reachable`, `model listed`, `metrics readable`, `token-id prompts`,
-`generated ids returned`, `cached-token reporting`, `prefix caching`. The two cache probes
+`generated ids returned`, `cached-token reporting`, `prefix caching`, and the warm-cache
+guard `cold cache` (a warning, never a failure; `warm_cache_check`). The two cache probes
 send the same fresh random prompt twice (a few block sizes long); the second must report
 cached tokens. `kind` is an adapter kind (`vllm`, `flashstate`, `sglang`, `openai`); for
 `openai` (hosted text endpoints) the token-level checks are informative, not required.
@@ -50,6 +51,16 @@ PREFIX_CACHE_FIX = {
     "sglang": "start SGLang without --disable-radix-cache",
 }
 HIT_COUNTERS = ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total")
+# Prompt tokens the engine has looked up in its prefix cache since it started.
+QUERY_COUNTERS = ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total")
+USAGE_GAUGES = ("vllm:kv_cache_usage_perc", "sglang:token_usage")
+RESET_CACHE_FIX = {
+    "vllm": "restart the engine, or start it with VLLM_SERVER_DEV_MODE=1 and "
+    "POST /reset_prefix_cache before the run",
+    "flashstate": "restart the engine, or start it with VLLM_SERVER_DEV_MODE=1 and "
+    "POST /reset_prefix_cache before the run",
+    "sglang": "restart the engine, or POST /flush_cache before the run",
+}
 
 
 @dataclass(slots=True)
@@ -133,6 +144,42 @@ async def _get(
 ) -> tuple[int, bytes]:
     async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as r:
         return r.status, await r.read()
+
+
+def warm_cache_check(metrics_text: str | None, kind: str) -> Check:
+    """Warm-cache guard (not required: a warning). Read before any probe: prompt tokens the
+    engine already served and hit, and how full its cache is. A warm cache makes the first
+    minutes of a run hit prefixes an earlier run left (vLLM users report TTFT up to 49×
+    lower between repeated runs, vllm issues 54227 and 52884); the per-run salt keeps this
+    run's own prompts apart, but shared system prompts and capacity are still affected."""
+    name = "cold cache"
+    if not metrics_text:
+        return Check(name, None, "not run: /metrics is not readable.", required=False)
+    try:
+        samples = parse_metrics(
+            metrics_text, frozenset((*QUERY_COUNTERS, *HIT_COUNTERS, *USAGE_GAUGES))
+        )
+    except MetricsError:
+        return Check(name, None, "not run: /metrics did not parse.", required=False)
+    sums: dict[str, float] = {}
+    for s in samples:
+        sums[s.name] = sums.get(s.name, 0.0) + s.value
+    queried = sum(sums.get(n, 0.0) for n in QUERY_COUNTERS)
+    hits = sum(sums.get(n, 0.0) for n in HIT_COUNTERS)
+    usage = max((sums[n] for n in USAGE_GAUGES if n in sums), default=0.0)
+    if queried <= 0 and usage <= 0:
+        return Check(
+            name, True, "no earlier traffic: the prefix-cache counters are at 0.", required=False
+        )
+    return Check(
+        name,
+        False,
+        f"the engine served earlier traffic: {queried:,.0f} prompt tokens looked up, "
+        f"{hits:,.0f} hit, cache {usage:.0%} full. The first minutes of this run may hit "
+        "what that traffic left (the report shows the first minutes' hit rate).",
+        RESET_CACHE_FIX.get(kind, "restart the engine before the run"),
+        required=False,
+    )
 
 
 def _hits(metrics_text: str | None) -> float | None:
@@ -328,6 +375,8 @@ async def _run_checks(
             else "serve Prometheus metrics on /metrics (vLLM does by default)"
         )
         report.checks.append(Check("metrics readable", False, f"{e}.", fix, required=token_level))
+    # Read before the probes (they are traffic too); reported after them.
+    warm = warm_cache_check(metrics_text, kind) if token_level else None
     # probes ------------------------------------------------------------------------------
     await _probe(
         report,
@@ -341,6 +390,8 @@ async def _run_checks(
         hdrs,
         adapter_options,
     )
+    if warm is not None:
+        report.checks.append(warm)
 
 
 async def _probe(

@@ -72,3 +72,9 @@ def test_replay_serve_sim_serves_until_stopped() -> None:
         for f in (proc.stdout, proc.stderr):
             if f is not None:
                 f.close()
+
+
+def test_a_bad_early_stop_rate_names_its_flag() -> None:
+    result = runner.invoke(app, ["serve-sim", "--engine", "vllm", "--early-stop-rate", "1.5"])
+    assert result.exit_code == 2
+    assert "--early-stop-rate" in " ".join(result.output.split())

@@ -89,7 +89,7 @@ def test_replay_run_rewrites_live_output_exactly(vllm_cpu: Any, tmp_path: Path) 
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "all 7 checks passed" in proc.stderr
+    assert "all 8 checks passed" in proc.stderr
 
     man = read_manifest(out)
     (eng,) = man["engines"]

@@ -41,11 +41,24 @@ class FaultConfig(BaseModel):
     slow_start_s: float = Field(
         default=0.0, ge=0.0, description="wall seconds the server answers 503 before it is ready"
     )
+    early_stop_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of generations that stop at half their max tokens despite "
+        "ignore_eos (an engine that ends early: replay drift)",
+    )
     seed: int = Field(default=0, description="seed of the fault draws (per request, deterministic)")
 
     @property
     def any(self) -> bool:
-        return bool(self.error_rate or self.stall_rate or self.crash_after or self.slow_start_s)
+        return bool(
+            self.error_rate
+            or self.stall_rate
+            or self.crash_after
+            or self.slow_start_s
+            or self.early_stop_rate
+        )
 
 
 class EmulatorConfig(BaseModel):
@@ -157,6 +170,8 @@ class EmulatorConfig(BaseModel):
             args += ["--crash-after", str(f.crash_after)]
         if f.slow_start_s:
             args += ["--slow-start-s", repr(f.slow_start_s)]
+        if f.early_stop_rate:
+            args += ["--early-stop-rate", repr(f.early_stop_rate)]
         if f.seed:
             args += ["--fault-seed", str(f.seed)]
         return args

@@ -27,6 +27,7 @@ def hard_exit() -> None:
 class FaultDecision:
     error: bool = False
     stall_s: float = 0.0  # silence after the first token, wall seconds
+    early_stop: bool = False  # stop at half the max tokens (ignore_eos not honoured)
 
 
 class FaultInjector:
@@ -56,13 +57,14 @@ class FaultInjector:
         cfg = self.cfg
         if cfg.crash_after is not None and self.requests > cfg.crash_after:
             self.crash()
-        if not (cfg.error_rate or cfg.stall_rate):
+        if not (cfg.error_rate or cfg.stall_rate or cfg.early_stop_rate):
             return FaultDecision()
-        u = np.random.default_rng([cfg.seed, self.requests]).random(2)
+        u = np.random.default_rng([cfg.seed, self.requests]).random(3)
         if u[0] < cfg.error_rate:
             self.errors += 1
             return FaultDecision(error=True)
+        early = bool(u[2] < cfg.early_stop_rate)
         if u[1] < cfg.stall_rate:
             self.stalls += 1
-            return FaultDecision(stall_s=cfg.stall_s)
-        return FaultDecision()
+            return FaultDecision(stall_s=cfg.stall_s, early_stop=early)
+        return FaultDecision(early_stop=early)

@@ -306,9 +306,10 @@ class EmulatorServer:
         sinks: list[_Sink] = []
         for k, prompt in enumerate(prompts):
             sid = rid if k == 0 else next(self._ids)
-            out = generated_ids(prompt, req.max_tokens, self.out_vocab)
+            n_out = max(req.max_tokens // 2, 1) if decision.early_stop else req.max_tokens
+            out = generated_ids(prompt, n_out, self.out_vocab)
             sink = _Sink(event)
-            seqs.append(Sequence(sid, prompt, req.max_tokens, out, sink))
+            seqs.append(Sequence(sid, prompt, n_out, out, sink))
             sinks.append(sink)
             self._sinks[sid] = sink
         shaper: Shaper = _APIS[api][1](req, self.model_id, self.tokenizer)

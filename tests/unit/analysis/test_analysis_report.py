@@ -84,7 +84,9 @@ def test_table_numbers_match_hand_computed(builder: Builder, tmp_path: Path) -> 
     assert not (out / "report.html").exists()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["engines"]["a"]["hit_rate"] == pytest.approx(0.65)
-    assert "user_cost_per_m_input" not in summary["engines"]["a"]  # same keys as executors'
+    # Priced at the catalogue's default sheet whatever the report's, so every writer agrees.
+    assert summary["engines"]["a"]["sheet"] == "zai-glm"
+    assert summary["engines"]["a"]["user_cost_per_m_input"] == pytest.approx(0.072)
     assert any(p.name == "summary.json" for p in result.files)
 
 

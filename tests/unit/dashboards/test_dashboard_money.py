@@ -80,3 +80,25 @@ def test_profit_curves() -> None:
     assert fs_d.loc[0.0, "profit_per_gpu_hour"] > fs_d.loc[80.0, "profit_per_gpu_hour"]
     cost = user_cost_vs_hit_rate(sheet, np.array([0.0, 0.87, 1.0]))
     assert list(cost["user_cost_per_m_input"]) == pytest.approx([0.15, 0.0456, 0.03])
+
+
+def test_task_cost_and_profit_at_goodput_follow_the_sliders() -> None:
+    metrics = pd.DataFrame(
+        {
+            "engine": ["a", "b"],
+            "hit_rate": [0.87, 0.87],
+            "prefill_tokens_per_min_per_gpu": [4.74e6, 4.74e6],
+            "output_tokens_per_min_per_gpu": [30_850.0, 30_850.0],
+            "goodput_prefill_tokens_per_min_per_gpu": [4.74e6, 0.0],
+            "goodput_output_tokens_per_min_per_gpu": [30_850.0, 0.0],
+            "task_prompt_tokens_mean": [1_000_000.0, math.nan],
+            "task_cached_tokens_mean": [870_000.0, math.nan],
+            "task_output_tokens_mean": [100_000.0, math.nan],
+        }
+    )
+    priced = price_engines(metrics, get_sheet("zai-glm"), 8.60)
+    a, b = priced.to_dict(orient="records")
+    assert a["user_cost_per_task"] == pytest.approx(0.0956)
+    assert a["profit_per_gpu_hour_at_goodput"] == pytest.approx(a["profit_per_gpu_hour"])
+    assert b["profit_per_gpu_hour_at_goodput"] == pytest.approx(-8.60)  # nothing within the SLO
+    assert math.isnan(b["user_cost_per_task"])

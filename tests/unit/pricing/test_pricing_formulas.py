@@ -259,3 +259,20 @@ def test_profit_is_linear_in_the_hit_rate_between_its_endpoints(
 
     p0, p1 = profit(Decimal(0)), profit(Decimal(1))
     assert profit(h) == p0 + (p1 - p0) * h
+
+
+def test_cost_per_task_bills_a_task_like_its_requests() -> None:
+    from pricing import bill, cost_per_task, get_sheet
+
+    zai = get_sheet("zai-glm")
+    # 130K uncached at $0.15, 870K cached at $0.03, 100K output at $0.50 per 1M.
+    assert cost_per_task(zai, 1_000_000, 870_000, 100_000) == Decimal("0.0956")
+    assert (
+        cost_per_task(zai, 1_000_000, 870_000, 100_000)
+        == bill(zai, 1_000_000, 870_000, 100_000).total_usd
+    )
+    anthropic = get_sheet("anthropic-style-5m")  # uncached prompt tokens pay the write premium
+    assert cost_per_task(anthropic, 1_000_000, 0, 0) == Decimal("3.75")
+    assert cost_per_task(anthropic, 1_000_000, 0, 0, write_fraction=0) == Decimal("3")
+    with pytest.raises(PricingError, match=r"cached_tokens .* exceeds prompt_tokens"):
+        cost_per_task(zai, 10, 20, 0)

@@ -216,3 +216,42 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     assert (man["engines"][0]["gpus"], man["engines"][0]["gpu_type"]) == (2, "B200")
     assert man["config"]["token_scale"] == 16.0
     assert len(read_requests(out)) > 0
+
+
+@pytest.mark.parametrize(
+    ("slo", "message"),
+    [
+        ("latency=3", "--slo 'latency=3': expected KEY=VALUE with KEY one of ttft, e2e, itl"),
+        ("ttft=soon", "--slo 'ttft=soon': ttft must be a number or none"),
+        ("itl=0", "--slo: field 'itl_s'"),
+    ],
+)
+def test_bad_slo_is_named(slo: str, message: str) -> None:
+    res = run("--endpoint", "vllm=http://127.0.0.1:9", "--slo", slo, "--no-panel")
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split())
+
+
+def test_bad_slo_in_the_config_file_names_the_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "engines.yaml"
+    cfg.write_text("engines:\n  - {name: vllm, url: 'http://127.0.0.1:9'}\nslo: {ttft_s: -1}\n")
+    res = run("--config", str(cfg), "--no-panel")
+    assert res.exit_code == 2, res.output
+    assert f"--config {cfg}: slo: field 'ttft_s'" in " ".join(res.output.split())
+
+
+def test_slo_is_recorded_and_shown(engine_thread: Any, helpers: Any, tmp_path: Path) -> None:
+    trace = helpers.write_weka(tmp_path / "t.jsonl", sessions=2, turns=4)
+    out = tmp_path / "run"
+    res = run(
+        "--endpoint", f"vllm={engine_thread.url}", "--trace", trace, "--sessions", "2",
+        "--duration-min", "0.02", "--window", "0-0.02", "--out", str(out), "--no-panel",
+        "--slo", "ttft=1.5,slowdown=none",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    slo = read_manifest(out)["config"]["slo"]
+    assert slo == {"ttft_s": 1.5, "e2e_s": None, "itl_s": 0.175, "task_slowdown": None}
+    for row in ("saturated", "task latency p50 s", "SLO requests", "goodput out tok/min/GPU"):
+        assert row in res.output
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["engines"]["vllm"]["slo"]["source"] == "manifest"

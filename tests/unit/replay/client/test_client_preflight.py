@@ -21,10 +21,11 @@ async def test_fit_engine_passes_every_check(fake_engine: Any) -> None:
         "generated ids returned",
         "cached-token reporting",
         "prefix caching",
+        "cold cache",
     ]
     assert rep.model == "fake-model"
     assert rep.block_size == 16 and rep.context_tokens == 100_000
-    assert "all 7 checks passed" in rep.message()
+    assert "all 8 checks passed" in rep.message()
     assert rep.as_dict()["ok"] is True
 
 
@@ -125,3 +126,25 @@ async def test_passed_is_said_only_of_checks_that_ran_and_passed(fake_engine: An
     passed = sum(1 for c in rep.checks if c.ok)
     assert f"ready ({passed} of {len(rep.checks)} checks passed" in msg
     assert "generated ids returned failed" in msg
+
+
+async def test_a_warm_engine_is_warned_not_failed(fake_engine: Any) -> None:
+    cold = await preflight(fake_engine.url, "vllm")
+    (guard,) = [c for c in cold.checks if c.name == "cold cache"]
+    assert guard.ok is True and not guard.required
+    # The first preflight's probes were traffic: a second one finds the counters moved.
+    warm = await preflight(fake_engine.url, "vllm")
+    assert warm.ok  # a warning, never a failure
+    (guard,) = [c for c in warm.checks if c.name == "cold cache"]
+    assert guard.ok is False
+    assert "served earlier traffic" in guard.detail and "prompt tokens looked up" in guard.detail
+    assert "/reset_prefix_cache" in guard.fix and "VLLM_SERVER_DEV_MODE=1" in guard.fix
+
+
+async def test_the_sglang_warning_names_flush_cache(fake_engine: Any) -> None:
+    from replay.engines.preflight import warm_cache_check
+
+    text = "# TYPE sglang:prompt_tokens counter\nsglang:prompt_tokens_total 512\n"
+    check = warm_cache_check(text, "sglang")
+    assert check.ok is False and "/flush_cache" in check.fix
+    assert warm_cache_check(None, "sglang").ok is None

@@ -105,3 +105,25 @@ def test_positions_beyond_the_traces_blocks_are_filled_deterministically(helpers
     a = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
     b = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
     assert len(a) == 40 and np.array_equal(a, b)
+
+
+def test_extends_previous_says_whether_a_turn_continues_exactly(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 10], [1, 2, 3, 11], [1, 2, 3, 12]], [40, 60, 62])
+    ctx = PromptBuilder(TokenSpace(32000, 3)).context(tr)
+    p0 = ctx.prompt(0)
+    assert ctx.extends_previous(p0) is None  # a first turn extends nothing
+    ctx.completed(0, p0, [7, 8, 9])
+    p1 = ctx.prompt(1)
+    assert ctx.extends_previous(p1) is True
+    # An output longer than the trace leaves room for: the next prompt is cut short of it.
+    ctx.completed(1, p1, list(range(300, 310)))
+    p2 = ctx.prompt(2)
+    assert ctx.extends_previous(p2) is False
+
+
+def test_extends_previous_is_none_for_a_context_edit(helpers: Any) -> None:
+    tr = conv(helpers, [[1, 2, 3], [1, 9, 9, 9]], [48, 64])
+    ctx = PromptBuilder(TokenSpace(32000, 3)).context(tr)
+    p0 = ctx.prompt(0)
+    ctx.completed(0, p0, [7, 8])
+    assert ctx.extends_previous(ctx.prompt(1)) is None
