@@ -11,7 +11,9 @@ full blocks, then fresh ids for the blocks covering the predecessor's last parti
 output and the new tool result; a context edit keeps a leading run of blocks, then fresh
 ids; side requests (small calls with their own prompt) share nothing. Ids count up per
 session (local scope); a general-purpose subagent starts with its parent's system blocks.
-`scale` divides every token length (for small samples and tests); times are not scaled.
+`scale` divides every token length (for small samples and tests) and is written into each
+session line as `token_scale` (`replay.traces.scale`), so replays apply it; times are not
+scaled.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class Knobs:
     p_human: float = 0.04
     tool_gap: tuple[float, float] = (2.0, 1.3)
     human_gap: tuple[float, float] = (45.0, 1.6)
+    # Sessions on a 200K-token window compact near `compact_200k` tokens; the rest run on a
+    # 1M window and compact at CAP_TOKENS.
+    p_200k: float = 0.0
+    compact_200k: float = 160_000.0
 
 
 class _Conv:
@@ -101,6 +107,8 @@ class _Session:
         self.id = f"synth-{cfg.seed}-{index:05d}"
         self.tps = float(rng.uniform(40, 90))
         self.system_blocks = 1  # full blocks of the root's system prompt, set in `line`
+        small = knobs.p_200k > 0 and rng.random() < knobs.p_200k
+        self.cap = knobs.compact_200k if small else CAP_TOKENS
 
     # -- lengths (drawn at full scale, then divided by `scale`) -------------------------
     def _raw(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> float:
@@ -204,7 +212,7 @@ class _Session:
             t = done + think
             kind = "human" if human else "tool"
             new = out + (self._ln((150.0, 1.0)) if human else self._ln(tool, 20, 60_000))
-            if conv.tokens + new > CAP_TOKENS / self.cfg.scale:
+            if conv.tokens + new > self.cap / self.cfg.scale:
                 self._cut(
                     conv, max(1, self.system_blocks)
                 )  # compaction: summary after the system prompt
@@ -262,6 +270,8 @@ class _Session:
             "tool_tokens": round(system * 0.6),
             "system_tokens": round(system * 0.4),
         }
+        if self.cfg.scale != 1:
+            head["token_scale"] = self.cfg.scale  # replay.traces.scale reads it
         return orjson.dumps(head)[:-1] + b',"requests":[' + b",".join(entries) + b"]}"
 
 

@@ -105,3 +105,25 @@ def test_positions_beyond_the_traces_blocks_are_filled_deterministically(helpers
     a = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
     b = PromptBuilder(TokenSpace(32000, 3)).context(tr).prompt(0)
     assert len(a) == 40 and np.array_equal(a, b)
+
+
+def test_each_replay_of_a_trajectory_gets_its_own_tokens(helpers: Any) -> None:
+    """A second replay of the same trajectory in one run (another identity) shares no
+    block with the first, so it cannot hit cache the first left; the same identity gives
+    the same tokens, and forgetting a finished replay does not bring the old tokens back."""
+    tr = conv(helpers, [[1, 2, 3], [1, 2, 3, 4]], [48, 64])
+    builder = PromptBuilder(TokenSpace(32000, 5))
+    first = builder.context(tr)
+    p = first.prompt(0)
+    second = builder.context(tr, f"{tr.namespace}#replay1")
+    q = second.prompt(0)
+    assert len(p) == len(q) == 48
+    blocks_p = {tuple(p[i : i + 16]) for i in range(0, 48, 16)}
+    blocks_q = {tuple(q[i : i + 16]) for i in range(0, 48, 16)}
+    assert blocks_p.isdisjoint(blocks_q)
+    first.release()
+    second.release()
+    again = builder.context(tr)
+    assert np.array_equal(again.prompt(0), p)
+    third = builder.context(tr, f"{tr.namespace}#replay2")
+    assert not np.array_equal(third.prompt(0), q)
