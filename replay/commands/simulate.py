@@ -187,7 +187,8 @@ def register(app: typer.Typer) -> None:
         cap = rows[0].get("capacity_blocks") if rows else None
         table = Table(
             title=f"{len(rows)} runs → {out_dir}/summary.csv "
-            f"(capacity {cap} blocks{scale_note}, subagents {subagents})"
+            f"(capacity {cap} blocks{scale_note}, subagents {subagents}; WS: working set ÷ "
+            "capacity)"
         )
         for col in (
             "policy",
@@ -197,7 +198,7 @@ def register(app: typer.Typer) -> None:
             "hit",
             "ideal",
             "redundant/req",
-            "working set",
+            "WS",
         ):
             table.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:

@@ -3,8 +3,17 @@
 Targets (`semianalysisai/cc-traces-weka-062126`): 393 trajectories, 98,827 requests of which
 ≈42% inside subagents, mean prompt ≈219K tokens, median ≈142K, median output 444, mean
 output ≈1.1K, ≈85% of later requests extend their predecessor, ≈4% context edits, prompts
-capped near 990K, heavy-tailed tool gaps. `tests/unit/replay/traces/test_synth_calibration.py`
-checks them; the knobs below were tuned against it.
+capped near 990K; and the cache pressure the source's simulation measured on that corpus,
+a working set of 0.93 of 2,531 blocks at 32 sessions and 1.34 at 48 (subagents left out).
+`tests/unit/replay/traces/test_synth_calibration.py` checks them; the knobs below were tuned
+against it (`scripts/calibrate_pressure.py` reruns the pressure experiment).
+
+The pressure is set by the tool gaps: with the other figures fixed, the working set falls as
+sessions advance more slowly through their trajectories (a replay starts mid-trajectory and
+contexts grow turn by turn). Measured on the 393-trajectory corpus (two corpus seeds × three
+workload seeds; README, "Synthesized corpus"), tool gaps of median 2 s (capped mean 12 s)
+give 1.14 / 1.79, median 20 s give 1.03 / 1.53, median 60 s (capped mean ≈ 97 s) give
+≈ 0.91–0.94 / 1.32–1.36.
 
 The hash ids are real block structure, not noise: a continuation's ids are its predecessor's
 full blocks, then fresh ids for the blocks covering the predecessor's last partial block, its
@@ -63,10 +72,13 @@ class Knobs:
     p_spawn: float = 0.026
     p_nested: float = 0.012
     p_human: float = 0.04
-    tool_gap: tuple[float, float] = (2.0, 1.3)
+    # Calibrated on the source's working set (see the module docstring): sessions advance
+    # about one turn per two minutes (recorded request time + capped gap), not per 30 s.
+    tool_gap: tuple[float, float] = (60.0, 1.3)
     human_gap: tuple[float, float] = (45.0, 1.6)
     # Sessions on a 200K-token window compact near `compact_200k` tokens; the rest run on a
-    # 1M window and compact at CAP_TOKENS.
+    # 1M window and compact at CAP_TOKENS. An experiment (0 in the calibrated corpus): it
+    # lowers the pressure too, but pulls the median prompt far below 142K.
     p_200k: float = 0.0
     compact_200k: float = 160_000.0
 
@@ -293,14 +305,16 @@ def synth_lines(
         yield _Session(cfg, knobs or Knobs(), rng, i).line()
 
 
-def write_synth(path: Path, cfg: SynthConfig, *, min_bytes: int | None = None) -> int:
+def write_synth(
+    path: Path, cfg: SynthConfig, *, min_bytes: int | None = None, knobs: Knobs | None = None
+) -> int:
     """Write sessions to `path` (gzip if it ends with .gz); with `min_bytes`, keep generating
     until at least that many (uncompressed) bytes are written. Returns the sessions written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     written = sessions = 0
     limit = 1 << 62 if min_bytes else None
     with open_output(path) as fh:
-        for line in synth_lines(cfg, limit=limit):
+        for line in synth_lines(cfg, knobs, limit=limit):
             fh.write(line + b"\n")
             written += len(line) + 1
             sessions += 1

@@ -143,9 +143,7 @@ def test_reuse_counts_epochs_and_gives_each_replay_its_own_identity() -> None:
     assert again.identity.startswith(again.trajectory.namespace)
     assert w.assignment(0, 1).reuse == 1 and w.assignment(0, 2).reuse == 3
     sub = _traj("t0/s", 2, parent="t0", spawn_index=1)
-    child = Assignment(0, 0, _traj("t0", 4, subs=(sub,)), 0, reuse=2).child(
-        Spawn(0, 0.0, sub)
-    )
+    child = Assignment(0, 0, _traj("t0", 4, subs=(sub,)), 0, reuse=2).child(Spawn(0, 0.0, sub))
     assert child.reuse == 2 and child.identity == "t0#replay2"
     assert w.reuses(3) == 0 and w.reuses(7) == 4
 

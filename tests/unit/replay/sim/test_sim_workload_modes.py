@@ -3,7 +3,9 @@ way, and scaled traces replayed as their full-size originals."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,13 +13,14 @@ from replay.rundir import read_manifest
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.sim.summary import WorkingSet
 from replay.traces import load_trace
+from replay.traces.model import Trace
 from replay.traces.synth import SynthConfig, write_synth
 
-SHORT = {"duration_s": 1200.0, "window": (300.0, 1200.0)}
+SHORT: dict[str, Any] = {"duration_s": 1200.0, "window": (300.0, 1200.0)}
 
 
 @pytest.fixture(scope="module")
-def trace(small_corpus: Path):  # type: ignore[no-untyped-def]
+def trace(small_corpus: Path) -> Trace:
     return load_trace(small_corpus)
 
 
@@ -34,7 +37,7 @@ def test_working_set_is_a_time_average_over_the_window() -> None:
     assert short.mean_blocks(16.0) == pytest.approx(6 * 4 / 6)  # the run ended at 16 s
 
 
-def test_subagent_modes(trace) -> None:  # type: ignore[no-untyped-def]
+def test_subagent_modes(trace: Trace) -> None:
     runs = {
         mode: simulate(trace, SimConfig("vllm", 3, capacity_blocks=400, subagents=mode, **SHORT))
         for mode in ("concurrent", "inline", "skip")
@@ -50,14 +53,14 @@ def test_subagent_modes(trace) -> None:  # type: ignore[no-untyped-def]
             (r for r in recs if r.session == slot and r.done_s is not None),
             key=lambda r: r.sent_s or 0.0,
         )
-        for a, b in zip(mine, mine[1:], strict=False):
+        for a, b in itertools.pairwise(mine):
             assert (b.sent_s or 0.0) >= (a.done_s or 0.0) - 1e-9
     # Left out, subagents take no cache: the working set is smaller than replayed beside.
     ws = {m: r.summary["working_set_ratio"] for m, r in runs.items()}
     assert ws["skip"] < ws["concurrent"]
 
 
-def test_reused_trajectories_are_counted_and_start_cold(trace) -> None:  # type: ignore[no-untyped-def]
+def test_reused_trajectories_are_counted_and_start_cold(trace: Trace) -> None:
     """More sessions than trajectories: the run says how many replays repeat one, and a
     repeated trajectory's first request finds nothing another copy left."""
     n = len(trace.trajectories)
@@ -74,7 +77,7 @@ def test_reused_trajectories_are_counted_and_start_cold(trace) -> None:  # type:
     assert firsts and all(c == 0 for c in firsts.values())
 
 
-def test_manifest_records_the_effective_cache_and_scale(trace, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_manifest_records_the_effective_cache_and_scale(trace: Trace, tmp_path: Path) -> None:
     res = simulate(trace, SimConfig("vllm", 2, token_scale=16, subagents="skip", **SHORT))
     m = read_manifest(write_run(res, tmp_path / "run"))
     cfg = m["config"]
@@ -91,11 +94,11 @@ def test_a_scaled_trace_has_the_working_set_of_its_full_size_original(tmp_path: 
     write_synth(small, SynthConfig(n_trajectories=10, seed=4, scale=16))
     write_synth(full, SynthConfig(n_trajectories=10, seed=4, block_size=1024))
     a, b = load_trace(small), load_trace(full)
-    common = {"capacity_blocks": 400, "subagents": "skip", **SHORT}
-    ws_small = simulate(a, SimConfig("vllm", 6, token_scale=16, **common)).summary  # type: ignore[arg-type]
-    ws_full = simulate(b, SimConfig("vllm", 6, **common)).summary  # type: ignore[arg-type]
+    common: dict[str, Any] = {"capacity_blocks": 400, "subagents": "skip", **SHORT}
+    ws_small = simulate(a, SimConfig("vllm", 6, token_scale=16, **common)).summary
+    ws_full = simulate(b, SimConfig("vllm", 6, **common)).summary
     assert ws_full["working_set_ratio"] > 0.1
     assert ws_small["working_set_ratio"] == pytest.approx(ws_full["working_set_ratio"], rel=0.03)
     # Unscaled, the 1/16 trace would look 16× lighter (the bug the scale fixes).
-    naive = simulate(a, SimConfig("vllm", 6, **common)).summary  # type: ignore[arg-type]
+    naive = simulate(a, SimConfig("vllm", 6, **common)).summary
     assert naive["working_set_ratio"] < ws_full["working_set_ratio"] / 3
