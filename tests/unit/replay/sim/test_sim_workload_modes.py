@@ -39,7 +39,7 @@ def test_working_set_is_a_time_average_over_the_window() -> None:
 
 def test_subagent_modes(trace: Trace) -> None:
     runs = {
-        mode: simulate(trace, SimConfig("vllm", 3, capacity_blocks=400, subagents=mode, **SHORT))
+        mode: simulate(trace, SimConfig("vllm", 10, capacity_blocks=400, subagents=mode))
         for mode in ("concurrent", "inline", "skip")
     }
     assert all(r.agent == "main" for r in runs["skip"].records)
