@@ -111,10 +111,17 @@ def _emulators(
         fail(f"could not start the emulators: {e}")
 
 
-def _trace_scale(trace: Any, flag: float | None, settings: Any) -> float:
+def _trace_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -> float:
     """The trace's token scale (`replay.traces.scale`); the embedded default's config value,
-    where it names one, must agree with it like the flag."""
-    from replay.traces.scale import TraceScaleError, resolve_token_scale
+    where it names one, must agree with it like the flag. Real engines replay the prompts as
+    they are, so for them an undeclared scale is not guessed (1, recorded as such)."""
+    from replay.traces.scale import TraceScaleError, declared_scale, resolve_token_scale
+
+    if not emulated and flag is None:
+        try:
+            return declared_scale(trace) or 1.0
+        except TraceScaleError as e:
+            fail(str(e))
 
     conf = getattr(settings, "token_scale", None)
     given, name = flag, "--token-scale"
@@ -377,7 +384,9 @@ def register(app: typer.Typer) -> None:
             loaded = load_trace(trace or sample_path())
         except (TraceError, FileNotFoundError) as e:
             fail(f"--trace: {e}")
-        tokens = _trace_scale(loaded, token_scale, settings if emulated and sample else None)
+        tokens = _trace_scale(
+            loaded, token_scale, settings if emulated and sample else None, emulated
+        )
         if tokens != 1.0 and not emulated:
             err_console.print(
                 f"[yellow]note:[/] trace {loaded.source} is scaled (token_scale {tokens:g}): "

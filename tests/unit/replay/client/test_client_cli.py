@@ -128,6 +128,14 @@ def test_failing_preflight_stops_before_the_run(
         (["--endpoint", "vllm=http://127.0.0.1:9", "--time-scale", "-2"], "--time-scale"),
         (["--config", "x.yaml", "--engines", "vllm"], "--config lists the engines"),
         (["--config", "/nonexistent.yaml"], "--config /nonexistent.yaml: file not found"),
+        (
+            ["--endpoint", "vllm=http://127.0.0.1:9", "--subagents", "parallel"],
+            "subagents must be one of concurrent, inline, skip (got 'parallel') (check --subagents)",
+        ),
+        (
+            ["--endpoint", "vllm=http://127.0.0.1:9", "--token-scale", "8"],
+            "--token-scale 8 contradicts trace",
+        ),
     ],
 )
 def test_bad_input_is_named(args: list[str], message: str, tmp_path: Path) -> None:
@@ -241,4 +249,8 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     # the emulators stand for GLM-5.3-Flash on 2×B200 replaying the 1/16-size sample
     assert (man["engines"][0]["gpus"], man["engines"][0]["gpu_type"]) == (2, "B200")
     assert man["config"]["token_scale"] == 16.0
+    # the sample's own scale, the subagent mode, and no trajectory replayed twice
+    assert man["trace"]["token_scale"] == 16.0 and man["config"]["subagents"] == "concurrent"
+    assert man["workload"]["reused_assignments"] == {"vllm": 0}
+    assert man["workload"]["trajectories"] == 160
     assert len(read_requests(out)) > 0
