@@ -200,6 +200,8 @@ def write_run(
             "assignments": s["assignments"],
             "trajectories_replayed": s["trajectories_replayed"],
             "reused_assignments": s["reused_assignments"],
+            # The source's pressure measure (time average over the window, ÷ capacity).
+            "working_set_ratio": s["working_set_ratio"],
         },
         "trace": {"path": trace_source, "sha256": trace_sha256, "token_scale": cfg.token_scale},
         "seed": cfg.seed,

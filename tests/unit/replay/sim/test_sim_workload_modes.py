@@ -85,6 +85,7 @@ def test_manifest_records_the_effective_cache_and_scale(trace: Trace, tmp_path: 
     assert cfg["block_tokens"] == 272 and cfg["full_size_block_tokens"] == 4352
     assert cfg["token_scale"] == 16 and m["trace"]["token_scale"] == 16
     assert m["workload"]["subagents"] == "skip" and m["workload"]["reused_assignments"] == 0
+    assert m["workload"]["working_set_ratio"] == res.summary["working_set_ratio"] > 0
 
 
 def test_a_scaled_trace_has_the_working_set_of_its_full_size_original(tmp_path: Path) -> None:
