@@ -254,3 +254,27 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     assert man["workload"]["reused_assignments"] == {"vllm": 0}
     assert man["workload"]["trajectories"] == 160
     assert len(read_requests(out)) > 0
+
+
+def test_a_default_file_scale_that_contradicts_the_sample_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The trace is the source of truth: `token_scale` in configs/workloads/default.yaml
+    must agree with the sample's own, and with --token-scale."""
+    import typer
+
+    from replay.commands.run import _trace_scale
+    from replay.engines.emulator.defaults import DefaultRun
+    from replay.traces import load_trace, sample_path
+
+    sample = load_trace(sample_path())
+    assert _trace_scale(sample, None, DefaultRun(token_scale=16), True) == 16
+    assert _trace_scale(sample, None, DefaultRun(), True) == 16
+    with pytest.raises(typer.Exit):
+        _trace_scale(sample, None, DefaultRun(token_scale=8), True)
+    assert "token_scale (configs/workloads/default.yaml) 8 contradicts trace" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    with pytest.raises(typer.Exit):
+        _trace_scale(sample, 8, DefaultRun(token_scale=16), True)
+    assert "--token-scale 8 contradicts token_scale 16" in " ".join(capsys.readouterr().err.split())
