@@ -11,6 +11,10 @@ Prompts are token-id arrays, never text, so nothing is lost to re-tokenisation:
   (`ignore_eos`, `max_tokens = out`), then synthesised new blocks, cut to the trace's input
   length. Where the trace shows a context edit (the new request keeps fewer of the previous
   request's full blocks), the shared blocks are kept token for token and the rest synthesised.
+- Every replay of a trajectory within a run is its own conversation: the namespace a context
+  synthesises from is the assignment's identity (`Assignment.identity`: the trajectory's
+  hash namespace, plus the reuse count when the run replays it again), so a second copy of a
+  trajectory gets other tokens and cannot hit cache the first copy left.
 - Within a hash namespace (a root session and its subagents, or "global") the tokens actually
   sent for each full block are remembered, so a block that reappears (a subagent's first
   prompt sharing its parent's blocks, a reverted edit) carries exactly the tokens the engine
@@ -104,22 +108,22 @@ class PromptBuilder:
         self.space = space
         self._namespaces: dict[str, _Namespace] = {}
 
-    def context(self, trajectory: Trajectory) -> Context:
-        ns = self._namespaces.get(trajectory.namespace)
+    def context(self, trajectory: Trajectory, identity: str | None = None) -> Context:
+        """A conversation replaying `trajectory`; `identity` (default: its hash namespace)
+        names the token space, so two replays with different identities share no tokens."""
+        name = identity or trajectory.namespace
+        ns = self._namespaces.get(name)
         if ns is None:
-            ns = self._namespaces[trajectory.namespace] = _Namespace(
-                stable_key(trajectory.namespace)
-            )
+            ns = self._namespaces[name] = _Namespace(stable_key(name))
         ns.refs += 1
-        return Context(self, trajectory, ns)
+        return Context(self, trajectory, ns, name)
 
     def release(self, ctx: Context) -> None:
-        """A context is done; a local namespace nobody uses any more is forgotten (a later
-        replay of the same trajectory re-synthesises the same tokens from the salt)."""
+        """A context is done; a local namespace nobody uses any more is forgotten."""
         ns = ctx.ns
         ns.refs -= 1
         if ns.refs <= 0 and ctx.trajectory.hash_scope == "local":
-            self._namespaces.pop(ctx.trajectory.namespace, None)
+            self._namespaces.pop(ctx.identity, None)
 
     @property
     def remembered_blocks(self) -> int:
@@ -129,10 +133,13 @@ class PromptBuilder:
 class Context:
     """One trajectory's conversation on one engine: the last prompt and what came back."""
 
-    def __init__(self, builder: PromptBuilder, trajectory: Trajectory, ns: _Namespace):
+    def __init__(
+        self, builder: PromptBuilder, trajectory: Trajectory, ns: _Namespace, identity: str = ""
+    ):
         self.builder = builder
         self.trajectory = trajectory
         self.ns = ns
+        self.identity = identity or trajectory.namespace
         self.prev_index: int | None = None
         self.prev_prompt = np.zeros(0, dtype=np.int32)
         self.prev_generated = np.zeros(0, dtype=np.int32)
@@ -153,7 +160,7 @@ class Context:
         hashes = np.where(
             ks < len(blocks),
             blocks[np.minimum(ks, max(len(blocks) - 1, 0))] if len(blocks) else 0,
-            (np.uint64(stable_key(f"{tr.id}#{i}")) ^ _FILL).astype(np.int64) + ks,
+            (np.uint64(stable_key(self._fill_name(i))) ^ _FILL).astype(np.int64) + ks,
         )
         out = self.builder.space.tokens(self.builder.space.block_keys(self.ns.key, hashes), bs)
         remembered = self.ns.blocks
@@ -163,6 +170,12 @@ class Context:
                 if got is not None:
                     out[j * bs : (j + 1) * bs] = got
         return out[a - k0 * bs : b - k0 * bs]
+
+    def _fill_name(self, i: int) -> str:
+        tr = self.trajectory
+        if self.identity == tr.namespace:
+            return f"{tr.id}#{i}"
+        return f"{self.identity}|{tr.id}#{i}"
 
     def prompt(self, i: int) -> np.ndarray:
         """The token ids of request i (length = the trace's input tokens)."""

@@ -20,6 +20,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Literal
 
 import numpy as np
 
@@ -28,6 +29,16 @@ from replay.traces.model import Trace, Trajectory
 
 class WorkloadError(ValueError):
     """A workload setting that cannot work; the message names the setting."""
+
+
+SubagentMode = Literal["concurrent", "inline", "skip"]
+# How subagents are replayed: `concurrent` (the default) as child sessions running beside
+# their parent, which goes on with its own recorded gaps, as a Claude Code agent's Task tool
+# runs them (the corpus records them as nested conversations with their own clock);
+# `inline` in their parent's slot, the parent waiting for them before its next turn; `skip`
+# not at all, as the source's own simulation replayed the corpus (its working-set ratios
+# 0.93 / 1.34 are measured that way).
+SUBAGENT_MODES: tuple[str, ...] = ("concurrent", "inline", "skip")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,7 @@ class WorkloadConfig:
     start_lo: float = 0.25
     start_hi: float = 0.75
     seed: int = 0
+    subagents: SubagentMode = "concurrent"
 
     def __post_init__(self) -> None:
         if self.sessions < 1:
@@ -57,6 +69,10 @@ class WorkloadConfig:
         if not 0 <= self.start_lo <= self.start_hi <= 1:
             raise WorkloadError(
                 f"start range {self.start_lo}-{self.start_hi} must satisfy 0 ≤ lo ≤ hi ≤ 1"
+            )
+        if self.subagents not in SUBAGENT_MODES:
+            raise WorkloadError(
+                f"subagents must be one of {', '.join(SUBAGENT_MODES)} (got '{self.subagents}')"
             )
 
 
@@ -83,13 +99,27 @@ class Spawn:
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """Trajectory `trajectory` replayed by session `slot` as its `ordinal`-th assignment,
-    measured from request `start` (a subagent assignment always has start 0)."""
+    measured from request `start` (a subagent assignment always has start 0).
+
+    `reuse`: how many times the run replayed this trajectory before, counted over every
+    slot's assignments in order of (ordinal, slot). Each replay is its own conversation:
+    executors give every reuse its own token identity (`identity`), so no copy can hit
+    cache another copy left."""
 
     slot: int
     ordinal: int
     trajectory: Trajectory
     start: int
     gap_cap_s: float = 300.0
+    subagents: SubagentMode = "concurrent"
+    reuse: int = 0
+
+    @property
+    def identity(self) -> str:
+        """The conversation's identity for token synthesis: the trajectory's hash namespace,
+        with the reuse count appended for every replay after the first."""
+        ns = self.trajectory.namespace
+        return ns if self.reuse == 0 else f"{ns}#replay{self.reuse}"
 
     @property
     def first_index(self) -> int:
@@ -108,9 +138,12 @@ class Assignment:
         return out
 
     def spawns(self) -> list[Spawn]:
-        """Subagents that branch off at or after the first request this assignment sends."""
+        """Subagents that branch off at or after the first request this assignment sends
+        (none when subagents are skipped)."""
         tr, cap = self.trajectory, self.gap_cap_s
         out: list[Spawn] = []
+        if self.subagents == "skip":
+            return out
         for sub in tr.subagents:
             after = sub.spawn_index - 1
             if after < 0:
@@ -128,8 +161,17 @@ class Assignment:
         return out
 
     def child(self, spawn: Spawn) -> Assignment:
-        """The assignment of a spawned subagent: same slot and ordinal, whole trajectory."""
-        return Assignment(self.slot, self.ordinal, spawn.trajectory, 0, self.gap_cap_s)
+        """The assignment of a spawned subagent: same slot, ordinal and reuse, whole
+        trajectory."""
+        return Assignment(
+            self.slot,
+            self.ordinal,
+            spawn.trajectory,
+            0,
+            self.gap_cap_s,
+            self.subagents,
+            self.reuse,
+        )
 
 
 class Workload:
@@ -156,7 +198,15 @@ class Workload:
         rng = np.random.default_rng([self.cfg.seed, 0x57A7, slot, ordinal])
         u = rng.uniform(self.cfg.start_lo, self.cfg.start_hi)
         start = min(math.floor(u * tr.num_requests), tr.num_requests - 1)
-        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s)
+        # Position g of the sequence is in epoch g // n_traj, and each epoch is a permutation
+        # of the trace: this trajectory was replayed once in each earlier epoch.
+        reuse = g // n_traj
+        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s, self.cfg.subagents, reuse)
+
+    def reuses(self, assignments: int) -> int:
+        """How many of the first `assignments` positions of the run's sequence replay a
+        trajectory a second time or later (0 while the run stays within one epoch)."""
+        return max(0, assignments - len(self.trajectories))
 
     def session_assignments(self, slot: int) -> Iterator[Assignment]:
         """An endless sequence of assignments for session `slot`."""

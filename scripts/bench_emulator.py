@@ -98,7 +98,7 @@ def bench_default() -> None:
     wall = time.perf_counter() - t0
     print(
         f"embedded default: {d.sessions} sessions, {d.duration_min:g} min at time-scale "
-        f"{d.time_scale:g}, token scale {d.token_scale:g}: {wall:.0f} s wall "
+        f"{d.time_scale:g}, token scale {d.emulator_configs()[0].token_scale:g}: {wall:.0f} s wall "
         f"(emulators up in {started:.1f} s), {outcome.records} records, status {outcome.status}"
     )
     for name, e in ((outcome.summary or {}).get("engines") or {}).items():

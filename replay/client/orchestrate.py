@@ -80,6 +80,7 @@ class RunPlan:
     parquet_interval_s: float = 15.0  # requests.parquet rebuilt off the loop this often
     salt: int | None = None
     slo: dict[str, Any] | None = None  # analysis.slo.Slo as a dict; None: its defaults
+    trace_token_scale: float = 1.0  # the trace's own (replay.traces.scale)
     resume: bool = False
     extra_manifest: dict[str, Any] = field(default_factory=dict)
     health_interval_s: float = 1.0  # engine_down events are timed to this
@@ -227,6 +228,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             "sha256": plan.trace.sha256,
             "format": plan.trace.format,
             "trajectories": len(plan.trace.trajectories),
+            "token_scale": plan.trace_token_scale,
         },
         "seed": w.seed,
         "config": {
@@ -239,6 +241,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             "seed": w.seed,
             "gap_cap_s": w.gap_cap_s,
             "start_range": [w.start_lo, w.start_hi],
+            "subagents": w.subagents,
             "replayed_duration_s": w.duration_s,
             "replayed_window": list(w.window),
             "salt": salt,
@@ -411,7 +414,11 @@ async def run_live(
         if crashed:
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
         _record_faults(writer, plan, events0 + watch.events)
+        reuse = reuse_counts(plan.trace, runners)
+        writer.update_manifest(workload=reuse)
         summary = _summary(plan.out_dir)
+        if note := reuse_note(reuse):
+            summary.setdefault("notes", []).append(note)
         writer.manifest["replay_fidelity"] = replay_fidelity(summary)
         if status == "completed" and _degraded(summary):
             status = "degraded"
@@ -451,6 +458,29 @@ def replay_fidelity(summary: dict[str, Any]) -> dict[str, Any]:
         for name, e in (engines or {}).items()
         if isinstance(e, dict)
     }
+
+
+def reuse_counts(trace: Trace, runners: dict[str, EngineRunner]) -> dict[str, Any]:
+    """How many trajectories each engine started, and how many replayed a trajectory the
+    run had replayed before (each such replay is its own conversation: other tokens)."""
+    return {
+        "trajectories": len(trace.trajectories),
+        "assignments": {n: r.stats.assignments for n, r in runners.items()},
+        "reused_assignments": {n: r.stats.reused_assignments for n, r in runners.items()},
+    }
+
+
+def reuse_note(reuse: dict[str, Any]) -> str | None:
+    """The run's note when it had to replay trajectories again (None when it did not)."""
+    reused = max(reuse["reused_assignments"].values(), default=0)
+    if not reused:
+        return None
+    started = max(reuse["assignments"].values(), default=0)
+    return (
+        f"the trace's {reuse['trajectories']} trajectories were not enough: up to {reused} of "
+        f"{started} trajectories started replayed one again (as its own conversation, with "
+        f"its own tokens); a trace with more trajectories avoids it"
+    )
 
 
 async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:

@@ -56,6 +56,8 @@ class LiveStats:
     overflows: int = 0
     cancelled: int = 0
     abandoned: int = 0
+    assignments: int = 0  # top-level trajectories started
+    reused_assignments: int = 0  # ... that replay a trajectory this run replayed before
     prompt_tokens: int = 0
     cached_tokens: int = 0
     ideal_cached_tokens: int = 0
@@ -145,30 +147,42 @@ class EngineRunner:
     async def _session(self, slot: int) -> None:
         start = self.first_ordinals.get(slot, 0)
         for a in itertools.islice(self.workload.session_assignments(slot), start, None):
+            self.stats.assignments += 1
+            self.stats.reused_assignments += a.reuse > 0
             await self._assignment(a)
 
     async def _assignment(self, a: Assignment) -> bool:
         """Replay one trajectory (and its subagents); False if it was abandoned."""
-        ctx = self.builder.context(a.trajectory)
+        ctx = self.builder.context(a.trajectory, a.identity)
         children: list[asyncio.Task[bool]] = []
         by_turn: dict[int, list[Spawn]] = defaultdict(list)
         for sp in a.spawns():
             by_turn[sp.after_turn].append(sp)
         scale = self.policy.time_scale
+        inline = a.subagents == "inline"
         finished = True
         try:
             now = time.perf_counter_ns()
-            self._spawn(a, by_turn.pop(-1, []), now, children)
+            if inline:
+                await self._inline(a, by_turn.pop(-1, []), now)
+            else:
+                self._spawn(a, by_turn.pop(-1, []), now, children)
             prev_done = now
             for turn in a.turns():
+                # Inline subagents ran inside the recorded gap (it spans them): the turn is
+                # due a gap after the previous request, or when they are done if later.
                 scheduled = prev_done + int(turn.gap_s / scale * 1e9)
                 await self._sleep_until(scheduled)
+                scheduled = max(scheduled, time.perf_counter_ns()) if inline else scheduled
                 ok, prev_done = await self._turn(ctx, a, turn, scheduled)
                 if not ok:
                     self.stats.abandoned += 1
                     finished = False
                     break
-                self._spawn(a, by_turn.get(turn.index, []), prev_done, children)
+                if inline:
+                    await self._inline(a, by_turn.get(turn.index, []), prev_done)
+                else:
+                    self._spawn(a, by_turn.get(turn.index, []), prev_done, children)
             if children:
                 await asyncio.gather(*children)
         finally:
@@ -184,6 +198,12 @@ class EngineRunner:
     ) -> None:
         for sp in spawns:
             into.append(asyncio.create_task(self._child(a.child(sp), at_ns, sp.delay_s)))
+
+    async def _inline(self, a: Assignment, spawns: list[Spawn], at_ns: int) -> None:
+        """Subagents replayed in the parent's slot, one after the other."""
+        for sp in spawns:
+            await self._child(a.child(sp), at_ns, sp.delay_s)
+            at_ns = time.perf_counter_ns()
 
     async def _child(self, a: Assignment, at_ns: int, delay_s: float) -> bool:
         await self._sleep_until(at_ns + int(delay_s / self.policy.time_scale * 1e9))

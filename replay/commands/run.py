@@ -95,7 +95,7 @@ def _embedded_defaults() -> tuple[dict[str, Any], Any]:
 
 @contextlib.contextmanager
 def _emulators(
-    specs: list[EngineSpec], time_scale: float, sample: bool, settings: Any
+    specs: list[EngineSpec], time_scale: float, sample: bool, settings: Any, token_scale: float
 ) -> Iterator[Any]:
     """The emulators this run owns (an `EmulatorGroup`): restarted when one dies mid-run
     (the manifest notes it), and ended with the harness, even a SIGKILLed one."""
@@ -114,14 +114,47 @@ def _emulators(
         if settings is not None:
             from replay.engines.emulator.defaults import embedded_emulator_configs
 
-            configs = embedded_emulator_configs(names, time_scale, sample, settings)
+            configs = embedded_emulator_configs(names, time_scale, sample, settings, token_scale)
             cm = start_emulator_group(configs, restart=True)
+        elif token_scale != 1.0:
+            fail(
+                f"the trace is scaled (token_scale {token_scale:g}) and the emulators' settings "
+                "(configs/workloads/default.yaml) could not be read; replay a full-size trace"
+            )
         else:
             cm = start_emulator_group(names, time_scale=time_scale, restart=True)
         with cm as group:
             yield group
     except (EmulatorLaunchError, ValueError) as e:
         fail(f"could not start the emulators: {e}")
+
+
+def _trace_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -> float:
+    """The trace's token scale (`replay.traces.scale`); the embedded default's config value,
+    where it names one, must agree with it like the flag. Real engines replay the prompts as
+    they are, so for them an undeclared scale is not guessed (1, recorded as such)."""
+    from replay.traces.scale import TraceScaleError, declared_scale, resolve_token_scale
+
+    if not emulated and flag is None:
+        try:
+            return declared_scale(trace) or 1.0
+        except TraceScaleError as e:
+            fail(str(e))
+
+    conf = getattr(settings, "token_scale", None)
+    given, name = flag, "--token-scale"
+    if flag is None and conf is not None:
+        given, name = conf, "token_scale (configs/workloads/default.yaml)"
+    try:
+        if flag is not None and conf is not None and abs(flag - conf) > 1e-9:
+            raise TraceScaleError(
+                f"--token-scale {flag:g} contradicts token_scale {conf:g} in "
+                "configs/workloads/default.yaml; drop one (the trace's own scale is used)"
+            )
+        scale = resolve_token_scale(trace, given, name)
+    except TraceScaleError as e:
+        fail(str(e))
+    return scale
 
 
 def _emulated_gpus(spec: EngineSpec, settings: Any) -> dict[str, Any]:
@@ -331,6 +364,8 @@ _WORKLOAD_FLAGS = (
     "--time-scale",
     "--seed",
     "--gap-cap-s",
+    "--subagents",
+    "--token-scale",
     "--out",
 )
 
@@ -397,6 +432,18 @@ def register(app: typer.Typer) -> None:
             help="SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 "
             "(seconds; slowdown = task time ÷ the trace's); 'none' drops one.",
         ),
+        subagents: str | None = typer.Option(
+            None,
+            "--subagents",
+            help="concurrent (default: child sessions beside the parent) | inline (in the "
+            "parent's slot, the parent waiting) | skip (left out).",
+        ),
+        token_scale: float | None = typer.Option(
+            None,
+            "--token-scale",
+            help="The divisor of the trace's token lengths, for a trace that does not declare "
+            "it (a trace's own token_scale is used; a different value is an error).",
+        ),
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         from replay.traces import TraceError, load_trace, sample_path
@@ -411,7 +458,7 @@ def register(app: typer.Typer) -> None:
                 zip(
                     _WORKLOAD_FLAGS,
                     (engines, config, trace, sessions, duration_min, window, time_scale, seed,
-                     gap_cap_s, out),
+                     gap_cap_s, subagents, token_scale, out),
                     strict=True,
                 )
             )  # fmt: skip
@@ -455,6 +502,7 @@ def register(app: typer.Typer) -> None:
             user_scale = scale  # an engine announcing another clock is a conflict
             run_seed = int(manifest_cfg.get("seed", 0))
             cap = float(manifest_cfg.get("gap_cap_s", 300.0))
+            subagents = subagents or str(manifest_cfg.get("subagents", "concurrent"))
         else:
             n_sessions = _pick(sessions, fc and fc.sessions, "sessions", defaults)
             minutes = float(_pick(duration_min, fc and fc.duration_min, "duration_min", defaults))
@@ -489,9 +537,13 @@ def register(app: typer.Typer) -> None:
                 window=(float(win_s[0]), float(win_s[1])),
                 gap_cap_s=cap,
                 seed=run_seed,
+                subagents=subagents or "concurrent",  # type: ignore[arg-type]
             )
         except WorkloadError as e:
-            fail(f"{e} (check --sessions, --duration-min and --window)")
+            flag = (
+                "--subagents" if "subagents" in str(e) else "--sessions, --duration-min, --window"
+            )
+            fail(f"{e} (check {flag})")
         run_dir = resume if resume is not None else (out or Path("runs") / new_run_id())
         try:
             check_out_dir(run_dir, "--resume" if resume is not None else "--out")
@@ -504,6 +556,15 @@ def register(app: typer.Typer) -> None:
             loaded = load_trace(trace or sample_path())
         except (TraceError, FileNotFoundError) as e:
             fail(f"--trace: {e}")
+        tokens = _trace_scale(
+            loaded, token_scale, settings if emulated and sample else None, emulated
+        )
+        if tokens != 1.0 and not emulated:
+            err_console.print(
+                f"[yellow]note:[/] trace {loaded.source} is scaled (token_scale {tokens:g}): "
+                "real engines replay its short prompts as they are, so their cache pressure "
+                "is not the full-size corpus's"
+            )
         plan = RunPlan(
             engines=specs,
             trace=loaded,
@@ -515,9 +576,16 @@ def register(app: typer.Typer) -> None:
             limits=Limits(stall_timeout_s=stall_s, request_timeout_s=request_timeout_s),
             retries=retries,
             resume=resume is not None,
+            trace_token_scale=tokens,
             extra_manifest={"emulated": emulated},
             slo=slo_cfg,
         )
+        if len(loaded.trajectories) < wcfg.sessions:
+            err_console.print(
+                f"[yellow]note:[/] {wcfg.sessions} sessions but {len(loaded.trajectories)} "
+                "trajectories: some trajectories will be replayed again, each time as its own "
+                "conversation (the manifest's workload counts them)"
+            )
         with contextlib.ExitStack() as stack:
             # One writer per run directory, from before anything starts to the very end.
             try:
@@ -525,7 +593,7 @@ def register(app: typer.Typer) -> None:
             except RunDirError as e:
                 fail(str(e))
             if emulated:
-                group = stack.enter_context(_emulators(specs, scale, sample, settings))
+                group = stack.enter_context(_emulators(specs, scale, sample, settings, tokens))
                 plan.restarts = group.restarts
                 plan.engines = [
                     s.model_copy(update={"url": group.urls[s.name], **_emulated_gpus(s, settings)})

@@ -19,8 +19,9 @@ from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
 from replay.sim.sweep import RayError, plan, run_sweep
 from replay.traces import TraceError, load_trace
+from replay.traces.scale import TraceScaleError, resolve_token_scale
 from replay.windows import WindowError, resolve_window_min, seconds
-from replay.workload import WorkloadConfig, WorkloadError
+from replay.workload import SUBAGENT_MODES, WorkloadConfig, WorkloadError
 
 
 def parse_policies(text: str) -> list[str]:
@@ -80,6 +81,18 @@ def register(app: typer.Typer) -> None:
         ray: str | None = typer.Option(
             None, "--ray", help="Ray cluster address ('local' starts one here)."
         ),
+        subagents: str = typer.Option(
+            "concurrent",
+            "--subagents",
+            help="concurrent (child sessions beside the parent) | inline (in the parent's "
+            "slot, the parent waiting) | skip (left out, as the source's simulation).",
+        ),
+        token_scale: float | None = typer.Option(
+            None,
+            "--token-scale",
+            help="The divisor of the trace's token lengths, for a trace that does not declare "
+            "it (a trace's own token_scale is used; a different value is an error).",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
     ) -> None:
         """Simulate hybrid-state cache policies over a trace: run directories + summary.csv."""
@@ -90,6 +103,8 @@ def register(app: typer.Typer) -> None:
         if duration_min <= 0:
             fail(f"--duration-min: must be positive (got {duration_min:g})")
         win = parse_window(window, duration_min)
+        if subagents not in SUBAGENT_MODES:
+            fail(f"--subagents: '{subagents}' is not one of {', '.join(SUBAGENT_MODES)}")
         try:
             load_profile(model)
         except ProfileError as e:
@@ -104,6 +119,10 @@ def register(app: typer.Typer) -> None:
             fail(f"--trace: {e}")
         if not tr.trajectories:
             fail(f"--trace: {trace} holds no trajectories")
+        try:
+            scale = resolve_token_scale(tr, token_scale)
+        except TraceScaleError as e:
+            fail(str(e))
         out_dir = out or Path("runs") / new_run_id("sim")
         configs = plan(
             names,
@@ -114,6 +133,8 @@ def register(app: typer.Typer) -> None:
             duration_s=duration_min * 60.0,
             window=win,
             capacity_blocks=capacity_blocks,
+            subagents=subagents,
+            token_scale=scale,
         )
         command = "replay " + shlex.join(sys.argv[1:])
         with Progress(
@@ -150,11 +171,35 @@ def register(app: typer.Typer) -> None:
                 fail(f"--out: {e}")
             except RayError as e:
                 fail(f"--ray: {e}")
+        reused = [r for r in rows if r.get("reused_assignments")]
+        if reused:
+            r = max(reused, key=lambda x: x["reused_assignments"])
+            err_console.print(
+                f"[yellow]note:[/] the trace's {len(tr.trajectories)} trajectories were not "
+                f"enough: up to {r['reused_assignments']} of {r['assignments']} assignments "
+                f"replayed a trajectory again (each replay is its own conversation; see "
+                f"reused_assignments in summary.csv)"
+            )
         if as_json:
             sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
             return
-        table = Table(title=f"{len(rows)} runs → {out_dir}/summary.csv")
-        for col in ("policy", "sessions", "seed", "requests", "hit", "ideal", "redundant/req"):
+        scale_note = f", token scale {scale:g}" if scale != 1 else ""
+        cap = rows[0].get("capacity_blocks") if rows else None
+        table = Table(
+            title=f"{len(rows)} runs → {out_dir}/summary.csv "
+            f"(capacity {cap} blocks{scale_note}, subagents {subagents}; WS: working set ÷ "
+            "capacity)"
+        )
+        for col in (
+            "policy",
+            "sessions",
+            "seed",
+            "requests",
+            "hit",
+            "ideal",
+            "redundant/req",
+            "WS",
+        ):
             table.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:
             table.add_row(
@@ -165,5 +210,6 @@ def register(app: typer.Typer) -> None:
                 f"{r['hit_rate']:.1%}",
                 f"{r['ideal_hit_rate']:.1%}",
                 f"{r['redundant_prefill_per_request']:,.0f}",
+                f"{r['working_set_ratio']:.2f}",
             )
         console.print(table)

@@ -51,10 +51,15 @@ def stats(
     fmt: str = _fmt_option(),
 ) -> None:
     """Trajectories, requests, prompt and output lengths, prefix reuse and tool gaps."""
+    from replay.traces.scale import TraceScaleError, declared_scale
     from replay.traces.stats import trace_stats
 
     trace = _load(src, strict, fmt)
     figures = trace_stats(trace)
+    try:
+        figures["token_scale"] = declared_scale(trace)  # None: not declared (full size)
+    except TraceScaleError as e:
+        fail(str(e))
     figures["source"] = trace.source
     figures["load_issue_examples"] = [str(i) for i in trace.issues[:10]]
     if as_json:
@@ -65,7 +70,10 @@ def stats(
 
 
 def _stats_table(f: dict[str, Any]) -> Table:
-    table = Table(title=f"trace {f['source']} ({f['format']}, {f['block_size']}-token blocks)")
+    scaled = f", token lengths ÷ {f['token_scale']:g}" if f.get("token_scale") else ""
+    table = Table(
+        title=f"trace {f['source']} ({f['format']}, {f['block_size']}-token blocks{scaled})"
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = [

@@ -112,6 +112,12 @@ class Sessions:
         self._conv_ids = itertools.count(1)
         self.context_blocks: dict[int, int] = {}  # conversation -> tokens of its latest state
         self.finished_conversations = 0
+        self.assignments = 0  # top-level assignments started
+        self.reused_assignments = 0  # ... of which replay a trajectory already replayed
+        self.trajectories_replayed: set[str] = set()
+        # Called with (now, conversation, tokens or None) whenever a conversation's latest
+        # context changes or the conversation ends (the working-set integral).
+        self.on_context: Callable[[float, int, int | None], None] | None = None
         self._lineages: dict[Trajectory, Lineage] = {}  # computed once per trajectory
 
     def start(self) -> None:
@@ -132,19 +138,39 @@ class Sessions:
         for a in self.workload.session_assignments(slot):
             if self.loop.now >= self.end_s:
                 return
+            self.assignments += 1
+            self.reused_assignments += a.reuse > 0
+            self.trajectories_replayed.add(a.trajectory.id)
             yield from self._assignment(a, None)
+
+    def _context(self, conv: int, tokens: int | None) -> None:
+        if tokens is None:
+            self.context_blocks.pop(conv, None)
+        else:
+            self.context_blocks[conv] = tokens
+        if self.on_context is not None:
+            self.on_context(self.loop.now, conv, tokens)
 
     def _assignment(self, a: Assignment, parent: SimRequest | None) -> Process:
         conv = next(self._conv_ids)
         by_turn: dict[int, list[Spawn]] = defaultdict(list)
         for sp in a.spawns():
             by_turn[sp.after_turn].append(sp)
-        self._spawn(a, by_turn.get(-1, ()), parent)
+        inline = a.subagents == "inline"
+        spent = 0.0  # seconds inline subagents took since the last request completed
+        if inline:
+            t0 = self.loop.now
+            yield from self._inline(a, by_turn.get(-1, ()), parent)
+            spent = self.loop.now - t0
+        else:
+            self._spawn(a, by_turn.get(-1, ()), parent)
         issued: dict[int, SimRequest] = {}  # this conversation's completed requests by index
         try:
             for turn in a.turns():
-                if turn.gap_s > 0:
-                    yield Wait(turn.gap_s)
+                # The recorded gap already spans the subagents the parent waited for.
+                wait = max(turn.gap_s - spent, 0.0)
+                if wait > 0:
+                    yield Wait(wait)
                 if self.loop.now >= self.end_s:
                     return
                 link, m = self._link(a.trajectory, turn.index, issued, parent)
@@ -152,11 +178,25 @@ class Sessions:
                 yield Send(req)
                 if req.status == "ok":
                     issued[turn.index] = req
-                    self.context_blocks[conv] = req.n + req.out
-                self._spawn(a, by_turn.get(turn.index, ()), req)
+                    self._context(conv, req.n + req.out)
+                if inline:
+                    t0 = self.loop.now
+                    yield from self._inline(a, by_turn.get(turn.index, ()), req)
+                    spent = self.loop.now - t0
+                else:
+                    self._spawn(a, by_turn.get(turn.index, ()), req)
         finally:
-            self.context_blocks.pop(conv, None)
+            self._context(conv, None)
             self.finished_conversations += 1
+
+    def _inline(self, a: Assignment, spawns: Iterable[Spawn], parent: SimRequest | None) -> Process:
+        """Subagents replayed in the parent's slot, one after the other."""
+        for sp in spawns:
+            if sp.delay_s > 0:
+                yield Wait(sp.delay_s)
+            if self.loop.now >= self.end_s:
+                return
+            yield from self._assignment(a.child(sp), parent)
 
     def _spawn(self, a: Assignment, spawns: Iterable[Spawn], parent: SimRequest | None) -> None:
         for sp in spawns:

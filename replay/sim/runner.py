@@ -16,9 +16,9 @@ from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.policies import make_policy
 from replay.sim.policy_base import engine_cache_blocks
-from replay.sim.summary import Occupancy, summarize
+from replay.sim.summary import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace
-from replay.workload import Workload, WorkloadConfig
+from replay.workload import SubagentMode, Workload, WorkloadConfig
 
 Timing = Literal["trace", "engine"]
 TIMINGS: tuple[str, ...] = ("trace", "engine")
@@ -37,6 +37,11 @@ class SimConfig:
     window: tuple[float, float] = (900.0, 2700.0)
     policy_opts: dict[str, Any] = field(default_factory=dict)
     capacity_blocks: int | None = None  # None: the policy's (the profile's engine cache)
+    subagents: SubagentMode = "concurrent"
+    # The trace's token lengths were divided by this (`replay.traces.scale`): the profile
+    # and the policy's token-valued options are scaled alike, so a scaled context takes as
+    # many blocks and costs as much as its full-size original.
+    token_scale: float = 1.0
 
     @property
     def run_name(self) -> str:
@@ -54,16 +59,19 @@ class SimResult:
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
     """Replay `trace` under `cfg` on a virtual clock."""
     t0 = time.perf_counter()
-    profile = profile or load_profile(cfg.model)
-    cache = HybridCache(
-        profile, make_policy(cfg.policy, profile, **cfg.policy_opts), cfg.capacity_blocks
-    )
+    profile, opts, capacity = sim_settings(cfg, profile)
+    cache = HybridCache(profile, make_policy(cfg.policy, profile, **opts), capacity)
     wcfg = WorkloadConfig(
-        sessions=cfg.sessions, duration_s=cfg.duration_s, window=cfg.window, seed=cfg.seed
+        sessions=cfg.sessions,
+        duration_s=cfg.duration_s,
+        window=cfg.window,
+        seed=cfg.seed,
+        subagents=cfg.subagents,
     )
     loop = EventLoop()
     occ = Occupancy(cfg.window)
     B, C = profile.block_tokens, profile.checkpoint_blocks
+    ws = WorkingSet(cfg.window, B, C)
     sessions: Sessions | None = None
 
     def sample(now: float) -> None:
@@ -74,10 +82,14 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     executor_cls = EngineExecutor if cfg.timing == "engine" else TraceExecutor
     executor = executor_cls(loop, cache, profile, sample)
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
+    sessions.on_context = ws.update
     sessions.start()
     loop.run(cfg.duration_s)
+    ws_blocks = ws.mean_blocks(cfg.duration_s)
+    sessions.on_context = None
     records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]
     wall = time.perf_counter() - t0
+    effective = cfg.capacity_blocks or cache.capacity or engine_cache_blocks(profile)
     summary = summarize(
         records,
         occ,
@@ -87,11 +99,40 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         seed=cfg.seed,
         timing=cfg.timing,
         wall_seconds=wall,
-        capacity=cfg.capacity_blocks or engine_cache_blocks(profile),
+        capacity=effective,
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
+        working_set_blocks=ws_blocks,
+    )
+    summary.update(
+        {
+            "block_tokens": profile.block_tokens,
+            "token_scale": cfg.token_scale,
+            "full_size_block_tokens": round(profile.block_tokens * cfg.token_scale),
+            "subagents": cfg.subagents,
+            "assignments": sessions.assignments,
+            "trajectories_replayed": len(sessions.trajectories_replayed),
+            "reused_assignments": sessions.reused_assignments,
+        }
     )
     return SimResult(cfg, records, summary, wall)
+
+
+def sim_settings(
+    cfg: SimConfig, profile: ModelProfile | None = None
+) -> tuple[ModelProfile, dict[str, Any], int | None]:
+    """The profile, policy options and cache size a run uses: for a scaled trace the
+    profile and the token-valued options are scaled (`cache_settings`, the one place the
+    emulators use too), so blocks, chunks and costs are as for full size."""
+    base = profile or load_profile(cfg.model)
+    if cfg.token_scale == 1.0:
+        return base, dict(cfg.policy_opts), cfg.capacity_blocks
+    from replay.engines.emulator.caches import cache_settings
+    from replay.engines.emulator.defaults import scaled_profile
+
+    scaled = scaled_profile(base, cfg.token_scale)
+    st = cache_settings(cfg.policy, scaled, cfg.token_scale, cfg.capacity_blocks)
+    return scaled, {**st.options, **cfg.policy_opts}, st.capacity_blocks
 
 
 def to_record(r: SimRequest, engine: str) -> RequestRecord:
@@ -140,11 +181,29 @@ def write_run(
     """The run directory (DESIGN.md contract) for one simulated run."""
     cfg = result.config
     profile = load_profile(cfg.model)
+    s = result.summary
     manifest = {
         "command": command,
         "executor": "simulator",
-        "config": {**asdict(cfg), "window": list(cfg.window)},
-        "trace": {"path": trace_source, "sha256": trace_sha256},
+        "config": {
+            **asdict(cfg),
+            "window": list(cfg.window),
+            # The cache as simulated, never null: the blocks the working set is divided by,
+            # the block size in the trace's tokens, and the full-size block it stands for.
+            "capacity_blocks": s["capacity_blocks"],
+            "block_tokens": s["block_tokens"],
+            "full_size_block_tokens": s["full_size_block_tokens"],
+            "requested_capacity_blocks": cfg.capacity_blocks,
+        },
+        "workload": {
+            "subagents": cfg.subagents,
+            "assignments": s["assignments"],
+            "trajectories_replayed": s["trajectories_replayed"],
+            "reused_assignments": s["reused_assignments"],
+            # The source's pressure measure (time average over the window, ÷ capacity).
+            "working_set_ratio": s["working_set_ratio"],
+        },
+        "trace": {"path": trace_source, "sha256": trace_sha256, "token_scale": cfg.token_scale},
         "seed": cfg.seed,
         "engines": [
             {

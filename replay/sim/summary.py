@@ -45,6 +45,45 @@ class Occupancy:
             self.working_set.append(working_set)
 
 
+class WorkingSet:
+    """The source's working set: the time average over the window of the sum, over live
+    conversations, of the blocks of each one's latest context (prompt + output, the last
+    partial block counted in full) plus one checkpoint (`checkpoint_blocks`)."""
+
+    __slots__ = ("_acc", "_blocks", "_last", "_sum", "block_tokens", "checkpoint_blocks", "window")
+
+    def __init__(self, window: tuple[float, float], block_tokens: int, checkpoint_blocks: int):
+        self.window = window
+        self.block_tokens = block_tokens
+        self.checkpoint_blocks = checkpoint_blocks
+        self._blocks: dict[int, int] = {}
+        self._sum = 0
+        self._acc = 0.0
+        self._last = window[0]
+
+    def _advance(self, now: float) -> None:
+        hi = min(now, self.window[1])
+        if hi > self._last:
+            self._acc += self._sum * (hi - self._last)
+            self._last = hi
+
+    def update(self, now: float, conv: int, tokens: int | None) -> None:
+        """Conversation `conv`'s latest context is now `tokens` long (None: it ended)."""
+        self._advance(now)
+        self._sum -= self._blocks.pop(conv, 0)
+        if tokens is not None:
+            b = -(-tokens // self.block_tokens) + self.checkpoint_blocks
+            self._blocks[conv] = b
+            self._sum += b
+
+    def mean_blocks(self, end: float) -> float:
+        """The time average over the window (the run ended at `end`)."""
+        self._advance(end)
+        a, b = self.window
+        span = min(b, max(end, a)) - a
+        return self._acc / span if span > 0 else 0.0
+
+
 def _mean(xs: list[int] | np.ndarray) -> float:
     return float(np.mean(xs)) if len(xs) else 0.0
 
@@ -62,9 +101,12 @@ def summarize(
     capacity: int,
     evictions: int = 0,
     refusals: int = 0,
+    working_set_blocks: float | None = None,
 ) -> dict[str, Any]:
     """The summary row: measured requests are the non-priming ones whose first token came
-    inside the window (rates as fractions, misses in tokens per request)."""
+    inside the window (rates as fractions, misses in tokens per request). The working set
+    is `working_set_blocks` (a `WorkingSet` time average) where given, else the mean of the
+    occupancy samples."""
     a, b = occ.window
     measured = [
         r
@@ -95,7 +137,10 @@ def summarize(
         "dependency_miss_per_request": per_req("dependency_miss"),
         "capacity_miss_per_request": per_req("capacity_miss"),
         "resident_checkpoints": _mean(occ.states),
-        "working_set_ratio": _mean(occ.working_set) / capacity,
+        "working_set_ratio": (
+            working_set_blocks if working_set_blocks is not None else _mean(occ.working_set)
+        )
+        / capacity,
         "wall_seconds": round(wall_seconds, 3),
         "timing": timing,
         "mean_used_blocks": _mean(occ.used),

@@ -3,15 +3,26 @@
 Targets (`semianalysisai/cc-traces-weka-062126`): 393 trajectories, 98,827 requests of which
 ≈42% inside subagents, mean prompt ≈219K tokens, median ≈142K, median output 444, mean
 output ≈1.1K, ≈85% of later requests extend their predecessor, ≈4% context edits, prompts
-capped near 990K, heavy-tailed tool gaps. `tests/unit/replay/traces/test_synth_calibration.py`
-checks them; the knobs below were tuned against it.
+capped near 990K; and the cache pressure the source's simulation measured on that corpus,
+a working set of 0.93 of 2,531 blocks at 32 sessions and 1.34 at 48 (subagents left out).
+`tests/unit/replay/traces/test_synth_calibration.py` checks them; the knobs below were tuned
+against it (`scripts/calibrate_pressure.py` reruns the pressure experiment).
+
+The pressure is set by the tool gaps: with the other figures fixed, the working set falls as
+sessions advance more slowly through their trajectories (a replay starts mid-trajectory and
+contexts grow turn by turn). Measured on the 393-trajectory corpus (two corpus seeds × three
+workload seeds; README, "Synthesized corpus"), tool gaps of median 2 s (capped mean 12 s)
+give 1.14 / 1.79, median 20 s give 1.03 / 1.53, median 60 s (capped mean ≈ 97 s) give
+≈ 0.91–0.94 / 1.32–1.36.
 
 The hash ids are real block structure, not noise: a continuation's ids are its predecessor's
 full blocks, then fresh ids for the blocks covering the predecessor's last partial block, its
 output and the new tool result; a context edit keeps a leading run of blocks, then fresh
 ids; side requests (small calls with their own prompt) share nothing. Ids count up per
 session (local scope); a general-purpose subagent starts with its parent's system blocks.
-`scale` divides every token length (for small samples and tests); times are not scaled.
+`scale` divides every token length (for small samples and tests) and is written into each
+session line as `token_scale` (`replay.traces.scale`), so replays apply it; times are not
+scaled.
 """
 
 from __future__ import annotations
@@ -61,8 +72,15 @@ class Knobs:
     p_spawn: float = 0.026
     p_nested: float = 0.012
     p_human: float = 0.04
-    tool_gap: tuple[float, float] = (2.0, 1.3)
+    # Calibrated on the source's working set (see the module docstring): sessions advance
+    # about one turn per two minutes (recorded request time + capped gap), not per 30 s.
+    tool_gap: tuple[float, float] = (60.0, 1.3)
     human_gap: tuple[float, float] = (45.0, 1.6)
+    # Sessions on a 200K-token window compact near `compact_200k` tokens; the rest run on a
+    # 1M window and compact at CAP_TOKENS. An experiment (0 in the calibrated corpus): it
+    # lowers the pressure too, but pulls the median prompt far below 142K.
+    p_200k: float = 0.0
+    compact_200k: float = 160_000.0
 
 
 class _Conv:
@@ -101,6 +119,8 @@ class _Session:
         self.id = f"synth-{cfg.seed}-{index:05d}"
         self.tps = float(rng.uniform(40, 90))
         self.system_blocks = 1  # full blocks of the root's system prompt, set in `line`
+        small = knobs.p_200k > 0 and rng.random() < knobs.p_200k
+        self.cap = knobs.compact_200k if small else CAP_TOKENS
 
     # -- lengths (drawn at full scale, then divided by `scale`) -------------------------
     def _raw(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> float:
@@ -204,7 +224,7 @@ class _Session:
             t = done + think
             kind = "human" if human else "tool"
             new = out + (self._ln((150.0, 1.0)) if human else self._ln(tool, 20, 60_000))
-            if conv.tokens + new > CAP_TOKENS / self.cfg.scale:
+            if conv.tokens + new > self.cap / self.cfg.scale:
                 self._cut(
                     conv, max(1, self.system_blocks)
                 )  # compaction: summary after the system prompt
@@ -262,6 +282,8 @@ class _Session:
             "tool_tokens": round(system * 0.6),
             "system_tokens": round(system * 0.4),
         }
+        if self.cfg.scale != 1:
+            head["token_scale"] = self.cfg.scale  # replay.traces.scale reads it
         return orjson.dumps(head)[:-1] + b',"requests":[' + b",".join(entries) + b"]}"
 
 
@@ -283,14 +305,16 @@ def synth_lines(
         yield _Session(cfg, knobs or Knobs(), rng, i).line()
 
 
-def write_synth(path: Path, cfg: SynthConfig, *, min_bytes: int | None = None) -> int:
+def write_synth(
+    path: Path, cfg: SynthConfig, *, min_bytes: int | None = None, knobs: Knobs | None = None
+) -> int:
     """Write sessions to `path` (gzip if it ends with .gz); with `min_bytes`, keep generating
     until at least that many (uncompressed) bytes are written. Returns the sessions written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     written = sessions = 0
     limit = 1 << 62 if min_bytes else None
     with open_output(path) as fh:
-        for line in synth_lines(cfg, limit=limit):
+        for line in synth_lines(cfg, knobs, limit=limit):
             fh.write(line + b"\n")
             written += len(line) + 1
             sessions += 1

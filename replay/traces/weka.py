@@ -95,6 +95,11 @@ def build_session(
         namespace=cast(str, sid) if scope == "local" else "global",
     )
     meta = {k: obj[k] for k in ("tool_tokens", "system_tokens") if obj.get(k) is not None}
+    scale = opt_number(obj, "token_scale", "", where, "the divisor of its token lengths, ≥ 1")
+    if scale == scale:  # not NaN: given
+        if scale < 1:
+            where.fail("token_scale", f"expected a number ≥ 1 (lengths ÷ it), got {scale:g}")
+        meta["token_scale"] = scale
     tr = _build(ctx, entries, "requests", cast(str, sid), None, models_of(obj, "", where), meta)
     if tr is None:
         where.issue("requests", f"session {sid!r} has no requests; skipped")

@@ -62,7 +62,11 @@ class DefaultRun(BaseModel):
     engines: list[str] = Field(default=["flashstate", "vllm", "sglang"])
     trace: str = Field(default="sample", description="'sample': the bundled sample trace")
     model: str = Field(default="glm-5.3-flash", description="model profile of every emulator")
-    token_scale: float = Field(default=16.0, ge=1.0, description="the sample's length divisor")
+    # The trace's own token_scale (replay.traces.scale) is the source of truth; a value here
+    # must agree with it (None: say nothing).
+    token_scale: float | None = Field(
+        default=None, ge=1.0, description="must match the trace's declared token_scale"
+    )
     blocks: int | None = Field(default=None, gt=0, description="cache blocks per engine")
     sessions: int = Field(default=48, gt=0)
     duration_min: float = Field(default=45.0, gt=0)
@@ -70,9 +74,25 @@ class DefaultRun(BaseModel):
     time_scale: float = Field(default=30.0, gt=0, description="emulators and tool gaps")
     seed: int = 0
 
-    def emulator_configs(self) -> list[EmulatorConfig]:
-        """One emulator per engine, each with its own policy, on a free loopback port."""
-        return embedded_emulator_configs(self.engines, self.time_scale, True, self)
+    def emulator_configs(self, token_scale: float | None = None) -> list[EmulatorConfig]:
+        """One emulator per engine, each with its own policy, on a free loopback port, for
+        a trace of `token_scale` (None: this file's value, else the bundled sample's)."""
+        scale = token_scale or self.token_scale or sample_token_scale()
+        return embedded_emulator_configs(self.engines, self.time_scale, True, self, scale)
+
+
+def sample_token_scale() -> float:
+    """The bundled sample's declared token scale (its first line's `token_scale`; 1 if none)."""
+    import gzip
+
+    import orjson
+
+    from replay.traces import sample_path
+
+    with gzip.open(sample_path(), "rb") as fh:
+        head = orjson.loads(fh.readline())
+    value = head.get("token_scale") if isinstance(head, dict) else None
+    return float(value) if isinstance(value, int | float) else 1.0
 
 
 def default_run_path() -> Path:
@@ -99,11 +119,15 @@ def load_default_run(path: Path | None = None) -> DefaultRun:
 
 
 def embedded_emulator_configs(
-    engines: list[str], time_scale: float, sample: bool, settings: DefaultRun | None = None
+    engines: list[str],
+    time_scale: float,
+    sample: bool,
+    settings: DefaultRun | None = None,
+    token_scale: float = 1.0,
 ) -> list[EmulatorConfig]:
     """The emulators `replay run` starts when no endpoint is given: one per engine with its
-    own policy and the default's model. Replaying the bundled sample (`sample=True`) they
-    take the default's token scale and block count; any other trace is full size."""
+    own policy and the default's model, scaled by the replayed trace's `token_scale`.
+    Replaying the bundled sample (`sample=True`) they take the default's block count."""
     d = settings or load_default_run()
     return [
         EmulatorConfig(
@@ -111,7 +135,7 @@ def embedded_emulator_configs(
             model=d.model,
             port=0,
             time_scale=time_scale,
-            token_scale=d.token_scale if sample else 1.0,
+            token_scale=token_scale,
             blocks=d.blocks if sample else None,
         )
         for e in engines

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from replay.traces.model import Trace, Trajectory
-from replay.workload import Assignment, Workload, WorkloadConfig, WorkloadError
+from replay.workload import Assignment, Spawn, Workload, WorkloadConfig, WorkloadError
 
 
 def _traj(
@@ -128,3 +128,38 @@ def test_empty_trace_is_refused() -> None:
             Trace([], source="empty.jsonl", format="weka", block_size=64),
             WorkloadConfig(sessions=1),
         )
+
+
+def test_reuse_counts_epochs_and_gives_each_replay_its_own_identity() -> None:
+    """Three trajectories, five sessions: slots 3 and 4 replay a trajectory a second time;
+    that replay is its own conversation (another identity), its subagents share it."""
+    w = Workload(_trace(k=3), WorkloadConfig(sessions=5, seed=1))
+    first = [w.assignment(s, 0) for s in range(5)]
+    assert [a.reuse for a in first] == [0, 0, 0, 1, 1]
+    assert {a.identity for a in first[:3]} == {a.trajectory.namespace for a in first[:3]}
+    again = first[3]
+    original = next(a for a in first[:3] if a.trajectory is again.trajectory)
+    assert again.identity != original.identity
+    assert again.identity.startswith(again.trajectory.namespace)
+    assert w.assignment(0, 1).reuse == 1 and w.assignment(0, 2).reuse == 3
+    sub = _traj("t0/s", 2, parent="t0", spawn_index=1)
+    child = Assignment(0, 0, _traj("t0", 4, subs=(sub,)), 0, reuse=2).child(Spawn(0, 0.0, sub))
+    assert child.reuse == 2 and child.identity == "t0#replay2"
+    assert w.reuses(3) == 0 and w.reuses(7) == 4
+
+
+def test_subagent_modes_skip_drops_spawns_and_children_inherit_the_mode() -> None:
+    sub = _traj("p/a", 2, parent="p", spawn_t=150.0, spawn_index=2)
+    parent = _traj("p", 8, subs=(sub,))
+    assert len(Assignment(0, 0, parent, 0).spawns()) == 1
+    assert Assignment(0, 0, parent, 0, subagents="skip").spawns() == []
+    inline = Assignment(0, 0, parent, 0, subagents="inline")
+    assert inline.child(inline.spawns()[0]).subagents == "inline"
+    tr = Trace([parent], source="mem", format="weka", block_size=64)
+    w = Workload(tr, WorkloadConfig(sessions=1, subagents="skip"))
+    assert w.assignment(0, 0).subagents == "skip"
+
+
+def test_unknown_subagent_mode_is_refused_with_the_choices() -> None:
+    with pytest.raises(WorkloadError, match="subagents must be one of concurrent, inline, skip"):
+        WorkloadConfig(sessions=1, subagents="parallel")  # type: ignore[arg-type]

@@ -102,6 +102,14 @@ def test_failing_preflight_stops_before_the_run(
         (["--endpoint", "vllm=http://127.0.0.1:9", "--time-scale", "-2"], "--time-scale"),
         (["--config", "x.yaml", "--engines", "vllm"], "--config lists the engines"),
         (["--config", "/nonexistent.yaml"], "--config /nonexistent.yaml: file not found"),
+        (
+            ["--endpoint", "vllm=http://127.0.0.1:9", "--subagents", "parallel"],
+            "subagents must be one of concurrent, inline, skip (got 'parallel') (check --subagents)",
+        ),
+        (
+            ["--endpoint", "vllm=http://127.0.0.1:9", "--token-scale", "8"],
+            "--token-scale 8 contradicts trace",
+        ),
     ],
 )
 def test_bad_input_is_named(args: list[str], message: str, tmp_path: Path) -> None:
@@ -215,6 +223,10 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     # the emulators stand for GLM-5.3-Flash on 2×B200 replaying the 1/16-size sample
     assert (man["engines"][0]["gpus"], man["engines"][0]["gpu_type"]) == (2, "B200")
     assert man["config"]["token_scale"] == 16.0
+    # the sample's own scale, the subagent mode, and no trajectory replayed twice
+    assert man["trace"]["token_scale"] == 16.0 and man["config"]["subagents"] == "concurrent"
+    assert man["workload"]["reused_assignments"] == {"vllm": 0}
+    assert man["workload"]["trajectories"] == 160
     assert len(read_requests(out)) > 0
 
 
@@ -255,3 +267,27 @@ def test_slo_is_recorded_and_shown(engine_thread: Any, helpers: Any, tmp_path: P
         assert row in res.output
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["engines"]["vllm"]["slo"]["source"] == "manifest"
+
+
+def test_a_default_file_scale_that_contradicts_the_sample_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The trace is the source of truth: `token_scale` in configs/workloads/default.yaml
+    must agree with the sample's own, and with --token-scale."""
+    import typer
+
+    from replay.commands.run import _trace_scale
+    from replay.engines.emulator.defaults import DefaultRun
+    from replay.traces import load_trace, sample_path
+
+    sample = load_trace(sample_path())
+    assert _trace_scale(sample, None, DefaultRun(token_scale=16), True) == 16
+    assert _trace_scale(sample, None, DefaultRun(), True) == 16
+    with pytest.raises(typer.Exit):
+        _trace_scale(sample, None, DefaultRun(token_scale=8), True)
+    assert "token_scale (configs/workloads/default.yaml) 8 contradicts trace" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    with pytest.raises(typer.Exit):
+        _trace_scale(sample, 8, DefaultRun(token_scale=16), True)
+    assert "--token-scale 8 contradicts token_scale 16" in " ".join(capsys.readouterr().err.split())

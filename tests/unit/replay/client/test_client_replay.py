@@ -127,6 +127,51 @@ async def test_subagent_first_prompt_shares_the_parents_blocks(
     assert sub["ideal_cached_tokens"] >= 7 * 16
 
 
+@pytest.mark.parametrize("mode", ["inline", "skip"])
+async def test_subagents_inline_run_in_the_parents_slot_or_are_skipped(
+    fake_engine: Any, helpers: Any, tmp_path: Path, mode: str
+) -> None:
+    h = helpers
+    child = h.make_trajectory(
+        "p/sub",
+        [150, 200, 220],
+        [4, 4, 4],
+        [[1, 2, 3, 700], [1, 2, 3, 700, 701], [1, 2, 3, 700, 701, 702]],
+        namespace="p",
+        agent_id="sub",
+        parent_id="p",
+        spawn_index=1,
+        gaps=[0.0, 0.1, 0.1],
+    )
+    parent = h.make_trajectory(
+        "p",
+        [112, 180, 245],
+        [8, 8, 8],
+        [list(range(1, 8)), list(range(1, 12)), list(range(1, 16))],
+        gaps=[0.0, 0.05, 0.05],
+        subagents=(child,),
+    )
+    wl = WorkloadConfig(
+        sessions=1, duration_s=3.0, window=(0.0, 3.0), start_lo=0, start_hi=0, subagents=mode
+    )  # type: ignore[arg-type]
+    out = tmp_path / "r"
+    await run_live(
+        plan_for({"vllm": ("vllm", fake_engine.url)}, h.trace_of(parent), out, workload=wl)
+    )
+    df = read_requests(out).sort_values("sent_s")
+    assert read_manifest(out)["config"]["subagents"] == mode
+    if mode == "skip":
+        assert set(df.agent) == {"main"}
+        return
+    # One slot, inline: every request is sent after the one before it came back, and the
+    # parent's turn after the branch point follows the subagent's three turns.
+    sent, done = df.sent_s.tolist(), df.done_s.tolist()
+    assert all(b >= a - 1e-6 for a, b in zip(done, sent[1:], strict=False))
+    order = list(zip(df.agent, df.turn, strict=True))
+    i = order.index(("main", 1))
+    assert order[i - 3 : i] == [("sub", 0), ("sub", 1), ("sub", 2)]
+
+
 async def test_a_failed_turn_is_retried_and_recorded_each_time(
     fake_engine: Any, helpers: Any, tmp_path: Path
 ) -> None:

@@ -127,3 +127,25 @@ def test_extends_previous_is_none_for_a_context_edit(helpers: Any) -> None:
     p0 = ctx.prompt(0)
     ctx.completed(0, p0, [7, 8])
     assert ctx.extends_previous(ctx.prompt(1)) is None
+
+
+def test_each_replay_of_a_trajectory_gets_its_own_tokens(helpers: Any) -> None:
+    """A second replay of the same trajectory in one run (another identity) shares no
+    block with the first, so it cannot hit cache the first left; the same identity gives
+    the same tokens, and forgetting a finished replay does not bring the old tokens back."""
+    tr = conv(helpers, [[1, 2, 3], [1, 2, 3, 4]], [48, 64])
+    builder = PromptBuilder(TokenSpace(32000, 5))
+    first = builder.context(tr)
+    p = first.prompt(0)
+    second = builder.context(tr, f"{tr.namespace}#replay1")
+    q = second.prompt(0)
+    assert len(p) == len(q) == 48
+    blocks_p = {tuple(p[i : i + 16]) for i in range(0, 48, 16)}
+    blocks_q = {tuple(q[i : i + 16]) for i in range(0, 48, 16)}
+    assert blocks_p.isdisjoint(blocks_q)
+    first.release()
+    second.release()
+    again = builder.context(tr)
+    assert np.array_equal(again.prompt(0), p)
+    third = builder.context(tr, f"{tr.namespace}#replay2")
+    assert not np.array_equal(third.prompt(0), q)

@@ -104,6 +104,8 @@ def test_engine_timing_reports_latency(small_corpus, tmp_path):
         (["--timing", "fast"], "--timing: 'fast' is not one of trace, engine"),
         (["--model", "no-such-model"], "--model: model profile 'no-such-model' not found"),
         (["--duration-min", "0"], "--duration-min: must be positive"),
+        (["--subagents", "parallel"], "--subagents: 'parallel' is not one of concurrent, inline"),
+        (["--token-scale", "8"], "--token-scale 8 contradicts trace"),
     ],
 )
 def test_bad_flags_are_named(small_corpus, tmp_path, flags, message):
@@ -194,3 +196,37 @@ def test_without_a_window_the_last_two_thirds_are_measured_and_said(small_corpus
     )  # fmt: skip
     text = " ".join(res.output.split())
     assert "window 2-6 min (none given: the last two thirds of the 6-minute run)" in text
+
+
+def test_scaled_trace_is_applied_and_recorded(small_corpus, tmp_path):
+    """The small corpus declares token_scale 16: simulate scales the profile by it, reports
+    the working set and records the effective cache in the manifest."""
+    out = tmp_path / "o"
+    res = simulate(
+        "--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+        "--subagents", "skip", "--out", str(out), "--json", *SHORT,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)
+    assert row["token_scale"] == 16 and row["block_tokens"] == 272
+    assert row["subagents"] == "skip" and row["working_set_ratio"] > 0
+    m = read_manifest(out / "vllm-s2-seed0")
+    assert m["config"]["capacity_blocks"] == 400 and m["config"]["token_scale"] == 16
+    assert m["workload"]["subagents"] == "skip"
+
+
+def test_an_undeclared_scaled_looking_trace_needs_the_flag(tmp_path):
+    """A trace without token_scale whose first prompts are tiny: the error says what to
+    pass; passing it runs."""
+    from replay.traces.synth import SynthConfig, synth_lines
+
+    path = tmp_path / "old.jsonl"
+    lines = synth_lines(SynthConfig(n_trajectories=3, seed=2, scale=16))
+    path.write_bytes(b"".join(ln.replace(b',"token_scale":16', b"") + b"\n" for ln in lines))
+    args = ["--trace", str(path), "--policies", "vllm", "--sessions", "2", *SHORT]
+    res = simulate(*args, "--out", str(tmp_path / "a"))
+    assert res.exit_code == 2
+    assert "declares no token_scale" in res.output and "--token-scale" in res.output
+    res = simulate(*args, "--token-scale", "16", "--out", str(tmp_path / "b"), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)[0]["token_scale"] == 16

@@ -43,6 +43,7 @@ def test_stats_json_on_the_sample() -> None:
     expected = trace_stats(load_trace(sample_path()))
     assert {k: figures[k] for k in REQUIRED_KEYS} == {k: expected[k] for k in REQUIRED_KEYS}
     assert figures["load_issues"] == 0 and figures["load_issue_examples"] == []
+    assert figures["token_scale"] == 16
     assert (
         0 < figures["continuation_share"] < 1
         and figures["requests"] == figures["top_level_requests"] + figures["subagent_requests"]
@@ -118,6 +119,7 @@ def test_synth_then_stats(tmp_path: Path) -> None:
         runner.invoke(app, ["traces", "stats", str(out), "--json", "--strict"]).stdout
     )
     assert figures["trajectories"] == 3 and figures["block_size"] == 64
+    assert figures["token_scale"] == 32  # declared by synth --scale
 
 
 def test_synth_bad_flags(tmp_path: Path) -> None:

@@ -230,9 +230,11 @@ def test_whitespace_and_key_order_do_not_matter(write_jsonl: Callable[..., Path]
 
 def test_bundled_sample() -> None:
     path = sample_path()
-    assert path.name == "sample-weka.jsonl.gz" and path.stat().st_size < 2_000_000
+    assert path.name == "sample-weka.jsonl.gz" and path.stat().st_size < 3_000_000
     trace = load_trace(path, strict=True)
-    assert 30 <= len(trace.trajectories) <= 60 and trace.issues == []
+    # Enough trajectories that the embedded default's 48 sessions need none twice.
+    assert 144 <= len(trace.trajectories) <= 200 and trace.issues == []
+    assert all(tr.meta.get("token_scale") == 16 for tr in trace.trajectories)
     prompts = np.concatenate([tr.input_tokens for tr in trace.walk()])
     assert 10_000 <= prompts.mean() <= 20_000
     assert any(tr.subagents for tr in trace.trajectories)

@@ -14,6 +14,7 @@ from replay.engines.emulator.defaults import (
     DefaultRunError,
     default_run_path,
     load_default_run,
+    sample_token_scale,
     scaled_profile,
 )
 from replay.profiles import load_profile
@@ -40,11 +41,13 @@ def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:
         scaled_profile(base, 0.5)
 
 
-def test_shipped_default_file_loads_and_names_a_sample_scale_of_16() -> None:
+def test_shipped_default_file_loads_and_takes_the_samples_own_scale_of_16() -> None:
     d = load_default_run()
     assert default_run_path().name == "default.yaml"
     assert d.engines == ["flashstate", "vllm", "sglang"]
-    assert d.token_scale == 16 and d.trace == "sample"
+    # The trace is the source of truth: the file names no scale, the sample declares 16.
+    assert d.token_scale is None and d.trace == "sample"
+    assert sample_token_scale() == 16
     cfgs = d.emulator_configs()
     assert [c.engine for c in cfgs] == d.engines
     assert all(c.token_scale == 16 and c.time_scale == d.time_scale and c.port == 0 for c in cfgs)

@@ -1,0 +1,80 @@
+"""A trace's token scale: how many times its token lengths were divided.
+
+`replay traces synth --scale S` writes `"token_scale": S` into every session line (Weka
+format; a field the published corpus does not have, so a missing field means full size), and
+the loader keeps it in each trajectory's `meta`. The simulator and the emulators scale the
+model profile by it (blocks, chunks and prefill costs as for full size), so a scaled trace
+fills as many cache blocks as the full-size one it stands for.
+
+The trace is the source of truth: a flag or config that names another scale is an error.
+A Weka trace that declares no scale but whose lengths look scaled (a coding agent's first
+prompt carries its system prompt and tool definitions, several thousand tokens at least) is
+an error too, naming the flag to pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay.traces.model import Trace
+
+# A coding agent's first prompt holds its system prompt and tool definitions: ≥ 10K tokens in
+# the published corpus (synth: 14K–26K). A median first prompt below this looks scaled.
+FULL_SIZE_FIRST_PROMPT_TOKENS = 4_096
+
+
+class TraceScaleError(ValueError):
+    """A token scale that is missing, inconsistent or contradicted; the message says what
+    to pass."""
+
+
+def declared_scale(trace: Trace) -> float | None:
+    """The scale the trace's sessions declare (None: none declares one)."""
+    scales = {
+        float(s)
+        for tr in trace.trajectories
+        if isinstance(s := tr.meta.get("token_scale"), int | float)
+    }
+    if not scales:
+        return None
+    if len(scales) > 1:
+        listed = ", ".join(f"{s:g}" for s in sorted(scales))
+        raise TraceScaleError(
+            f"trace {trace.source}: sessions declare different token scales ({listed}); "
+            "a trace must be scaled by one factor"
+        )
+    return scales.pop()
+
+
+def looks_scaled(trace: Trace) -> bool:
+    """Whether a Weka trace's first prompts are too short for a full-size coding agent."""
+    if trace.format != "weka" or not trace.trajectories:
+        return False
+    firsts = [int(tr.input_tokens[0]) for tr in trace.trajectories if tr.num_requests]
+    return bool(firsts) and float(np.median(firsts)) < FULL_SIZE_FIRST_PROMPT_TOKENS
+
+
+def resolve_token_scale(trace: Trace, given: float | None, flag: str = "--token-scale") -> float:
+    """The scale to replay `trace` at: the trace's own, which `given` (a flag or config
+    value, None: not given) must agree with; `given` for a trace that declares none."""
+    declared = declared_scale(trace)
+    if given is not None and given < 1:
+        raise TraceScaleError(f"{flag}: must be at least 1 (got {given:g})")
+    if declared is not None:
+        if given is not None and abs(given - declared) > 1e-9:
+            raise TraceScaleError(
+                f"{flag} {given:g} contradicts trace {trace.source}, which declares "
+                f"token_scale {declared:g}; drop {flag} (the trace's own scale is used)"
+            )
+        return declared
+    if given is not None:
+        return given
+    if looks_scaled(trace):
+        firsts = [int(tr.input_tokens[0]) for tr in trace.trajectories if tr.num_requests]
+        raise TraceScaleError(
+            f"trace {trace.source} declares no token_scale, but its median first prompt is "
+            f"{float(np.median(firsts)):,.0f} tokens, far below a full-size coding agent's "
+            f"(≥ {FULL_SIZE_FIRST_PROMPT_TOKENS:,}): pass {flag} N with the divisor its "
+            f"lengths were made with (e.g. {flag} 16), or {flag} 1 if they are full size"
+        )
+    return 1.0
