@@ -41,6 +41,9 @@ class WorkloadConfig:
     start_lo: float = 0.25
     start_hi: float = 0.75
     seed: int = 0
+    # Warm-up: session s sends its first (priming) request s·warmup_s/sessions after the
+    # start, so the priming requests do not reach the engine as one cold burst at t = 0.
+    warmup_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sessions < 1:
@@ -51,6 +54,10 @@ class WorkloadConfig:
         if not 0 <= a < b <= self.duration_s:
             raise WorkloadError(
                 f"window {a:g}-{b:g} s must satisfy 0 ≤ start < end ≤ duration ({self.duration_s:g} s)"
+            )
+        if not 0 <= self.warmup_s < self.duration_s:
+            raise WorkloadError(
+                f"warm-up must lie within the run: 0 ≤ {self.warmup_s:g} < {self.duration_s:g} s"
             )
         if self.gap_cap_s < 0:
             raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})")
@@ -90,6 +97,7 @@ class Assignment:
     trajectory: Trajectory
     start: int
     gap_cap_s: float = 300.0
+    delay_s: float = 0.0  # wait before the first request (the warm-up stagger)
 
     @property
     def first_index(self) -> int:
@@ -100,10 +108,10 @@ class Assignment:
         tr, cap = self.trajectory, self.gap_cap_s
         out: list[Turn] = []
         if self.start > 0:
-            out.append(Turn(self.start - 1, 0.0, priming=True))
+            out.append(Turn(self.start - 1, self.delay_s, priming=True))
             out.append(Turn(self.start, tr.gap_before(self.start, cap)))
         else:
-            out.append(Turn(0, 0.0))
+            out.append(Turn(0, self.delay_s))
         out.extend(Turn(i, tr.gap_before(i, cap)) for i in range(self.start + 1, tr.num_requests))
         return out
 
@@ -156,7 +164,8 @@ class Workload:
         rng = np.random.default_rng([self.cfg.seed, 0x57A7, slot, ordinal])
         u = rng.uniform(self.cfg.start_lo, self.cfg.start_hi)
         start = min(math.floor(u * tr.num_requests), tr.num_requests - 1)
-        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s)
+        delay = slot * self.cfg.warmup_s / self.cfg.sessions if ordinal == 0 else 0.0
+        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s, delay)
 
     def session_assignments(self, slot: int) -> Iterator[Assignment]:
         """An endless sequence of assignments for session `slot`."""

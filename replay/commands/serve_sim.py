@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
             profile = cfg.resolved_profile()
             console.print(
                 f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
-                f"model={profile.name} blocks={profile.blocks_per_gpu}x"
+                f"model={profile.name} blocks={profile.blocks_per_engine}x"
                 f"{profile.block_tokens} time-scale={cfg.time_scale:g}",
                 highlight=False,
                 soft_wrap=True,

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from replay.commands.common import console, err_console, fail
+from replay.engines.emulator.defaults import trace_token_scale
 from replay.profiles import ProfileError, load_profile
 from replay.rundir import RunDirError, new_run_id
 from replay.sim.policies import POLICY_NAMES
@@ -77,6 +78,13 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Cache size in blocks (default: the profile's blocks per engine).",
         ),
+        warmup_s: float | None = typer.Option(
+            None,
+            "--warmup-s",
+            min=0.0,
+            help="Spread the sessions' first requests over this many seconds "
+            "(default: 120 with --timing engine, as `replay run`; 0 with trace timing).",
+        ),
         ray: str | None = typer.Option(
             None, "--ray", help="Ray cluster address ('local' starts one here)."
         ),
@@ -90,12 +98,15 @@ def register(app: typer.Typer) -> None:
         if duration_min <= 0:
             fail(f"--duration-min: must be positive (got {duration_min:g})")
         win = parse_window(window, duration_min)
+        warmup = warmup_s if warmup_s is not None else (120.0 if timing == "engine" else 0.0)
         try:
             load_profile(model)
         except ProfileError as e:
             fail(escape(f"--model: {e}"))
         try:
-            WorkloadConfig(sessions=max(counts), duration_s=duration_min * 60.0, window=win)
+            WorkloadConfig(
+                sessions=max(counts), duration_s=duration_min * 60.0, window=win, warmup_s=warmup
+            )
         except WorkloadError as e:
             fail(escape(str(e)))
         try:
@@ -114,6 +125,8 @@ def register(app: typer.Typer) -> None:
             duration_s=duration_min * 60.0,
             window=win,
             capacity_blocks=capacity_blocks,
+            token_scale=trace_token_scale(trace),
+            warmup_s=warmup,
         )
         command = "replay " + shlex.join(sys.argv[1:])
         with Progress(

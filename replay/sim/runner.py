@@ -11,11 +11,14 @@ from typing import Any, Literal
 from replay.profiles import ModelProfile, load_profile
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
-from replay.sim.cache import HybridCache, ResumeInfo
+from replay.sim.cache import ResumeInfo
+from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.engine import EngineCore, admission_for
+from replay.sim.engine_cache import Resume, SimCache, cache_settings
 from replay.sim.executors import EngineExecutor, TraceExecutor
-from replay.sim.policies import make_policy
 from replay.sim.policy_base import engine_cache_blocks
+from replay.sim.scale import scaled_profile
 from replay.sim.summary import Occupancy, summarize
 from replay.traces.model import Trace
 from replay.workload import Workload, WorkloadConfig
@@ -37,6 +40,8 @@ class SimConfig:
     window: tuple[float, float] = (900.0, 2700.0)
     policy_opts: dict[str, Any] = field(default_factory=dict)
     capacity_blocks: int | None = None  # None: the policy's (the profile's engine cache)
+    token_scale: float = 1.0  # the trace's lengths were divided by this (the bundled sample)
+    warmup_s: float = 0.0  # the first priming requests are spread over this (WorkloadConfig)
 
     @property
     def run_name(self) -> str:
@@ -52,14 +57,21 @@ class SimResult:
 
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
-    """Replay `trace` under `cfg` on a virtual clock."""
+    """Replay `trace` under `cfg` on a virtual clock. `profile`: the full-size profile
+    (default: `cfg.model`'s); a token-scaled trace gets it scaled (`replay.sim.scale`)."""
     t0 = time.perf_counter()
-    profile = profile or load_profile(cfg.model)
-    cache = HybridCache(
-        profile, make_policy(cfg.policy, profile, **cfg.policy_opts), cfg.capacity_blocks
+    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
+    settings = cache_settings(
+        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
     )
+    sim_cache = SimCache(settings)
+    cache = sim_cache.cache
     wcfg = WorkloadConfig(
-        sessions=cfg.sessions, duration_s=cfg.duration_s, window=cfg.window, seed=cfg.seed
+        sessions=cfg.sessions,
+        duration_s=cfg.duration_s,
+        window=cfg.window,
+        seed=cfg.seed,
+        warmup_s=cfg.warmup_s,
     )
     loop = EventLoop()
     occ = Occupancy(cfg.window)
@@ -71,8 +83,12 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         ws = sum(-(-t // B) + C for t in sessions.context_blocks.values())
         occ.add(now, cache.resident_states, cache.used_blocks, ws)
 
-    executor_cls = EngineExecutor if cfg.timing == "engine" else TraceExecutor
-    executor = executor_cls(loop, cache, profile, sample)
+    executor: EngineExecutor | TraceExecutor
+    if cfg.timing == "engine":
+        core = EngineCore(StepClock(profile, cfg.token_scale), sim_cache, admission_for(cfg.policy))
+        executor = EngineExecutor(loop, core, sample)
+    else:
+        executor = TraceExecutor(loop, cache, profile, sample)
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
     sessions.start()
     loop.run(cfg.duration_s)
@@ -87,9 +103,10 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         seed=cfg.seed,
         timing=cfg.timing,
         wall_seconds=wall,
-        capacity=cfg.capacity_blocks or engine_cache_blocks(profile),
+        capacity=cache.capacity or engine_cache_blocks(profile),
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
+        token_scale=cfg.token_scale,
     )
     return SimResult(cfg, records, summary, wall)
 
@@ -117,7 +134,16 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
     )
     if r.status == "ok" and r.done_s is None:  # still running at the end of the run
         rec.status, rec.error = "cancelled", "the run ended before it completed"
-    if isinstance(info, ResumeInfo):
+    if isinstance(info, Resume):
+        rec.cached_tokens = info.cached
+        rec.ideal_cached_tokens = info.ideal
+        rec.resume_pos = info.cached
+        rec.checkpoint_pos = info.checkpoint_pos
+        rec.resident_pos = info.resident_pos
+        rec.placement_miss = info.placement_miss
+        rec.dependency_miss = info.dependency_miss
+        rec.capacity_miss = info.capacity_miss
+    elif isinstance(info, ResumeInfo):
         rec.cached_tokens = info.resume_pos
         rec.ideal_cached_tokens = info.ideal_pos
         rec.resume_pos = info.resume_pos

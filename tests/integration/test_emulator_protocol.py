@@ -291,7 +291,7 @@ async def test_concurrent_requests_batch_and_a_disconnect_frees_the_request() ->
 
 
 def test_emulator_server_object_exposes_its_profile() -> None:
-    from replay.engines.emulator.caches import make_cache
+    from replay.engines.emulator.config import make_cache
 
     srv = EmulatorServer(_cfg("vllm"), make_cache)
     assert srv.profile.block_tokens == 256 and srv.cache.capacity_blocks == 400
