@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale,
         )  # fmt: skip
-        from replay.engines.emulator.caches import make_cache
+        from replay.engines.emulator.config import make_cache
         from replay.engines.emulator.server import serve
 
         try:

@@ -38,6 +38,7 @@ from replay.sim.engine_cache import EngineCache, Resume
 from replay.sim.keys import Prefix
 
 Admission = Literal["schedule", "park"]
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def admission_for(name: str) -> Admission:
@@ -61,7 +62,7 @@ class Sequence:
     rid: int
     prompt: Prefix
     max_tokens: int
-    output_ids: np.ndarray | None = None  # the ids it generates (the emulator's)
+    output_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)  # the emulator's ids
     sink: TokenSink | None = None
     prompt_len: int = -1  # default: the prompt's length
     full: Prefix | None = None  # prompt + output identity known up front (the simulator's)
@@ -89,7 +90,6 @@ class Sequence:
         n = self.prompt_len + max(self.generated - 1, 0)
         if self.full is not None:
             return self.full, n
-        assert self.output_ids is not None
         full: Prefix = self.prompt.extended(self.output_ids[: self.generated - 1])  # type: ignore[attr-defined]
         return full, n
 

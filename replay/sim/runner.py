@@ -136,7 +136,7 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
         rec.status, rec.error = "cancelled", "the run ended before it completed"
     if isinstance(info, Resume):
         rec.cached_tokens = info.cached
-        rec.ideal_cached_tokens = info.ideal
+        rec.ideal_cached_tokens = info.ideal if info.ideal is not None else info.cached
         rec.resume_pos = info.cached
         rec.checkpoint_pos = info.checkpoint_pos
         rec.resident_pos = info.resident_pos
