@@ -312,4 +312,8 @@ async def test_server_info_says_what_the_emulator_models(engine: str) -> None:
         info = await r.json()
     assert info["emulator"] is True and info["engine"] == engine and info["policy"] == engine
     assert info["token_scale"] == 16.0 and info["block_tokens"] == 256
+    model = info["engine_model"]  # the engine model's parameters, for the run's manifest
+    assert model["token_scale"] == 16.0 and model["max_batched_tokens"] == 16384
+    assert model["capacity_blocks"] == info["cache_blocks"] and model["step_s"] > 0
+    assert model["admission"] == "schedule"
     assert info["context_length"] == 1_048_576 // 16
