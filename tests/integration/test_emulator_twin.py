@@ -28,9 +28,10 @@ from replay.workload import WorkloadConfig
 HIT_TOLERANCE = 0.03
 TTFT_TOLERANCE = 0.15
 # The live run's TTFT also carries each request's wall time in the client, HTTP and hashing,
-# times TIME_SCALE; measured on a loaded 2-core host: ≈ 70 ms, 0.27 modelled s at 4×. A TTFT
-# that short is compared within this many modelled seconds instead.
-TTFT_ALLOWANCE_S = 0.5
+# times TIME_SCALE; measured on the 2-core dev machine under load from other jobs: 70-190 ms
+# (0.27-0.77 modelled s at 4×). A TTFT that short is compared within this many modelled
+# seconds instead (250 ms of wall time per request).
+TTFT_ALLOWANCE_S = 1.0
 SESSIONS = 48
 DURATION_S = 600.0
 WINDOW = (200.0, 600.0)
