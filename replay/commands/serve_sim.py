@@ -93,12 +93,12 @@ def register(app: typer.Typer) -> None:
         token_scale: float = typer.Option(
             1.0,
             "--token-scale",
-            help="the trace's lengths were divided by this (scales the profile)",
+            help="the trace's lengths were divided by this (one step stands for this many)",
         ),
         blocks: int | None = typer.Option(
             None,
             "--blocks",
-            help="cache size in blocks (default: the simulator's for the profile)",
+            help="cache blocks per engine (default: the profile's blocks_per_engine)",
         ),
         block_tokens: int | None = typer.Option(
             None, "--block-tokens", help="tokens per cache block (overrides the profile)"
