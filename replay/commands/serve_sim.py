@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         token_scale: float = typer.Option(
             1.0,
             "--token-scale",
-            help="the trace's lengths were divided by this (one step stands for this many)",
+            help="the trace's lengths were divided by this (a step then stands for this many real steps)",
         ),
         blocks: int | None = typer.Option(
             None,
