@@ -32,7 +32,13 @@ class ModelProfile(BaseModel):
     gpus: int = Field(2, gt=0, description="GPUs per engine (tensor parallel size)")
     gpu_type: str = Field("B200", description="GPU model, matches a rate in configs/pricing")
     block_tokens: int = Field(gt=0, description="tokens of attention KV per cache block")
-    blocks_per_gpu: int = Field(gt=0, description="cache blocks per GPU")
+    blocks_per_engine: int = Field(
+        gt=0,
+        description=(
+            "cache blocks of one engine (under tensor parallelism each block is split across "
+            "the GPUs: 2,531 blocks on 2×B200 is the whole engine's cache, not per GPU)"
+        ),
+    )
     checkpoint_blocks: int = Field(
         gt=0, description="blocks one recurrent-state checkpoint occupies"
     )
@@ -61,18 +67,28 @@ class ModelProfile(BaseModel):
             "states its derivation."
         ),
     )
-    decode_s_per_step: float = Field(0.02, gt=0, description="seconds per decode step at batch 1")
-    decode_s_per_seq: float = Field(
-        0.0002, ge=0, description="extra seconds per decode step for each running sequence"
+    decode_s_per_step: float = Field(
+        0.02, gt=0, description="engine clock: fixed seconds of every forward step"
     )
-    chunk_tokens: int = Field(8704, gt=0, description="prefill chunk size (long-prefill threshold)")
+    decode_s_per_seq: float = Field(
+        0.0002, ge=0, description="engine clock: extra seconds per step for each decoding sequence"
+    )
+    chunk_tokens: int = Field(
+        8704,
+        gt=0,
+        description="prefill chunk the cache policies place checkpoints by (long-prefill threshold)",
+    )
+    max_batched_tokens: int = Field(
+        16384, gt=0, description="tokens one step computes, decode included (vLLM's budget)"
+    )
+    prefill_cap_tokens: int = Field(
+        8704,
+        gt=0,
+        description="most prompt tokens one request computes per step (never token-scaled)",
+    )
     max_batch: int = Field(256, gt=0, description="most sequences decoding at once")
     context_tokens: int = Field(1_048_576, gt=0, description="maximum model length")
     vocab_size: int = Field(151_552, gt=0, description="vocabulary size for synthesised token ids")
-
-    @property
-    def blocks_per_engine(self) -> int:
-        return self.blocks_per_gpu * self.gpus
 
     @property
     def capacity_tokens(self) -> int:

@@ -53,6 +53,9 @@ class WorkloadConfig:
     start_hi: float = 0.75
     seed: int = 0
     subagents: SubagentMode = "concurrent"
+    # Warm-up: session s sends its first (priming) request s·warmup_s/sessions after the
+    # start, so the priming requests do not reach the engine as one cold burst at t = 0.
+    warmup_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sessions < 1:
@@ -63,6 +66,10 @@ class WorkloadConfig:
         if not 0 <= a < b <= self.duration_s:
             raise WorkloadError(
                 f"window {a:g}-{b:g} s must satisfy 0 ≤ start < end ≤ duration ({self.duration_s:g} s)"
+            )
+        if not 0 <= self.warmup_s < self.duration_s:
+            raise WorkloadError(
+                f"warm-up must lie within the run: 0 ≤ {self.warmup_s:g} < {self.duration_s:g} s"
             )
         if self.gap_cap_s < 0:
             raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})")
@@ -113,6 +120,7 @@ class Assignment:
     gap_cap_s: float = 300.0
     subagents: SubagentMode = "concurrent"
     reuse: int = 0
+    delay_s: float = 0.0  # wait before the first request (the warm-up stagger)
 
     @property
     def identity(self) -> str:
@@ -130,10 +138,10 @@ class Assignment:
         tr, cap = self.trajectory, self.gap_cap_s
         out: list[Turn] = []
         if self.start > 0:
-            out.append(Turn(self.start - 1, 0.0, priming=True))
+            out.append(Turn(self.start - 1, self.delay_s, priming=True))
             out.append(Turn(self.start, tr.gap_before(self.start, cap)))
         else:
-            out.append(Turn(0, 0.0))
+            out.append(Turn(0, self.delay_s))
         out.extend(Turn(i, tr.gap_before(i, cap)) for i in range(self.start + 1, tr.num_requests))
         return out
 
@@ -201,7 +209,10 @@ class Workload:
         # Position g of the sequence is in epoch g // n_traj, and each epoch is a permutation
         # of the trace: this trajectory was replayed once in each earlier epoch.
         reuse = g // n_traj
-        return Assignment(slot, ordinal, tr, start, self.cfg.gap_cap_s, self.cfg.subagents, reuse)
+        delay = slot * self.cfg.warmup_s / self.cfg.sessions if ordinal == 0 else 0.0
+        return Assignment(
+            slot, ordinal, tr, start, self.cfg.gap_cap_s, self.cfg.subagents, reuse, delay
+        )
 
     def reuses(self, assignments: int) -> int:
         """How many of the first `assignments` positions of the run's sequence replay a

@@ -131,7 +131,9 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
         "gpus": spec.gpus,
         "gpu_type": spec.gpu_type,
         "server_version": rep.server_version,
-        "flags": [f"{k}={v}" for k, v in sorted(rep.server_info.items())],
+        "flags": [f"{k}={v}" for k, v in sorted(rep.server_info.items()) if k != "engine_model"],
+        # An emulator's engine model (replay.sim.engine): clock, budgets, capacity, scale.
+        "engine_model": rep.server_info.get("engine_model"),
         "block_size": rep.block_size,
         "context_tokens": spec.context_tokens or rep.context_tokens,
         "vocab_size": spec.vocab_size,
@@ -240,6 +242,7 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             "token_scale": token_scale(reports),
             "seed": w.seed,
             "gap_cap_s": w.gap_cap_s,
+            "warmup_s": w.warmup_s,
             "start_range": [w.start_lo, w.start_hi],
             "subagents": w.subagents,
             "replayed_duration_s": w.duration_s,

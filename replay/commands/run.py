@@ -56,6 +56,9 @@ DEFAULTS: dict[str, Any] = {
     "time_scale": 1.0,
     "seed": 0,
     "gap_cap_s": 300.0,
+    # Warm-up: session s sends its priming request s·120/48 s after the start (replay.workload),
+    # so 48 cold priming prefills (≈ 4 s of engine time each) do not arrive as one burst.
+    "warmup_s": 120.0,
 }
 # The embedded default (no endpoints) when the emulators' settings file cannot be read: the
 # emulators run this many times faster than the GPU they model and the workload keeps pace.
@@ -88,6 +91,7 @@ def _embedded_defaults() -> tuple[dict[str, Any], Any]:
         "time_scale": d.time_scale,
         "seed": d.seed,
         "gap_cap_s": DEFAULTS["gap_cap_s"],
+        "warmup_s": d.warmup_s,
         "engines": ",".join(d.engines),
         "trace": None if d.trace == "sample" else d.trace,
     }, d
@@ -503,6 +507,7 @@ def register(app: typer.Typer) -> None:
             run_seed = int(manifest_cfg.get("seed", 0))
             cap = float(manifest_cfg.get("gap_cap_s", 300.0))
             subagents = subagents or str(manifest_cfg.get("subagents", "concurrent"))
+            warmup = float(manifest_cfg.get("warmup_s", 0.0))
         else:
             n_sessions = _pick(sessions, fc and fc.sessions, "sessions", defaults)
             minutes = float(_pick(duration_min, fc and fc.duration_min, "duration_min", defaults))
@@ -526,6 +531,7 @@ def register(app: typer.Typer) -> None:
             )
             run_seed = int(_pick(seed, fc and fc.seed, "seed", defaults))
             cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s", defaults))
+            warmup = float(defaults.get("warmup_s", DEFAULTS["warmup_s"]))
             trace = trace or (fc and fc.trace) or defaults.get("trace") or None
         if scale <= 0:
             fail(f"--time-scale must be positive (got {scale})")
@@ -538,6 +544,7 @@ def register(app: typer.Typer) -> None:
                 gap_cap_s=cap,
                 seed=run_seed,
                 subagents=subagents or "concurrent",  # type: ignore[arg-type]
+                warmup_s=min(warmup, duration_s / 2),
             )
         except WorkloadError as e:
             flag = (

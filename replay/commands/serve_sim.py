@@ -96,12 +96,12 @@ def register(app: typer.Typer) -> None:
         token_scale: float = typer.Option(
             1.0,
             "--token-scale",
-            help="the trace's lengths were divided by this (scales the profile)",
+            help="the trace's lengths were divided by this (a step then stands for this many real steps)",
         ),
         blocks: int | None = typer.Option(
             None,
             "--blocks",
-            help="cache size in blocks (default: the simulator's for the profile)",
+            help="cache blocks per engine (default: the profile's blocks_per_engine)",
         ),
         block_tokens: int | None = typer.Option(
             None, "--block-tokens", help="tokens per cache block (overrides the profile)"
@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer,
         )  # fmt: skip
-        from replay.engines.emulator.caches import make_cache
+        from replay.engines.emulator.config import make_cache
         from replay.engines.emulator.server import serve
         from replay.engines.emulator.tokenizer import load_tokenizer
 
@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
             profile = cfg.resolved_profile()
             console.print(
                 f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
-                f"model={profile.name} blocks={profile.blocks_per_gpu}x"
+                f"model={profile.name} blocks={profile.blocks_per_engine}x"
                 f"{profile.block_tokens} time-scale={cfg.time_scale:g}",
                 highlight=False,
                 soft_wrap=True,

@@ -78,6 +78,13 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Cache size in blocks (default: the profile's blocks per engine).",
         ),
+        warmup_s: float | None = typer.Option(
+            None,
+            "--warmup-s",
+            min=0.0,
+            help="Spread the sessions' first requests over this many seconds "
+            "(default: 120 with --timing engine, as `replay run`; 0 with trace timing).",
+        ),
         ray: str | None = typer.Option(
             None, "--ray", help="Ray cluster address ('local' starts one here)."
         ),
@@ -105,12 +112,15 @@ def register(app: typer.Typer) -> None:
         win = parse_window(window, duration_min)
         if subagents not in SUBAGENT_MODES:
             fail(f"--subagents: '{subagents}' is not one of {', '.join(SUBAGENT_MODES)}")
+        warmup = warmup_s if warmup_s is not None else (120.0 if timing == "engine" else 0.0)
         try:
             load_profile(model)
         except ProfileError as e:
             fail(f"--model: {e}")
         try:
-            WorkloadConfig(sessions=max(counts), duration_s=duration_min * 60.0, window=win)
+            WorkloadConfig(
+                sessions=max(counts), duration_s=duration_min * 60.0, window=win, warmup_s=warmup
+            )
         except WorkloadError as e:
             fail(str(e))
         try:
@@ -135,6 +145,7 @@ def register(app: typer.Typer) -> None:
             capacity_blocks=capacity_blocks,
             subagents=subagents,
             token_scale=scale,
+            warmup_s=warmup,
         )
         command = "replay " + shlex.join(sys.argv[1:])
         with Progress(

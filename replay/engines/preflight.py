@@ -340,6 +340,8 @@ async def _run_checks(
                                 k: v
                                 for k, v in info.items()
                                 if isinstance(v, (str, int, float, bool))
+                                # an emulator's engine model (clock, budgets, capacity)
+                                or (k == "engine_model" and isinstance(v, dict))
                             }
                         )
                     if report.context_tokens is None and info.get("context_length"):

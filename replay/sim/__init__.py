@@ -4,6 +4,9 @@
   `lookup / begin / reserve / prefill_done / finish` (see `replay.sim.cache` for how),
   `make_policy(name, profile, **opts)` for the policies in `POLICY_NAMES`, and prefix
   identities `TokenPrefix` (token ids) and `LineagePrefix` (the simulator's).
+- The engine model the emulators serve and `--timing engine` runs: `replay.sim.engine`
+  (scheduler), `replay.sim.clock` (step clock, token scale), `replay.sim.engine_cache` (the
+  policy's cache as the scheduler sees it; `replay.sim.kv_lru` a plain KV cache).
 - Whole runs: `simulate(trace, SimConfig(...))` and sweeps (`replay.sim.sweep`), which
   `replay simulate` drives.
 """

@@ -3,24 +3,22 @@
 - `TraceExecutor` (`trace` timing, the source's model): prefill is instantaneous and a
   request holds its blocks for its recorded `api_time`. Says nothing about speed, only about
   hits, recomputation and occupancy.
-- `EngineExecutor` (`engine` timing): a continuous-batching engine with chunked prefill.
-  Each step spends a token budget of `chunk_tokens` on one token per decoding sequence and
-  prefill chunks of waiting requests (first come, first served); it lasts the profile's
-  step cost plus a per-sequence decode cost plus the prefill seconds of the profile's engine
-  clock (`clock_prefill_seconds`, the emulators' clock too). A request is admitted when its
-  memory fits (evicting as the policy allows), so TTFT includes queueing and recomputation,
+- `EngineExecutor` (`engine` timing): the engine model the emulators run
+  (`replay.sim.engine`: continuous batching, chunked prefill, each engine's admission, the
+  profile's step clock) on the virtual clock, so TTFT includes queueing and recomputation
   and throughput follows from the cache's hits.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import Handle, HybridCache
+from replay.sim.cache import HybridCache
 from replay.sim.driver import EventLoop, SimRequest, api_seconds
+from replay.sim.engine import EngineCore, Sequence, StepResult
 
 Sampler = Callable[[float], None]
 
@@ -91,93 +89,57 @@ class TraceExecutor:
         return True
 
 
-@dataclass(slots=True)
-class _Job:
-    req: SimRequest
-    h: Handle
-    done: Callable[[], None]
-    pos: int = 0  # prefilled up to here
-    left: int = 0  # output tokens still to decode
-
-
 class EngineExecutor:
-    """Continuous batching with chunked prefill on the profile's cost model."""
+    """`engine` timing: the engine model (`replay.sim.engine.EngineCore`, the emulators' own)
+    stepped on the simulator's virtual clock."""
 
-    def __init__(self, loop: EventLoop, cache: HybridCache, profile: ModelProfile, sample: Sampler):
-        self.loop, self.cache, self.profile, self.sample = loop, cache, profile, sample
-        self.waiting: deque[_Job] = deque()
-        self.running: list[_Job] = []
+    def __init__(self, loop: EventLoop, core: EngineCore, sample: Sampler):
+        self.loop, self.core, self.sample = loop, core, sample
+        self.jobs: dict[int, tuple[SimRequest, Callable[[], None]]] = {}
+        self._ids = itertools.count(1)
         self.busy = False
-        self.steps = 0
 
     def submit(self, req: SimRequest, done: Callable[[], None]) -> None:
         now = self.loop.now
         req.sent_s = now
-        info = self.cache.lookup(req.seq, req.n, now, req.ideal_hint)
-        req.info = info
         self.sample(now)
-        # Looked up and pinned on arrival: a waiting request's state is parked.
-        h = self.cache.begin(req.seq, req.n, info, now)
-        self.waiting.append(_Job(req, h, done))
+        rid = next(self._ids)
+        self.jobs[rid] = (req, done)
+        seq = Sequence(
+            rid, req.seq, req.out, prompt_len=req.n, full=req.seq, hint=req.ideal_hint, arrival=now
+        )
+        self.core.add(seq)
         if not self.busy:
             self.busy = True
             self.loop.at(now, self._step)
 
-    def _admit(self, now: float) -> None:
-        while self.waiting and len(self.running) < self.profile.max_batch:
-            j = self.waiting[0]
-            if not self.cache.reserve(j.h, j.req.n + j.req.out, now):
-                if self.running:
-                    return  # wait for memory to free up
-                self.waiting.popleft()
-                self.cache.abort(j.h, now)
-                _overflow(j.req, self.cache, now)
-                j.done()
-                continue
-            self.waiting.popleft()
-            # At least the last prompt token is computed: its logits give the first token.
-            j.pos = min(j.h.resume_pos, max(j.req.n - 1, 0))
-            self.running.append(j)
-
     def _step(self) -> None:
-        now, p = self.loop.now, self.profile
-        self._admit(now)
-        if not self.running:
+        now = self.loop.now
+        res = self.core.step(now)
+        for seq in res.rejected:
+            req, done = self.jobs.pop(seq.rid)
+            cap = self.core.cache.capacity_blocks
+            req.status = "overflow"
+            req.error = (
+                f"needs {-(-(req.n + req.out) // self.core.cache.block_tokens)} blocks; the cache "
+                f"cannot hold them beside the live requests ({cap} blocks in all)"
+            )
+            req.done_s = now
+            done()
+        if res.duration == 0.0:
             self.busy = False
             return
-        self.steps += 1
-        decoding = [j for j in self.running if j.pos >= j.req.n]
-        budget = p.chunk_tokens - len(decoding)
-        dt = p.decode_s_per_step + p.decode_s_per_seq * len(decoding)
-        pieces: list[tuple[_Job, int]] = []
-        for j in self.running:
-            if budget <= 0:
-                break
-            if j.pos < j.req.n:
-                k = min(j.req.n - j.pos, budget)
-                dt += p.clock_prefill_seconds(j.pos, j.pos + k)
-                pieces.append((j, k))
-                budget -= k
-        self.loop.at(now + dt, lambda: self._end_step(decoding, pieces))
+        self.loop.at(now + res.duration, lambda: self._end_step(res))
 
-    def _end_step(self, decoding: list[_Job], pieces: list[tuple[_Job, int]]) -> None:
+    def _end_step(self, res: StepResult) -> None:
         now = self.loop.now
-        ended: list[_Job] = []
-        for j in decoding:
-            j.left -= 1
-            if j.left <= 0:
-                ended.append(j)
-        for j, k in pieces:
-            j.pos += k
-            if j.pos >= j.req.n:
-                self.cache.prefill_done(j.h, now)
-                j.req.first_token_s = now
-                j.left = j.req.out - 1
-                if j.left <= 0:
-                    ended.append(j)
-        for j in ended:
-            self.running.remove(j)
-            self.cache.finish(j.h, j.req.seq, j.req.n + j.req.out, now)
-            j.req.done_s = now
-            j.done()
+        for seq in res.started:
+            self.jobs[seq.rid][0].info = seq.resume
+        for seq, _, finished in res.emitted:
+            req = self.jobs[seq.rid][0]
+            if seq.generated == 1:
+                req.first_token_s = now
+            if finished:
+                req.done_s = now
+                self.jobs.pop(seq.rid)[1]()
         self._step()

@@ -23,10 +23,10 @@ def _align_down(x: int, step: int) -> int:
 
 
 def engine_cache_blocks(profile: ModelProfile) -> int:
-    """Blocks one engine's cache holds: the profile's `blocks_per_engine` (blocks per GPU ×
-    GPUs). Note: under tensor parallelism each block is split across the GPUs, and the
-    source speaks of "the entire 2,531-block cache" on 2×B200; a caller who wants that
-    reading passes `capacity_blocks=profile.blocks_per_gpu` (`--capacity-blocks`)."""
+    """Blocks one engine's cache holds: the profile's `blocks_per_engine`. Under tensor
+    parallelism each block is split across the GPUs, so GLM-5.3-Flash on 2×B200 has the
+    source's "entire 2,531-block cache" per engine, not per GPU (`--capacity-blocks` for
+    what-ifs)."""
     return profile.blocks_per_engine
 
 

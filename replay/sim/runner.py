@@ -11,11 +11,14 @@ from typing import Any, Literal
 from replay.profiles import ModelProfile, load_profile
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
-from replay.sim.cache import HybridCache, ResumeInfo
+from replay.sim.cache import ResumeInfo
+from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.engine import EngineCore, admission_for
+from replay.sim.engine_cache import Resume, SimCache, cache_settings
 from replay.sim.executors import EngineExecutor, TraceExecutor
-from replay.sim.policies import make_policy
 from replay.sim.policy_base import engine_cache_blocks
+from replay.sim.scale import scaled_profile
 from replay.sim.summary import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace
 from replay.workload import SubagentMode, Workload, WorkloadConfig
@@ -42,6 +45,7 @@ class SimConfig:
     # and the policy's token-valued options are scaled alike, so a scaled context takes as
     # many blocks and costs as much as its full-size original.
     token_scale: float = 1.0
+    warmup_s: float = 0.0  # the first priming requests are spread over this (WorkloadConfig)
 
     @property
     def run_name(self) -> str:
@@ -57,16 +61,22 @@ class SimResult:
 
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
-    """Replay `trace` under `cfg` on a virtual clock."""
+    """Replay `trace` under `cfg` on a virtual clock. `profile`: the full-size profile
+    (default: `cfg.model`'s); a token-scaled trace gets it scaled (`replay.sim.scale`)."""
     t0 = time.perf_counter()
-    profile, opts, capacity = sim_settings(cfg, profile)
-    cache = HybridCache(profile, make_policy(cfg.policy, profile, **opts), capacity)
+    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
+    settings = cache_settings(
+        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
+    )
+    sim_cache = SimCache(settings)
+    cache = sim_cache.cache
     wcfg = WorkloadConfig(
         sessions=cfg.sessions,
         duration_s=cfg.duration_s,
         window=cfg.window,
         seed=cfg.seed,
         subagents=cfg.subagents,
+        warmup_s=cfg.warmup_s,
     )
     loop = EventLoop()
     occ = Occupancy(cfg.window)
@@ -79,8 +89,12 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         ws = sum(-(-t // B) + C for t in sessions.context_blocks.values())
         occ.add(now, cache.resident_states, cache.used_blocks, ws)
 
-    executor_cls = EngineExecutor if cfg.timing == "engine" else TraceExecutor
-    executor = executor_cls(loop, cache, profile, sample)
+    executor: EngineExecutor | TraceExecutor
+    if cfg.timing == "engine":
+        core = EngineCore(StepClock(profile, cfg.token_scale), sim_cache, admission_for(cfg.policy))
+        executor = EngineExecutor(loop, core, sample)
+    else:
+        executor = TraceExecutor(loop, cache, profile, sample)
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
     sessions.on_context = ws.update
     sessions.start()
@@ -103,6 +117,7 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
         working_set_blocks=ws_blocks,
+        token_scale=cfg.token_scale,
     )
     summary.update(
         {
@@ -116,23 +131,6 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
         }
     )
     return SimResult(cfg, records, summary, wall)
-
-
-def sim_settings(
-    cfg: SimConfig, profile: ModelProfile | None = None
-) -> tuple[ModelProfile, dict[str, Any], int | None]:
-    """The profile, policy options and cache size a run uses: for a scaled trace the
-    profile and the token-valued options are scaled (`cache_settings`, the one place the
-    emulators use too), so blocks, chunks and costs are as for full size."""
-    base = profile or load_profile(cfg.model)
-    if cfg.token_scale == 1.0:
-        return base, dict(cfg.policy_opts), cfg.capacity_blocks
-    from replay.engines.emulator.caches import cache_settings
-    from replay.engines.emulator.defaults import scaled_profile
-
-    scaled = scaled_profile(base, cfg.token_scale)
-    st = cache_settings(cfg.policy, scaled, cfg.token_scale, cfg.capacity_blocks)
-    return scaled, {**st.options, **cfg.policy_opts}, st.capacity_blocks
 
 
 def to_record(r: SimRequest, engine: str) -> RequestRecord:
@@ -158,7 +156,16 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
     )
     if r.status == "ok" and r.done_s is None:  # still running at the end of the run
         rec.status, rec.error = "cancelled", "the run ended before it completed"
-    if isinstance(info, ResumeInfo):
+    if isinstance(info, Resume):
+        rec.cached_tokens = info.cached
+        rec.ideal_cached_tokens = info.ideal if info.ideal is not None else info.cached
+        rec.resume_pos = info.cached
+        rec.checkpoint_pos = info.checkpoint_pos
+        rec.resident_pos = info.resident_pos
+        rec.placement_miss = info.placement_miss
+        rec.dependency_miss = info.dependency_miss
+        rec.capacity_miss = info.capacity_miss
+    elif isinstance(info, ResumeInfo):
         rec.cached_tokens = info.resume_pos
         rec.ideal_cached_tokens = info.ideal_pos
         rec.resume_pos = info.resume_pos

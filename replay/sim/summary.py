@@ -102,6 +102,7 @@ def summarize(
     evictions: int = 0,
     refusals: int = 0,
     working_set_blocks: float | None = None,
+    token_scale: float = 1.0,
 ) -> dict[str, Any]:
     """The summary row: measured requests are the non-priming ones whose first token came
     inside the window (rates as fractions, misses in tokens per request). The working set
@@ -149,9 +150,10 @@ def summarize(
         "evictions": evictions,
         "admission_refusals": refusals,
         "all_requests": len(records),
+        "token_scale": token_scale,
     }
     if timing == "engine":
-        row.update(_engine_metrics(measured, records, profile, (a, b)))
+        row.update(_engine_metrics(measured, records, profile, (a, b), token_scale))
     return row
 
 
@@ -160,7 +162,9 @@ def _engine_metrics(
     records: list[RequestRecord],
     profile: ModelProfile,
     window: tuple[float, float],
+    token_scale: float = 1.0,
 ) -> dict[str, float]:
+    """Latencies and token rates (rates at full size: × the trace's token scale)."""
     a, b = window
     minutes = (b - a) / 60.0
     ttft = np.array(
@@ -181,6 +185,7 @@ def _engine_metrics(
         "ttft_p90_s": q(ttft, 90),
         "latency_p50_s": q(lat, 50),
         "latency_mean_s": float(lat.mean()) if len(lat) else 0.0,
-        "prompt_tokens_per_min_per_gpu": prompt_tokens / minutes / profile.gpus,
-        "output_tokens_per_min_per_gpu": out_tokens / minutes / profile.gpus,
+        "prompt_tokens_per_min_per_gpu": prompt_tokens * token_scale / minutes / profile.gpus,
+        "output_tokens_per_min_per_gpu": out_tokens * token_scale / minutes / profile.gpus,
+        "output_tokens_per_min": out_tokens * token_scale / minutes,
     }

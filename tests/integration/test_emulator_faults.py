@@ -150,7 +150,7 @@ def test_a_child_that_cannot_start_reports_its_log() -> None:
 
 async def test_an_engine_model_error_fails_its_requests_and_the_server_goes_on() -> None:
     """A bug in the cache model must surface as an error answer, never a hung request."""
-    from replay.engines.emulator.caches import make_cache
+    from replay.engines.emulator.config import make_cache
     from replay.engines.emulator.hashing import PrefixKeys
 
     calls = {"finish": 0}
@@ -159,11 +159,11 @@ async def test_an_engine_model_error_fails_its_requests_and_the_server_goes_on()
         cache = make_cache(cfg, profile)
         real_finish = cache.finish
 
-        def finish(rid: int, seq: PrefixKeys, now: float) -> None:
+        def finish(rid: int, seq: PrefixKeys, total_len: int, now: float) -> None:
             calls["finish"] += 1
             if calls["finish"] == 1:
                 raise RuntimeError("model bug")
-            real_finish(rid, seq, now)
+            real_finish(rid, seq, total_len, now)
 
         cache.finish = finish  # type: ignore[method-assign]
         return cache

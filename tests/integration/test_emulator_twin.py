@@ -1,57 +1,64 @@
-"""Twin check: `replay simulate` (engine timing) predicts what an emulated live run measures.
+"""Twin check at scale: `replay simulate --timing engine` predicts what an emulated live run
+measures, per engine, at the paper's 48 sessions.
 
-Both executors share the workload rules, the engine model and the cache policies; they differ
-in how prefix identity is known (the simulator from trace hash ids and lineage, the emulator
-from the token ids the live client actually sends) and in wall-clock noise. On a small run in
-the healthy regime the hit rates must agree within TOLERANCE (absolute), per engine.
+Both run the one engine model (`replay.sim.engine`: scheduler, step clock, the policy's
+cache) on the same trace, seed and settings; they differ in how prefix identity is known (the
+simulator from trace hash ids and lineage, the emulator from the token ids the live client
+sends) and in wall-clock noise (the emulator steps on the wall clock behind HTTP). Window hit
+rates must agree within HIT_TOLERANCE (absolute) and TTFT p50 within TTFT_TOLERANCE
+(relative).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gzip
+import json
 from pathlib import Path
 
 import pytest
 
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
-from replay.engines.emulator.caches import cache_settings
-from replay.engines.emulator.defaults import DefaultRun, scaled_profile
+from replay.engines.emulator.defaults import DefaultRun, sample_token_scale
 from replay.engines.emulator.launch import start_emulator_group
-from replay.profiles import load_profile
 from replay.sim.runner import SimConfig, simulate
-from replay.traces import load_trace
-from replay.traces.synth import Knobs, SynthConfig, synth_lines
+from replay.traces import load_trace, sample_path
 from replay.workload import WorkloadConfig
 
-TOLERANCE = 0.05  # absolute difference in window hit rate
-SESSIONS = 3
+HIT_TOLERANCE = 0.03
+TTFT_TOLERANCE = 0.15
+# The live run's TTFT also carries each request's wall time in the client, HTTP and hashing,
+# times TIME_SCALE; measured on the 2-core dev machine under load from other jobs: 70-190 ms
+# (0.27-0.77 modelled s at 4×). A TTFT that short is compared within this many modelled
+# seconds instead (250 ms of wall time per request).
+TTFT_ALLOWANCE_S = 1.0
+# SGLang runs as a saturated queue (below): its TTFT is the queue's, and every request ahead
+# adds its own wall overhead in the live run. Measured gaps: 11-16% over four runs; allowed 25%.
+QUEUE_TTFT_TOLERANCE = 0.25
+SESSIONS = 48
 DURATION_S = 600.0
 WINDOW = (200.0, 600.0)
-TIME_SCALE = 60.0
-TOKEN_SCALE = 32.0
+# Slow enough that per-request wall overheads (client, HTTP, hashing) stay small in modelled
+# seconds: at 30× a 20 ms overhead would add 0.6 s to every TTFT of the live run alone.
+TIME_SCALE = 4.0
+WARMUP_S = 120.0
+# Cache blocks per engine: the default's 2,531 holds too little of the bundled sample's long
+# contexts and every engine collapses into a queue (README "Embedded default"); the twin check
+# runs where FlashState's and vLLM's caches hold (the same setting on both sides). At 4,500
+# blocks vLLM sits on its cliff, where the live run's wall-clock jitter moved its hit rate by
+# 0.055 (0.892 live, 0.837 simulated) in one run.
+BLOCKS = 5062
 ENGINES = ["flashstate", "vllm", "sglang"]
 
 
-def _twin(tmp_path: Path, p_side: float) -> tuple[dict[str, float], dict[str, float]]:
-    """(measured by an emulated live run, predicted by the simulator) window hit rates."""
-    trace_path = tmp_path / "twin.jsonl.gz"
-    with gzip.open(trace_path, "wb") as fh:
-        synth = SynthConfig(n_trajectories=12, seed=3, scale=TOKEN_SCALE)
-        for line in synth_lines(synth, Knobs(p_side=p_side)):
-            fh.write(line + b"\n")
-    trace = load_trace(trace_path)
-    d = DefaultRun(
-        engines=ENGINES,
-        sessions=SESSIONS,
-        duration_min=DURATION_S / 60,
-        window=(WINDOW[0] / 60, WINDOW[1] / 60),
-        time_scale=TIME_SCALE,
-        token_scale=TOKEN_SCALE,
-        blocks=600,
+def _twin(tmp_path: Path) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """Per engine: (measured by an emulated live run, predicted by the simulator)."""
+    trace = load_trace(sample_path())
+    scale = sample_token_scale()
+    d = DefaultRun(engines=ENGINES, time_scale=TIME_SCALE, token_scale=scale, blocks=BLOCKS)
+    wc = WorkloadConfig(
+        sessions=SESSIONS, duration_s=DURATION_S, window=WINDOW, seed=0, warmup_s=WARMUP_S
     )
-    wc = WorkloadConfig(sessions=SESSIONS, duration_s=DURATION_S, window=WINDOW, seed=0)
     with start_emulator_group(d.emulator_configs(), timeout_s=60) as group:
         specs = [
             EngineSpec(name=e, kind=e, url=u, gpus=2, gpu_type="B200", vocab_size=151_552)
@@ -67,12 +74,14 @@ def _twin(tmp_path: Path, p_side: float) -> tuple[dict[str, float], dict[str, fl
         )
         outcome = asyncio.run(run_live(plan))
     assert outcome.status == "completed"
-    measured = {e: outcome.summary["engines"][e]["hit_rate"] for e in ENGINES}  # type: ignore[index]
-
-    profile = scaled_profile(load_profile(d.model), TOKEN_SCALE)
-    predicted = {}
+    manifest = json.loads((tmp_path / "live" / "manifest.json").read_text())
+    for entry in manifest["engines"]:  # the manifest records each engine model's parameters
+        model = entry["engine_model"]
+        assert model["token_scale"] == scale and model["capacity_blocks"] > 0, entry
+        assert model["admission"] == ("park" if entry["name"] == "flashstate" else "schedule")
+    engines = outcome.summary["engines"]  # type: ignore[index]
+    out = {}
     for e in ENGINES:
-        st = cache_settings(e, profile, TOKEN_SCALE, d.blocks)
         cfg = SimConfig(
             policy=e,
             sessions=SESSIONS,
@@ -80,28 +89,31 @@ def _twin(tmp_path: Path, p_side: float) -> tuple[dict[str, float], dict[str, fl
             timing="engine",
             duration_s=DURATION_S,
             window=WINDOW,
-            policy_opts=st.options,
-            capacity_blocks=st.capacity_blocks,
+            token_scale=scale,
+            warmup_s=WARMUP_S,
+            capacity_blocks=BLOCKS,
         )
-        predicted[e] = simulate(trace, cfg, profile=st.profile).summary["hit_rate"]
-    print(
-        "twin (measured, predicted):",
-        {e: (round(measured[e], 3), round(predicted[e], 3)) for e in ENGINES},
-    )
-    return measured, predicted
+        s = simulate(trace, cfg).summary
+        m = engines[e]
+        out[e] = (
+            {"hit": m["hit_rate"], "ttft": m["ttft_p50"]},
+            {"hit": s["hit_rate"], "ttft": s["ttft_p50_s"]},
+        )
+    print("twin (measured, predicted):", out)
+    return out
 
 
 @pytest.mark.slow
-def test_simulator_predicts_the_emulated_hit_rate(tmp_path: Path) -> None:
-    """Agents that only extend their context (and edit it): both executors must agree."""
-    measured, predicted = _twin(tmp_path, p_side=0.0)
-    for e in ENGINES:
-        assert abs(measured[e] - predicted[e]) <= TOLERANCE, (e, measured[e], predicted[e])
-
-
-@pytest.mark.slow
-def test_simulator_predicts_the_emulated_hit_rate_with_side_requests(tmp_path: Path) -> None:
-    """Side calls too: both resume the main turn after one from the main turn before it."""
-    measured, predicted = _twin(tmp_path, p_side=Knobs().p_side)
-    for e in ENGINES:
-        assert abs(measured[e] - predicted[e]) <= TOLERANCE, (e, measured[e], predicted[e])
+def test_simulator_predicts_the_emulated_run_at_48_sessions(tmp_path: Path) -> None:
+    for e, (measured, predicted) in _twin(tmp_path).items():
+        ttft_gap = abs(measured["ttft"] - predicted["ttft"])
+        rel = QUEUE_TTFT_TOLERANCE if e == "sglang" else TTFT_TOLERANCE
+        allowed = max(rel * predicted["ttft"], TTFT_ALLOWANCE_S)
+        assert ttft_gap <= allowed, (e, measured, predicted)
+        if e == "sglang":
+            # SGLang's 5.9M-token KV pool cannot hold 48 of the sample's contexts: both sides
+            # run it as a saturated queue, where which prefixes survive depends on the order
+            # of arrivals the wall clock perturbs. Both must show the collapse.
+            assert measured["hit"] < 0.2 and predicted["hit"] < 0.2, (e, measured, predicted)
+            continue
+        assert abs(measured["hit"] - predicted["hit"]) <= HIT_TOLERANCE, (e, measured, predicted)

@@ -9,6 +9,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from replay.profiles import ModelProfile, load_profile
+from replay.sim.clock import StepClock
+from replay.sim.engine import Admission, admission_for
+from replay.sim.engine_cache import EngineCache, engine_cache
+from replay.sim.scale import scaled_profile
 
 # The engine each emulator stands for, and the wire protocol it speaks.
 ENGINE_PROTOCOLS: dict[str, str] = {"flashstate": "openai", "vllm": "openai", "sglang": "sglang"}
@@ -125,11 +129,8 @@ class EmulatorConfig(BaseModel):
     def resolved_profile(self) -> ModelProfile:
         """The model profile with this emulator's overrides applied: first scaled to the
         trace's token scale, then `block_tokens` and `max_batch` as given. (`blocks` sizes
-        the cache itself: see `caches.cache_settings`.)
-
+        the cache itself: see `replay.sim.engine_cache.cache_settings`.)
         """
-        from replay.engines.emulator.defaults import scaled_profile
-
         profile = scaled_profile(load_profile(self.model), self.token_scale)
         update: dict[str, object] = {}
         if self.block_tokens is not None:
@@ -137,6 +138,14 @@ class EmulatorConfig(BaseModel):
         if self.max_batch is not None:
             update["max_batch"] = self.max_batch
         return profile.model_copy(update=update) if update else profile
+
+    @property
+    def admission(self) -> Admission:
+        return admission_for(self.engine)
+
+    def step_clock(self, profile: ModelProfile) -> StepClock:
+        """The engine clock on the resolved `profile` at this emulator's token scale."""
+        return StepClock(profile, self.token_scale)
 
     def model_id(self, profile: ModelProfile) -> str:
         return self.served_model_name or profile.name
@@ -175,3 +184,8 @@ class EmulatorConfig(BaseModel):
         if f.seed:
             args += ["--fault-seed", str(f.seed)]
         return args
+
+
+def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
+    """The cache for `cfg.policy_name` on the emulator's (scaled) profile."""
+    return engine_cache(cfg.policy_name, profile, cfg.token_scale, cfg.blocks)

@@ -1,11 +1,10 @@
 """The embedded default: what `replay run` with engines but no endpoints replays, and how.
 
 Settings live in `configs/workloads/default.yaml` (documented there). The bundled sample
-trace has its token lengths divided by `token_scale` so a laptop can replay it; the model
-profile is scaled the same way (`scaled_profile`), so a scaled prompt fills the same share
-of the cache and costs the same prefill time as the full-size prompt it stands for, and the
-48-session working-set pressure of the paper's demo is reproduced. The emulators and the
-twin check (`replay simulate` on the same settings) both use `scaled_profile`.
+trace has its token lengths divided by `token_scale` so a laptop can replay it; the engine
+model runs it at full-size cost (`replay.sim.scale`, `replay.sim.clock`), so the 48-session
+working-set pressure and step times of the paper's demo are reproduced. The trace declares
+its own scale (`replay.traces.scale`); the default's file may only agree with it.
 """
 
 from __future__ import annotations
@@ -17,41 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir
 from replay.engines.emulator.config import EmulatorConfig
-from replay.profiles import ModelProfile
 
 
 class DefaultRunError(ValueError):
     """A malformed default-run file; the message names the file and field."""
-
-
-def scaled_profile(base: ModelProfile, token_scale: float) -> ModelProfile:
-    """`base` for a trace whose token lengths were divided by `token_scale`.
-
-    Block, chunk and context sizes shrink by the scale, the block count stays (so a context
-    takes as many blocks as its full-size original), and the prefill cost coefficients grow
-    so a scaled span costs what the full span costs: D' = D·s and, with positions in the
-    quadratic term also shrunk, E' = E·s². The engine clock's `clock_prefill_scale` is a
-    plain factor on that cost, so it carries over unchanged. Decode costs stay per step: the
-    sample's outputs are 1/s as long, so decoding takes 1/s of the modelled time (and output
-    token counts are the sample's, not full-size ones). A consequence: a session spends 1/s
-    of its full-size decode time decoding and that much longer waiting for prefill, so when
-    an engine is saturated its TTFT absorbs time that at full size would be decode time.
-    """
-    s = float(token_scale)
-    if s == 1.0:
-        return base
-    if s < 1.0:
-        raise ValueError(f"token_scale must be >= 1, got {token_scale}")
-    return base.model_copy(
-        update={
-            "name": f"{base.name}/{s:g}",
-            "block_tokens": max(1, round(base.block_tokens / s)),
-            "chunk_tokens": max(1, round(base.chunk_tokens / s)),
-            "context_tokens": max(1, int(base.context_tokens / s)),
-            "prefill_cost_d": base.prefill_cost_d * s,
-            "prefill_cost_e": base.prefill_cost_e * s * s,
-        }
-    )
 
 
 class DefaultRun(BaseModel):
@@ -71,6 +39,9 @@ class DefaultRun(BaseModel):
     sessions: int = Field(default=48, gt=0)
     duration_min: float = Field(default=45.0, gt=0)
     window: tuple[float, float] = Field(default=(15.0, 45.0), description="minutes")
+    warmup_s: float = Field(
+        default=120.0, ge=0, description="the sessions' first requests are spread over this"
+    )
     time_scale: float = Field(default=30.0, gt=0, description="emulators and tool gaps")
     seed: int = 0
 
@@ -140,3 +111,18 @@ def embedded_emulator_configs(
         )
         for e in engines
     ]
+
+
+SAMPLE_TRACE = "sample"
+
+
+def is_sample_trace(trace: str) -> bool:
+    """Whether `trace` names the bundled sample (by its name or its file's path)."""
+    if trace == SAMPLE_TRACE:
+        return True
+    from replay.traces import sample_path
+
+    try:
+        return Path(trace).resolve() == sample_path().resolve()
+    except OSError:
+        return False

@@ -203,3 +203,21 @@ class PrefixKeys:
             return 0
         diff = np.flatnonzero(self.keys[:n] != other.keys[:n])
         return int(diff[0]) if diff.size else n
+
+
+def generated_ids(seq: PrefixKeys, count: int, vocab_size: int) -> np.ndarray:
+    """The ids a request generates: deterministic in its prompt (like greedy decoding), drawn
+    from the vocabulary's ordinary range (the lowest and highest ids of real vocabularies
+    hold byte fallbacks and special tokens)."""
+    last = int(seq.keys[-1]) if seq.keys.size else 0
+    tail = int(seq.tokens[-min(len(seq), 64) :].sum()) if len(seq) else 0
+    rng = np.random.default_rng([last & 0xFFFFFFFF, last >> 32, len(seq), tail & 0xFFFFFFFF])
+    lo, hi = special_free_range(vocab_size)
+    return rng.integers(lo, hi, size=count, dtype=np.int64)
+
+
+def special_free_range(vocab_size: int) -> tuple[int, int]:
+    """[lo, hi) of ids that are neither byte-fallback nor special tokens."""
+    lo = min(1000, vocab_size // 8)
+    hi = vocab_size - min(1024, vocab_size // 8)
+    return lo, max(hi, lo + 1)

@@ -1,4 +1,4 @@
-"""The engine clock: runs `EngineCore` steps against the wall clock, scaled.
+"""The wall clock of an emulated engine: runs `replay.sim.engine.EngineCore` steps, scaled.
 
 Model time advances by each step's modelled duration; wall time = model time / time_scale.
 A step's tokens are handed to their streams when the step's end is due on the wall clock.
@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from replay.engines.emulator.engine import EngineCore, Sequence, StepResult
+from replay.sim.engine import EngineCore, Sequence, StepResult
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,8 @@ class EngineRunner:
                 self._fail_all(f"emulator engine error: {type(e).__name__}: {e}")
                 log.exception("engine step failed; running and waiting requests were failed")
                 continue
+            self._reject(result)
             if result.duration == 0.0:
-                self._unstick()
                 await asyncio.sleep(0)
                 continue
             self.model_now += result.duration
@@ -117,16 +117,14 @@ class EngineRunner:
         if self.on_error is not None:
             self.on_error(message)
 
-    def _unstick(self) -> None:
-        """Nothing runs and the head of the queue cannot be admitted: it never will be."""
-        if self.core.running or not self.core.waiting:
-            return
-        seq = self.core.waiting[0]
-        self.core.cancel(seq, self.model_now)
+    def _reject(self, result: StepResult) -> None:
+        """Requests the engine found it can never hold (nothing else ran, still no room)."""
         if self.on_stuck is not None:
-            self.on_stuck(seq)
+            for seq in result.rejected:
+                self.on_stuck(seq)
 
     @staticmethod
     def _deliver(result: StepResult) -> None:
         for seq, count, done in result.emitted:
-            seq.sink.push(count, done)
+            if seq.sink is not None:
+                seq.sink.push(count, done)

@@ -22,12 +22,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from replay.engines.emulator.cache import EngineCache
 from replay.engines.emulator.chat import parse_chat, parse_messages
 from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.engine import EngineCore, Sequence, generated_ids
 from replay.engines.emulator.faults import FaultInjector, hard_exit
-from replay.engines.emulator.hashing import PrefixKeys
+from replay.engines.emulator.hashing import PrefixKeys, generated_ids
 from replay.engines.emulator.metrics import MetricsSnapshot, render_metrics
 from replay.engines.emulator.protocol import (
     BadRequest,
@@ -49,6 +47,8 @@ from replay.engines.emulator.shapes import (
 )
 from replay.engines.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
+from replay.sim.engine import EngineCore, Sequence
+from replay.sim.engine_cache import EngineCache
 
 # Token-id prompts of a million tokens are ~7 MB of JSON.
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -107,7 +107,7 @@ class EmulatorServer:
         self.tokenizer = load_tokenizer(cfg.tokenizer, self.profile.vocab_size)
         # Generated ids stay inside the tokenizer's vocabulary, so they decode to text.
         self.out_vocab = min(self.profile.vocab_size, self.tokenizer.vocab_size)
-        self.core = EngineCore(self.profile, self.cache)
+        self.core = EngineCore(cfg.step_clock(self.profile), self.cache, cfg.admission)
         self.runner = EngineRunner(
             self.core, cfg.time_scale, clock, on_stuck=self._stuck, on_error=self._engine_error
         )
@@ -186,6 +186,12 @@ class EmulatorServer:
                 "max_running_requests": p.max_batch,
                 "context_length": p.context_tokens,
                 "tokenizer": self.tokenizer.name,
+                "engine_model": {
+                    **self.core.clock.describe(),
+                    "capacity_blocks": self.cache.capacity_blocks,
+                    "admission": self.core.admission,
+                    "policy": cfg.policy_name,
+                },
             }
         )
 
@@ -440,7 +446,7 @@ async def running_server(
     """An emulator inside the current event loop (for tests and embedding): yields its base
     URL and the server object. `cfg.port` 0 picks a free port."""
     if cache_factory is None:
-        from replay.engines.emulator.caches import make_cache
+        from replay.engines.emulator.config import make_cache
 
         cache_factory = make_cache
     server = EmulatorServer(cfg, cache_factory, crash)

@@ -14,7 +14,7 @@ def _profile(**kw: object) -> ModelProfile:
         name="t",
         model="t",
         block_tokens=64,
-        blocks_per_gpu=10,
+        blocks_per_engine=10,
         checkpoint_blocks=1,
         prefill_cost_d=1e-4,
         prefill_cost_e=2e-5,
@@ -37,16 +37,30 @@ def test_clock_is_the_restore_cost_scaled_and_leaves_the_restore_cost_alone() ->
     assert chunks == pytest.approx(half.clock_prefill_seconds(0, 5000))
 
 
-def test_glm_clock_reproduces_the_papers_vllm_prefill_rate_at_150k() -> None:
-    # configs/models/glm-5.3-flash.yaml: the paper's vLLM computes ≈ 35.9K uncached prompt
-    # tokens/s per engine; the clock's marginal cost at 150K context must match that.
+def test_glm_clock_is_the_fit_to_the_sources_operating_points() -> None:
+    """configs/models/glm-5.3-flash.yaml holds scripts/fit_clock.py's fit (rounded), and the
+    fitted clock gives back both engines' step times at their published operating points."""
+    import importlib.util
+
+    path = Path(__file__).parents[3] / "scripts" / "fit_clock.py"
+    spec = importlib.util.spec_from_file_location("fit_clock", path)
+    assert spec is not None and spec.loader is not None
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    c0, c1, k = fit.fit()
     p = load_profile("glm-5.3-flash")
-    rate = 1000 / p.clock_prefill_seconds(149_500, 150_500)
-    assert rate == pytest.approx(1.54e6 * 2 * 0.70 / 60, rel=0.02)
+    assert p.decode_s_per_step == pytest.approx(c0, rel=0.01)
+    assert p.decode_s_per_seq == pytest.approx(c1, rel=0.01)
+    assert p.clock_prefill_scale == pytest.approx(k, rel=0.01)
+    for engine in ("flashstate", "vllm"):
+        step, decoding, computed, per_token = fit.operating_point(engine)
+        model = c0 + c1 * decoding + k * per_token * computed
+        assert model == pytest.approx(step, rel=1e-6)
     # GDS priorities keep the paper's fitted coefficients: the restore cost is unchanged.
     assert p.prefill_seconds(0, 150_000) == pytest.approx(
         1.862e-5 * 150_000 + 3.33e-6 * 15**2 / 2 * 10_000
     )
+    assert p.blocks_per_engine == 2531 and p.max_batched_tokens == 16384
 
 
 def test_a_non_positive_clock_scale_is_refused_naming_the_field(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ def test_spawns_follow_parent_turns() -> None:
         ({"sessions": 1, "duration_s": 60.0, "window": (0.0, 120.0)}, "≤ duration"),
         ({"sessions": 1, "start_lo": 0.8, "start_hi": 0.2}, "start range"),
         ({"sessions": 1, "gap_cap_s": -1.0}, "gap cap"),
+        ({"sessions": 1, "duration_s": 60.0, "window": (0.0, 60.0), "warmup_s": 90.0}, "warm-up"),
     ],
 )
 def test_bad_settings_name_the_setting(kwargs: dict, message: str) -> None:
@@ -163,3 +164,16 @@ def test_subagent_modes_skip_drops_spawns_and_children_inherit_the_mode() -> Non
 def test_unknown_subagent_mode_is_refused_with_the_choices() -> None:
     with pytest.raises(WorkloadError, match="subagents must be one of concurrent, inline, skip"):
         WorkloadConfig(sessions=1, subagents="parallel")  # type: ignore[arg-type]
+
+
+def test_warm_up_spreads_the_first_priming_requests() -> None:
+    """Session s sends its first (priming) request s·warmup/sessions after the start; later
+    assignments start as soon as the previous one ends."""
+    w = Workload(_trace(8, 12), WorkloadConfig(sessions=4, warmup_s=120.0))
+    for slot in range(4):
+        first = w.assignment(slot, 0).turns()[0]
+        assert first.gap_s == pytest.approx(slot * 30.0)
+        assert first.priming == (w.assignment(slot, 0).start > 0)
+        assert w.assignment(slot, 1).turns()[0].gap_s == 0.0
+    plain = Workload(_trace(8, 12), WorkloadConfig(sessions=4))
+    assert all(plain.assignment(s, 0).turns()[0].gap_s == 0.0 for s in range(4))

@@ -19,7 +19,7 @@ def tiny_profile(blocks: int = 40, block: int = 16, ckpt: int = 2, chunk: int = 
         model="tiny hybrid",
         gpus=1,
         block_tokens=block,
-        blocks_per_gpu=blocks,
+        blocks_per_engine=blocks,
         checkpoint_blocks=ckpt,
         prefill_cost_d=1.862e-5,
         prefill_cost_e=3.33e-6,

@@ -182,7 +182,7 @@ def test_ideal_never_evicts(profile, turn):
         n = 40 + 40 * i
         info, prev = turn(cache, i + 1, n, 3, float(i), prev, n - 37 if prev else 0)
         assert info.resume_pos == info.ideal_pos
-    assert cache.evictions == 0 and cache.used_blocks > profile.blocks_per_gpu
+    assert cache.evictions == 0 and cache.used_blocks > profile.blocks_per_engine
 
 
 def _prefix_of(cache, pos):

@@ -7,25 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from replay.engines.emulator.caches import cache_settings, make_cache
-from replay.engines.emulator.config import EmulatorConfig
+from replay.engines.emulator.config import EmulatorConfig, make_cache
 from replay.engines.emulator.defaults import (
     DefaultRun,
     DefaultRunError,
     default_run_path,
     load_default_run,
     sample_token_scale,
-    scaled_profile,
 )
 from replay.profiles import load_profile
+from replay.sim.engine_cache import cache_settings
 from replay.sim.policies import SglangPolicy
+from replay.sim.scale import scaled_profile
 
 
 def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:
     base = load_profile("glm-5.3-flash")
     s = scaled_profile(base, 16)
     assert s.block_tokens == 272 and s.chunk_tokens == 544
-    assert s.blocks_per_gpu == base.blocks_per_gpu
+    assert s.blocks_per_engine == base.blocks_per_engine == 2531  # per engine, not per GPU
+    # The scheduler's budgets keep their real values (a scaled step is 16 real steps).
+    assert s.max_batched_tokens == 16384 and s.prefill_cap_tokens == 8704
     assert s.context_tokens == base.context_tokens // 16
     # A scaled span costs what the full-size span costs (linear and quadratic terms).
     for a, b in ((0, 142_000), (100_000, 150_000), (0, 900_000)):

@@ -8,18 +8,19 @@ import asyncio
 import numpy as np
 import pytest
 
-from replay.engines.emulator.engine import EngineCore, Sequence, generated_ids
-from replay.engines.emulator.hashing import PrefixKeys
-from replay.engines.emulator.kv_cache import KVLRUCache
+from replay.engines.emulator.hashing import PrefixKeys, generated_ids
 from replay.engines.emulator.runner import MIN_SLEEP_S, EngineRunner
 from replay.profiles import ModelProfile
+from replay.sim.clock import StepClock
+from replay.sim.engine import EngineCore, Sequence
+from replay.sim.kv_lru import KVLRUCache
 
 PROFILE = ModelProfile(
     name="tiny",
     model="tiny",
     gpus=1,
     block_tokens=64,
-    blocks_per_gpu=100,
+    blocks_per_engine=100,
     checkpoint_blocks=1,
     prefill_cost_d=1e-4,
     prefill_cost_e=0.0,
@@ -58,7 +59,10 @@ class Recorder:
 async def _run(time_scale: float, out: int) -> tuple[FakeClock, Recorder]:
     clock = FakeClock()
     runner = EngineRunner(
-        EngineCore(PROFILE, KVLRUCache(64, 100)), time_scale, clock=clock, sleep=clock.sleep
+        EngineCore(StepClock(PROFILE), KVLRUCache(64, 100)),
+        time_scale,
+        clock=clock,
+        sleep=clock.sleep,
     )
     runner.start()
     keys = PrefixKeys(np.arange(200), 64)
@@ -93,7 +97,7 @@ async def test_steps_shorter_than_the_loop_serves_are_delivered_without_sleeping
 async def test_idle_time_advances_the_model_clock() -> None:
     clock = FakeClock()
     runner = EngineRunner(
-        EngineCore(PROFILE, KVLRUCache(64, 100)), 10.0, clock=clock, sleep=clock.sleep
+        EngineCore(StepClock(PROFILE), KVLRUCache(64, 100)), 10.0, clock=clock, sleep=clock.sleep
     )
     runner.start()
     await asyncio.sleep(0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from replay.engines.emulator.cache import Resume
-from replay.engines.emulator.hashing import PrefixKeys
+from replay.sim.engine_cache import Resume
+from replay.sim.keys import Prefix
 
 
 class KVLRUCache:
@@ -34,9 +34,9 @@ class KVLRUCache:
     def capacity_blocks(self) -> int | None:
         return self.blocks
 
-    def _resident_blocks(self, seq: PrefixKeys) -> list[int]:
+    def _resident_blocks(self, seq: Prefix, n: int) -> list[int]:
         keys = []
-        for k in range(1, len(seq) // self._bt + 1):
+        for k in range(1, n // self._bt + 1):
             key = seq.key_at(k * self._bt)
             if key not in self._refs:
                 break
@@ -49,17 +49,26 @@ class KVLRUCache:
     def usage(self) -> float:
         return self.used() / self.blocks
 
-    def lookup(self, rid: int, seq: PrefixKeys, now: float) -> Resume:
-        return Resume(len(self._resident_blocks(seq)) * self._bt)
+    def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:
+        """A plain KV cache parks nothing: a waiting request is looked up when scheduled."""
+
+    def unpark_all(self, now: float) -> bool:
+        return False
 
     def admit(
-        self, rid: int, seq: PrefixKeys, resume: Resume, reserve_tokens: int, now: float
-    ) -> bool:
-        shared = self._resident_blocks(seq)[: resume.cached // self._bt]
+        self,
+        rid: int,
+        prompt: Prefix,
+        prompt_len: int,
+        reserve_tokens: int,
+        now: float,
+        hint: int = 0,
+    ) -> Resume | None:
+        shared = self._resident_blocks(prompt, prompt_len)
         need = -(-reserve_tokens // self._bt) - len(shared)
         evictable = len(self._free_lru) - sum(1 for k in shared if k in self._free_lru)
         if self.used() - evictable + need > self.blocks:
-            return False
+            return None
         for key in shared:  # pin before evicting so the reused prefix survives
             self._free_lru.pop(key, None)
             self._refs[key] += 1
@@ -68,7 +77,7 @@ class KVLRUCache:
             del self._refs[key]
         self._owned[rid] = need
         self._pins[rid] = shared
-        return True
+        return Resume(len(shared) * self._bt)
 
     def prefill(self, rid: int, start: int, end: int, now: float) -> None:
         """KV is written as chunks complete; nothing to place."""
@@ -80,11 +89,12 @@ class KVLRUCache:
             if self._refs[key] == 0:
                 self._free_lru[key] = None
 
-    def finish(self, rid: int, seq: PrefixKeys, now: float) -> None:
+    def finish(self, rid: int, full: Prefix, total_len: int, now: float) -> None:
         owned = self._owned.get(rid, 0)
         self._release(rid)
         # The request's private blocks become cached blocks (no more than it held).
-        for k in range(1, len(seq) // self._bt + 1):
+        seq = full
+        for k in range(1, total_len // self._bt + 1):
             key = seq.key_at(k * self._bt)
             if key in self._refs:
                 if key in self._free_lru:

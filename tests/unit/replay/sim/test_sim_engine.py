@@ -1,19 +1,17 @@
-"""The engine model: chunked prefill, continuous batching, step costs, cache admission."""
+"""The engine model (replay.sim.engine): chunked prefill, continuous batching, the step clock,
+token scale, each engine's admission."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from replay.engines.emulator.engine import (
-    EngineCore,
-    Sequence,
-    generated_ids,
-    special_free_range,
-)
-from replay.engines.emulator.hashing import PrefixKeys
-from replay.engines.emulator.kv_cache import KVLRUCache
+from replay.engines.emulator.hashing import PrefixKeys, generated_ids, special_free_range
 from replay.profiles import ModelProfile
+from replay.sim.clock import StepClock
+from replay.sim.engine import EngineCore, Sequence
+from replay.sim.engine_cache import engine_cache
+from replay.sim.kv_lru import KVLRUCache
 
 
 def _profile(**kw: object) -> ModelProfile:
@@ -22,18 +20,26 @@ def _profile(**kw: object) -> ModelProfile:
         model="tiny",
         gpus=1,
         block_tokens=64,
-        blocks_per_gpu=100,
+        blocks_per_engine=100,
         checkpoint_blocks=1,
         prefill_cost_d=1e-4,
         prefill_cost_e=0.0,
         decode_s_per_step=0.01,
         decode_s_per_seq=0.001,
         chunk_tokens=256,
+        prefill_cap_tokens=256,
+        max_batched_tokens=4096,
         max_batch=4,
         vocab_size=32000,
     )
     base.update(kw)
     return ModelProfile.model_validate(base)
+
+
+def _core(
+    p: ModelProfile, cache: object, scale: float = 1.0, admission: str = "schedule"
+) -> EngineCore:
+    return EngineCore(StepClock(p, scale), cache, admission)  # type: ignore[arg-type]
 
 
 class _Sink:
@@ -51,9 +57,8 @@ def _seq(rid: int, n: int, out: int, seed: int = 0) -> tuple[Sequence, _Sink]:
     return Sequence(rid, keys, out, generated_ids(keys, out, 32000), sink), sink
 
 
-def _run(core: EngineCore, limit: int = 10_000) -> float:
+def _run(core: EngineCore, limit: int = 10_000, t: float = 0.0) -> float:
     """Step until idle, delivering tokens as the runner would; returns the model time."""
-    t = 0.0
     for _ in range(limit):
         if not core.has_work():
             break
@@ -61,13 +66,14 @@ def _run(core: EngineCore, limit: int = 10_000) -> float:
         assert r.duration > 0
         t += r.duration
         for seq, count, done in r.emitted:
-            seq.sink.push(count, done)
+            if seq.sink is not None:
+                seq.sink.push(count, done)
     return t
 
 
 def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
     p = _profile()
-    core = EngineCore(p, KVLRUCache(64, 100))
+    core = _core(p, KVLRUCache(64, 100))
     seq, sink = _seq(1, 600, 5)
     core.add(seq)
     t = _run(core)
@@ -84,7 +90,7 @@ def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
 
 
 def test_chunks_end_on_block_boundaries_unless_they_finish_the_prompt() -> None:
-    core = EngineCore(_profile(chunk_tokens=200), KVLRUCache(64, 100))
+    core = _core(_profile(prefill_cap_tokens=200), KVLRUCache(64, 100))
     seq, _ = _seq(1, 500, 1)
     core.add(seq)
     ends = []
@@ -97,7 +103,7 @@ def test_chunks_end_on_block_boundaries_unless_they_finish_the_prompt() -> None:
 
 
 def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -> None:
-    core = EngineCore(_profile(), KVLRUCache(64, 100))
+    core = _core(_profile(), KVLRUCache(64, 100))
     first, _ = _seq(1, 640, 2)
     core.add(first)
     _run(core)
@@ -111,7 +117,7 @@ def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -
 
 
 def test_decoding_sequences_share_a_step_and_pay_per_sequence() -> None:
-    core = EngineCore(_profile(chunk_tokens=1000), KVLRUCache(64, 100))
+    core = _core(_profile(prefill_cap_tokens=1000), KVLRUCache(64, 100))
     a, _ = _seq(1, 100, 3, seed=1)
     b, _ = _seq(2, 100, 3, seed=2)
     core.add(a)
@@ -124,7 +130,7 @@ def test_decoding_sequences_share_a_step_and_pay_per_sequence() -> None:
 
 
 def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
-    core = EngineCore(_profile(max_batch=1), KVLRUCache(64, 100))
+    core = _core(_profile(max_batch=1), KVLRUCache(64, 100))
     a, _ = _seq(1, 64, 5, seed=1)
     b, _ = _seq(2, 64, 5, seed=2)
     core.add(a)
@@ -132,7 +138,7 @@ def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
     core.step(0.0)
     assert core.num_running == 1 and core.num_waiting == 1
     # A cache of 3 blocks holds one 64+64-token request (2 blocks) at a time.
-    core = EngineCore(_profile(chunk_tokens=1000), KVLRUCache(64, 3))
+    core = _core(_profile(prefill_cap_tokens=1000), KVLRUCache(64, 3))
     a, _ = _seq(1, 64, 64, seed=1)
     b, _ = _seq(2, 64, 64, seed=2)
     core.add(a)
@@ -145,7 +151,7 @@ def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
 
 def test_cancel_releases_a_running_request() -> None:
     cache = KVLRUCache(64, 10)
-    core = EngineCore(_profile(), cache)
+    core = _core(_profile(), cache)
     a, _ = _seq(1, 128, 100)
     core.add(a)
     core.step(0.0)
@@ -153,6 +159,83 @@ def test_cancel_releases_a_running_request() -> None:
     core.cancel(a, 1.0)
     assert cache.usage() == 0 and not core.has_work()
     assert core.counters.requests_aborted == 1
+
+
+def test_the_step_budget_is_shared_and_each_request_is_capped() -> None:
+    """vLLM: decode tokens first, then prefill chunks out of what is left of the budget, each
+    at most the long-prefill threshold."""
+    p = _profile(max_batched_tokens=300, prefill_cap_tokens=200, block_tokens=64)
+    core = _core(p, KVLRUCache(64, 100))
+    a, _ = _seq(1, 1000, 2, seed=1)
+    b, _ = _seq(2, 1000, 2, seed=2)
+    core.add(a)
+    core.add(b)
+    core.step(0.0)
+    # a gets its cap aligned down to a block (192), b the rest of the budget aligned (64).
+    assert (a.computed, b.computed) == (192, 64)
+
+
+def test_a_scaled_step_stands_for_s_real_steps() -> None:
+    """Token scale S: decode costs S real steps per scaled token, prefill costs its real
+    positions, budgets keep their real-token values."""
+    from replay.sim.scale import scaled_profile
+
+    base = _profile(prefill_cost_e=1e-6)
+    s = 16.0
+    prof = scaled_profile(base, s)
+    clock = StepClock(prof, s)
+    assert clock.decode_seconds(3) == pytest.approx(s * (0.01 + 3 * 0.001))
+    assert clock.prefill_seconds(10, 20) == pytest.approx(base.clock_prefill_seconds(160, 320))
+    assert clock.budget_tokens == base.max_batched_tokens
+    assert clock.prefill_cap_tokens == base.prefill_cap_tokens
+    # A lone request: one scaled step per output token after the prefill.
+    core = _core(prof, KVLRUCache(prof.block_tokens, 100), scale=s)
+    seq, _ = _seq(1, 40, 3)
+    core.add(seq)
+    t = _run(core)
+    expected = clock.prefill_seconds(0, 40) + s * 0.01 + 2 * s * (0.01 + 0.001)
+    assert t == pytest.approx(expected)
+
+
+def _tp(ids: list[int], out: int) -> Sequence:
+    from replay.sim.keys import TokenPrefix
+
+    rid = ids[0] + len(ids) * 100_000
+    full = TokenPrefix(ids + [7] * out, 16)
+    return Sequence(rid, TokenPrefix(ids, 16), out, full=full)
+
+
+def test_flashstate_parks_a_waiting_requests_state_and_vllm_does_not() -> None:
+    """c will resume a's state and waits behind b, which needs room while r runs: with
+    `park` (FlashState) a's state stays pinned and b waits for r; with `schedule` (vLLM,
+    SGLang) b evicts it and c finds nothing when it is scheduled."""
+
+    def run(admission: str) -> int:
+        p = _profile(block_tokens=16, chunk_tokens=32, prefill_cap_tokens=1000, max_batch=8)
+        core = _core(p, engine_cache("asc-unit-lru", p, blocks=18), admission=admission)
+        core.add(_tp(list(range(64)), 1))  # a: 4 blocks + states at 32 and 64
+        t = _run(core)
+        core.add(_tp([5000 + i for i in range(8)], 40))  # r: runs long, holds 4 blocks
+        t += core.step(t).duration
+        b = _tp([9000 + i for i in range(96)], 48)  # needs 10 blocks: 8 are free
+        c = _tp(list(range(80)), 1)
+        for x in (b, c):
+            x.arrival = t
+            core.add(x)
+        _run(core, t=t)
+        assert b.done_t is not None and c.resume is not None
+        return c.resume.cached
+
+    assert run("park") == 64
+    assert run("schedule") == 0
+
+
+def test_a_request_the_cache_can_never_hold_is_rejected() -> None:
+    core = _core(_profile(), KVLRUCache(64, 2))
+    seq, _ = _seq(1, 640, 2)
+    core.add(seq)
+    r = core.step(0.0)
+    assert r.rejected == [seq] and seq.rejected and not core.has_work()
 
 
 def test_generated_ids_are_deterministic_per_prompt_and_avoid_special_ids() -> None:

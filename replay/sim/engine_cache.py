@@ -1,0 +1,277 @@
+"""The engine model's cache: one place for what an engine's prefix cache is to its scheduler.
+
+`replay.sim.engine.EngineCore` (the scheduler both `replay simulate --timing engine` and
+`replay serve-sim` run) never looks inside a cache; it admits a request (the cache finds where
+it resumes and reserves room for it), optionally parks a waiting request's resume state,
+reports prefill chunks and hands finished sequences back. `SimCache` implements that over the
+simulator's online cache core (`replay.sim.cache.HybridCache`) with a named policy, so every
+engine's policy exists once; `replay.sim.kv_lru.KVLRUCache` is a plain KV cache beside it.
+`engine_cache` is the one place that turns (policy, profile, token scale, block count) into a
+cache, so an emulator and the simulator given the same settings build the same cache.
+
+Positions are token counts from the start of the sequence; times are model seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from replay.profiles import ModelProfile
+from replay.sim.cache import Handle, HybridCache, ResumeInfo
+from replay.sim.keys import Prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a request resumes, and (when the cache knows) why not later.
+
+    `cached` is the resume position: the prompt tokens the engine reuses. The other fields
+    follow the request columns of the run directory (null where the cache does not say)."""
+
+    cached: int
+    ideal: int | None = None
+    checkpoint_pos: int | None = None
+    resident_pos: int | None = None
+    placement_miss: int | None = None
+    dependency_miss: int | None = None
+    capacity_miss: int | None = None
+
+    def capped(self, cached: int) -> Resume:
+        return Resume(
+            cached,
+            self.ideal,
+            self.checkpoint_pos,
+            self.resident_pos,
+            self.placement_miss,
+            self.dependency_miss,
+            self.capacity_miss,
+        )
+
+
+class EngineCache(Protocol):
+    """What the engine model needs from a cache policy."""
+
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per cache block (the engine's block size; chunk ends align to it)."""
+        ...
+
+    @property
+    def capacity_blocks(self) -> int | None:
+        """Blocks the cache holds (None: unbounded)."""
+        ...
+
+    def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:
+        """Request `rid` arrived and waits: pin the state it will resume from (FlashState)."""
+        ...
+
+    def unpark_all(self, now: float) -> bool:
+        """Release every parked state (they are looked up again when scheduled): the head of
+        the queue needs their room and nothing else runs. Whether there was any."""
+        ...
+
+    def admit(
+        self,
+        rid: int,
+        prompt: Prefix,
+        prompt_len: int,
+        reserve_tokens: int,
+        now: float,
+        hint: int = 0,
+    ) -> Resume | None:
+        """Schedule request `rid`: find where it resumes (its parked state, or a lookup now)
+        and hold room for `reserve_tokens` tokens of KV (prompt plus output), evicting what
+        the policy chooses. None (nothing changed but a parked state stays parked) when even
+        eviction cannot make room: the request waits."""
+        ...
+
+    def prefill(self, rid: int, start: int, end: int, now: float) -> None:
+        """Positions [start, end) of request `rid`'s prompt were computed in one step."""
+        ...
+
+    def finish(self, rid: int, full: Prefix, total_len: int, now: float) -> None:
+        """Request `rid` ended; `full` identifies its prompt plus output, of which the first
+        `total_len` tokens have KV. The policy keeps what it wants and frees the rest."""
+        ...
+
+    def abort(self, rid: int, now: float) -> None:
+        """Request `rid` was cancelled before it finished (or never ran); release it."""
+        ...
+
+    def usage(self) -> float:
+        """Fraction of the cache's blocks in use (0..1)."""
+        ...
+
+
+def _resume(info: ResumeInfo) -> Resume:
+    return Resume(
+        cached=info.resume_pos,
+        ideal=info.ideal_pos,
+        checkpoint_pos=info.checkpoint_pos,
+        resident_pos=info.resident_pos,
+        placement_miss=info.placement_miss,
+        dependency_miss=info.dependency_miss,
+        capacity_miss=info.capacity_miss,
+    )
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """What `HybridCache` (and `replay.sim.runner.SimConfig`) take for one policy."""
+
+    policy: str
+    profile: ModelProfile
+    options: dict[str, object] = field(default_factory=dict)
+    capacity_blocks: int | None = None  # None: the policy's own size for the profile
+
+
+# Policy options measured in tokens: they shrink with a scaled trace like the profile does.
+_TOKEN_OPTIONS = ("grid", "chunk", "every", "kv_tokens")
+# Options that size a policy's own pools: they follow a changed block count.
+_POOL_OPTIONS = ("state_slots", "kv_tokens")
+
+
+def cache_settings(
+    policy: str,
+    profile: ModelProfile,
+    token_scale: float = 1.0,
+    blocks: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> CacheSettings:
+    """Settings for `policy` on `profile` (already scaled by `token_scale`), with the cache
+    resized to `blocks` if given and `options` (unscaled) on top of the policy's own.
+
+    Token-valued options (SGLang's 256-token grid, chunk and 5.9M-token KV pool, dense's
+    spacing) shrink by the token scale, so a scaled prompt gets as many checkpoints as its
+    full-size original. A policy that sizes its own pools (SGLang: ≈430 checkpoint slots
+    beside its KV pool) has them resized in proportion to `blocks`; any other policy gets
+    `blocks` as its capacity."""
+    from replay.sim.policies import Policy, make_policy
+
+    cls = Policy.registry.get(policy)
+    if cls is None:  # let make_policy name the known ones
+        return CacheSettings(policy, profile, dict(options or {}), blocks)
+    base = {**cls.options, **(options or {})}
+    opts: dict[str, object] = dict(options or {})
+    if token_scale != 1.0:
+        for key in _TOKEN_OPTIONS:
+            if key in cls.options:
+                opts[key] = max(1, round(float(base[key]) / token_scale))
+    capacity = blocks
+    if blocks is not None and any(k in cls.options for k in _POOL_OPTIONS):
+        own = make_policy(policy, profile, **opts).capacity_blocks(profile)
+        ratio = blocks / own if own else 1.0
+        for key in _POOL_OPTIONS:
+            if key in cls.options:
+                value = opts.get(key, base[key])
+                assert isinstance(value, int | float)
+                opts[key] = max(1, round(value * ratio))
+        capacity = None
+    return CacheSettings(policy, profile, opts, capacity)
+
+
+def engine_cache(
+    policy: str, profile: ModelProfile, token_scale: float = 1.0, blocks: int | None = None
+) -> EngineCache:
+    """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`."""
+    if policy == "kv-lru":
+        from replay.sim.kv_lru import KVLRUCache
+
+        return KVLRUCache(profile.block_tokens, blocks or profile.blocks_per_engine)
+    return SimCache(cache_settings(policy, profile, token_scale, blocks))
+
+
+def _keep(prefix: Prefix, resume_pos: int, block: int) -> Prefix:
+    """What the cache keeps of a sequence: token-id prefixes (the emulator's) are handed
+    over `retained` from one block before the block holding the resume position (the cache
+    builds a request's new blocks from there on), so memory grows with the tokens that were
+    new to the cache; other prefixes as they are."""
+    retained = getattr(prefix, "retained", None)
+    if retained is None:
+        return prefix
+    keep_from = (max(resume_pos - 1, 0) // block - 1) * block
+    out: Prefix = retained(keep_from, block)
+    return out
+
+
+class SimCache:
+    """One `HybridCache` with the named policy, driven request by request."""
+
+    def __init__(self, settings: CacheSettings) -> None:
+        from replay.sim.policies import make_policy
+
+        policy = make_policy(settings.policy, settings.profile, **settings.options)
+        self.cache = HybridCache(settings.profile, policy, settings.capacity_blocks)
+        self.policy = settings.policy
+        self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
+        self._handles: dict[int, Handle] = {}
+        self._resume: dict[int, int] = {}  # request -> resume position (what it keeps)
+
+    @property
+    def block_tokens(self) -> int:
+        return self.cache.B
+
+    @property
+    def capacity_blocks(self) -> int | None:
+        return self.cache.capacity
+
+    def _begin(
+        self, prompt: Prefix, prompt_len: int, now: float, hint: int
+    ) -> tuple[Handle, ResumeInfo]:
+        info = self.cache.lookup(prompt, prompt_len, now, hint)
+        h = self.cache.begin(_keep(prompt, info.resume_pos, self.cache.B), prompt_len, info, now)
+        return h, info
+
+    def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:
+        if rid not in self._parked:
+            self._parked[rid] = self._begin(prompt, prompt_len, now, hint)
+
+    def unpark_all(self, now: float) -> bool:
+        parked, self._parked = self._parked, {}
+        for h, _ in parked.values():
+            self.cache.abort(h, now)
+        return bool(parked)
+
+    def admit(
+        self,
+        rid: int,
+        prompt: Prefix,
+        prompt_len: int,
+        reserve_tokens: int,
+        now: float,
+        hint: int = 0,
+    ) -> Resume | None:
+        parked = self._parked.pop(rid, None)
+        h, info = parked or self._begin(prompt, prompt_len, now, hint)
+        if not self.cache.reserve(h, reserve_tokens, now):
+            if parked is not None:
+                self._parked[rid] = parked  # it keeps its state parked while it waits
+            else:
+                self.cache.abort(h, now)
+            return None
+        self._handles[rid] = h
+        self._resume[rid] = info.resume_pos
+        return _resume(info)
+
+    def prefill(self, rid: int, start: int, end: int, now: float) -> None:
+        """Placement was decided at `begin` from the policy's chunk model; when the prompt
+        is fully computed its blocks and prefill checkpoints join the cache."""
+        h = self._handles.get(rid)
+        if h is not None and end >= h.prompt_len:
+            self.cache.prefill_done(h, now)
+
+    def finish(self, rid: int, full: Prefix, total_len: int, now: float) -> None:
+        h = self._handles.pop(rid)
+        keep = _keep(full, self._resume.pop(rid, 0), self.cache.B)
+        self.cache.finish(h, keep, total_len, now)
+
+    def abort(self, rid: int, now: float) -> None:
+        self._resume.pop(rid, None)
+        for h in (self._handles.pop(rid, None), (self._parked.pop(rid, None) or (None,))[0]):
+            if h is not None:
+                self.cache.abort(h, now)
+
+    def usage(self) -> float:
+        cap = self.cache.capacity
+        return min(1.0, self.cache.used_blocks / cap) if cap else 0.0
