@@ -129,7 +129,8 @@ def echo_server(require_key: str | None) -> Iterator[str]:
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         if req.path.endswith("/models"):
             return web.json_response({"data": [{"id": "m", "max_model_len": 100000}]})
-        await req.read()
+        with contextlib.suppress(ConnectionError):  # a client that gave up
+            await req.read()
         return web.Response(status=500, text=f"echo: {req.url} {dict(req.headers)}")
 
     loop = asyncio.new_event_loop()
