@@ -103,6 +103,14 @@ def wait_for(cond: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
+def text_of(path: Path) -> str:
+    """A file's text, or "" when the command under test did not write it."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def journal_lines(run: Path) -> int:
     p = run / "requests.jsonl"
     return p.read_bytes().count(b"\n") if p.exists() else 0
@@ -121,7 +129,8 @@ def echo_server(require_key: str | None) -> Iterator[str]:
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         if req.path.endswith("/models"):
             return web.json_response({"data": [{"id": "m", "max_model_len": 100000}]})
-        await req.read()
+        with contextlib.suppress(ConnectionError):  # a client that gave up
+            await req.read()
         return web.Response(status=500, text=f"echo: {req.url} {dict(req.headers)}")
 
     loop = asyncio.new_event_loop()
@@ -218,7 +227,7 @@ def probe_engine_dies(tmp: Path) -> None:
     os.kill(child, signal.SIGKILL)
     harness.wait(300)
     man = read_manifest(run)
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads(text_of(run / "summary.json") or '{"engines": {"vllm": {}}}')
     downs = [e for e in man.get("events", []) if e.get("event") == "engine_down"]
     FIGURES["dead emulator: restarts"] = man.get("emulator_restarts")
     FIGURES["dead emulator: engine_down events"] = [(e["start_s"], e["end_s"]) for e in downs]
@@ -351,14 +360,14 @@ def probe_reports(tmp: Path, killed: Path) -> None:
     check("  ...and wrote the report of the rest", (tmp / "rep1" / "report.md").exists())
     res = replay("report", str(good), "--out", str(tmp / "rep2"), "--no-figures", "--format",
                  "md", "--window", "1-2")  # fmt: skip
-    check("report --window is in minutes", res.returncode == 0 and "60–120 s" in (
-        tmp / "rep2" / "report.md").read_text(), said(res)[-200:])  # fmt: skip
+    check("report --window is in minutes", res.returncode == 0 and "60–120 s" in text_of(
+        tmp / "rep2" / "report.md"), said(res)[-200:])  # fmt: skip
     man = json.loads((good / "manifest.json").read_text())
     man["status"] = "running"
     (good / "manifest.json").write_text(json.dumps(man))
     replay("report", str(good), "--out", str(tmp / "rep3"), "--no-figures", "--format", "md")
     check("a running run nobody writes shows `interrupted (stale)`",
-          "interrupted (stale)" in (tmp / "rep3" / "report.md").read_text())  # fmt: skip
+          "interrupted (stale)" in text_of(tmp / "rep3" / "report.md"))  # fmt: skip
     man["config"]["window"] = "abc"
     (good / "manifest.json").write_text(json.dumps(man))
     message_case("a wrong-typed manifest window is shown whole", replay("price", str(good)),

@@ -513,11 +513,12 @@ def register(app: typer.Typer) -> None:
             minutes = float(_pick(duration_min, fc and fc.duration_min, "duration_min", defaults))
             duration_s = minutes * 60
             win_text = window if window is not None else fc and fc.window
-            if win_text is None and minutes == defaults.get("window_for_min", minutes):
-                win_text = defaults["window"]  # the embedded default's own window
             flag = "--window" if window is not None or not (fc and fc.window) else (
                 f"--config {config}: field 'window'"
             )  # fmt: skip
+            if win_text is None and minutes == defaults.get("window_for_min", minutes):
+                win_text = defaults["window"]  # the embedded default's own window
+                flag = "the embedded default: configs/workloads/default.yaml"
             try:
                 lo, hi, used = resolve_window_min(win_text, minutes, flag)
             except WindowError as e:
