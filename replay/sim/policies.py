@@ -13,6 +13,7 @@
 | marconi | ASC | units by recency + α · prefill saved per block |
 | tail-replay | none (KV only) | LRU per allocation; a hit replays the last `replay_frac` of it |
 | ideal | ASC | unbounded memory |
+| vllm-native | vLLM's own KVCacheManager (`replay.sim.native`) | vLLM's block pool |
 """
 
 from __future__ import annotations
@@ -198,7 +199,12 @@ POLICY_NAMES: tuple[str, ...] = (
     "marconi",
     "tail-replay",
     "ideal",
+    "vllm-native",
 )
+
+
+# Registered here so every name above resolves (the native module imports nothing heavy).
+from replay.sim.native.policies import VllmNativePolicy  # noqa: E402, F401
 
 
 def make_policy(name: str, profile: ModelProfile, **opts: Any) -> Policy:

@@ -151,5 +151,11 @@ class Policy:
         """Checkpoints in a separate state pool (None: one shared pool)."""
         return None
 
+    def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
+        """The cache this policy runs in (native policies run the engine's own code)."""
+        from replay.sim.cache import HybridCache
+
+        return HybridCache(profile, self, capacity_blocks)
+
     def adjust(self, info: ResumeInfo) -> None:
         """Turn the cache's view of a lookup into this policy's resume (default: as is)."""

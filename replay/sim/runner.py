@@ -11,7 +11,7 @@ from typing import Any, Literal
 from replay.profiles import ModelProfile, load_profile
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
-from replay.sim.cache import HybridCache, ResumeInfo
+from replay.sim.cache import ResumeInfo
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.policies import make_policy
@@ -55,8 +55,8 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     """Replay `trace` under `cfg` on a virtual clock."""
     t0 = time.perf_counter()
     profile = profile or load_profile(cfg.model)
-    cache = HybridCache(
-        profile, make_policy(cfg.policy, profile, **cfg.policy_opts), cfg.capacity_blocks
+    cache = make_policy(cfg.policy, profile, **cfg.policy_opts).make_cache(
+        profile, cfg.capacity_blocks
     )
     wcfg = WorkloadConfig(
         sessions=cfg.sessions, duration_s=cfg.duration_s, window=cfg.window, seed=cfg.seed
@@ -75,7 +75,12 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     executor = executor_cls(loop, cache, profile, sample)
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
     sessions.start()
-    loop.run(cfg.duration_s)
+    try:
+        loop.run(cfg.duration_s)
+    finally:
+        close = getattr(cache, "close", None)  # a native cache's worker process
+        if close is not None:
+            close()
     records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]
     wall = time.perf_counter() - t0
     summary = summarize(
