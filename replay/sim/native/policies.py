@@ -18,7 +18,8 @@ class VllmNativePolicy(Policy):
     Options: `python` (the interpreter with vLLM; default: see `replay.sim.native.worker`),
     `retention` (prefix_cache_retention_interval; 0 as a server resolves it, None keeps every
     state), `prefix_match_unit` (hash block size; default the block), `long_prefill_threshold`
-    and `token_budget` (default the profile's chunk_tokens), `shared_prefix_checkpoint`
+    (default the profile's chunk_tokens; 0: none) and `token_budget` (default 16,384: the
+    paper's serve command), `shared_prefix_checkpoint`
     (--enable-mamba-shared-prefix-checkpoint) and the FlashState fork's flags
     (`frontier_checkpoint`, `prefill_export`, `eviction`, `leaf_last`, `leaf_idle_s`)."""
 
@@ -44,7 +45,11 @@ class VllmNativePolicy(Policy):
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return NoEviction(cache)  # vLLM's block pool decides
 
-    def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
+    def make_cache(
+        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
+    ) -> HybridCache:
+        """The native cache; `worker`: a running `replay.sim.native.worker.Worker` to reuse
+        (it is re-initialised; the caller closes it)."""
         from replay.sim.native.vllm_cache import NativeVllmCache
 
-        return NativeVllmCache(profile, self, capacity_blocks)
+        return NativeVllmCache(profile, self, capacity_blocks, worker=worker)

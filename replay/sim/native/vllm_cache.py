@@ -7,15 +7,19 @@ what vLLM's scheduler does for one request (`replay/sim/native/vllm_worker.py`):
 - `lookup`: `get_computed_blocks` on a request built from the prompt's token ids (pure);
 - `reserve`: admission and every prefill chunk, one scheduler step each, chunk ends from
   `Scheduler._mamba_block_aligned_split`; False when vLLM could not allocate (the request
-  waits, as in vLLM's queue); the hit reported is the one at admission;
-- `finish`: the output ids decoded one per step, then `free` (KV freed tail first);
+  waits, as in vLLM's queue); the hit reported is the one at admission. When the prefix
+  already holds the output ids (the simulator's), the output is decoded here too, one token
+  a step, so the request holds its whole sequence from its start as `HybridCache` reserves;
+- `finish`: the output decoded (if not yet: the emulator learns it only now), then `free`
+  (KV freed tail first);
 - `abort`: `free`.
 
 The hybrid cache config comes from the model profile: one full-attention group and
 `checkpoint_blocks` Mamba groups ("align" mode) over one pool of `capacity + 1` blocks of
 `block_tokens` (vLLM's pool loses one to its null block), the prefix-cache retention
 interval a server resolves (0), `hash_block_size` = `--prefix-match-unit` or the block, the
-long-prefill threshold and token budget = the profile's `chunk_tokens`.
+long-prefill threshold = the profile's `chunk_tokens` and the token budget 16,384 (the
+paper's serve command; both are options).
 
 Requests are run one command at a time: a request's prefill steps run back to back at
 `reserve`, its decode steps at `finish`. vLLM interleaves other requests' steps between
@@ -51,6 +55,7 @@ class NativeHandle(Handle):
     rid: str = ""
     info: ResumeInfo | None = None
     started: bool = False
+    decoded: bool = False
 
 
 def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) -> dict[str, Any]:
@@ -62,7 +67,12 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
             f"prefix_match_unit {unit} must divide the block size {B} (vLLM requires every "
             "group's block size to be a multiple of it)"
         )
-    chunk = int(opts.get("long_prefill_threshold") or profile.chunk_tokens)
+    # The paper's serve command (configs/engines/vllm-glm53-b200.yaml):
+    # --long-prefill-token-threshold 8704 (the profile's chunk_tokens) and
+    # --max-num-batched-tokens 16384. vLLM's own defaults are 0 (no threshold) and 2048.
+    lpt = opts.get("long_prefill_threshold")
+    chunk = profile.chunk_tokens if lpt is None else int(lpt)
+    budget = opts.get("token_budget")
     return {
         "block": B,
         "hash_block": int(unit) if unit else B,
@@ -71,7 +81,7 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
         "retention": opts.get("retention", 0),
         "max_model_len": profile.context_tokens,
         "long_prefill_threshold": chunk,
-        "token_budget": int(opts.get("token_budget") or chunk),
+        "token_budget": 16384 if budget is None else int(budget),
         "shared_prefix_checkpoint": bool(opts.get("shared_prefix_checkpoint", False)),
     }
 
@@ -91,8 +101,10 @@ class NativeVllmCache(HybridCache):
             raise NativeError("vllm-native needs a bounded cache (a capacity in blocks)")
         opts = policy.opts
         fork = [k for k in FORK_OPTIONS if opts.get(k) not in (None, False, "lru")]
+        # A worker passed in belongs to the caller (tests share one); one started here is
+        # stopped with this cache (`close`, or when it is collected).
         self.worker = worker or Worker.start(opts.get("python"))
-        self._finalizer = weakref.finalize(self, self.worker.close)
+        self._finalizer = weakref.finalize(self, self.worker.close if worker is None else _noop)
         missing = [k for k in fork if FORK_OPTIONS[k] not in self.worker.fork_flags]
         if missing:
             self.close()
@@ -157,6 +169,8 @@ class NativeVllmCache(HybridCache):
         self.steps += len(ans.get("chunks", ()))
         h.reserved = h.started = True
         h.total_len = total_len
+        if h.prefix.length >= total_len:  # the output is known (the simulator): decode now,
+            self._decode(h, h.prefix, total_len)  # so its blocks are held from the start
         return True
 
     def prefill_done(self, h: Handle, now: float) -> None:
@@ -174,10 +188,16 @@ class NativeVllmCache(HybridCache):
         if full.length < total_len:
             raise CacheError(f"finish(): the prefix covers {full.length} tokens, not {total_len}")
         self.clock = now
+        if not h.decoded:
+            self._decode(h, full, total_len)
+        self.free = int(self.worker.call("free", rid=h.rid)["free"])
+
+    def _decode(self, h: NativeHandle, full: Prefix, total_len: int) -> None:
         out = self.tokens.ids(full, h.prompt_len, total_len)
-        ans = self.worker.call("finish", out, rid=h.rid)
+        ans = self.worker.call("decode", out, rid=h.rid)
         self.free = int(ans["free"])
         self.steps += max(len(out) - 1, 0)
+        h.decoded = True
 
     def stats(self) -> dict[str, Any]:
         return self.worker.call("stats")
@@ -191,6 +211,10 @@ FORK_OPTIONS: dict[str, str] = {
     "leaf_last": "prefix_cache_leaf_last",
     "leaf_idle_s": "prefix_cache_leaf_idle_seconds",
 }
+
+
+def _noop() -> None:
+    pass
 
 
 def _native(h: Handle) -> NativeHandle:

@@ -11,7 +11,8 @@ Commands (see `Worker` for the calling side):
   init {config}                  → builds the manager (one attention group, C Mamba groups)
   lookup {rid} + prompt ids      → the hit a request would get now (changes nothing)
   start {rid}                    → admission and chunked prefill; {"ok": false} if it cannot
-  finish {rid} + output ids      → decode one token a step, then free (tail first)
+  decode {rid} + output ids      → decode one token a step
+  free {rid}                     → the request ends: its blocks are freed (tail first)
   drop {rid}                     → free a request that will not run
   stats                          → pool occupancy
 
@@ -215,10 +216,10 @@ class Engine:
             chunks.append(n_new)
         return {"ok": True, "hit": hit, "spb": spb, "chunks": chunks, "free": self._free()}
 
-    def finish(self, rid: str, out: list[int]) -> dict[str, Any]:
+    def decode(self, rid: str, out: list[int]) -> dict[str, Any]:
         """Decode: the token sampled at each step is appended, then the next step computes it;
         the last one is sampled but never computed (the request ends there)."""
-        req = self.running.pop(rid)
+        req = self.running[rid]
         complete = True
         for i, t in enumerate(out):
             req.append_output_token_ids(t)
@@ -232,8 +233,11 @@ class Engine:
                 break
             req.num_computed_tokens += 1
             self._step_end()
-        self.mgr.free(req)
         return {"complete": complete, "free": self._free()}
+
+    def free(self, rid: str) -> dict[str, Any]:
+        self.mgr.free(self.running.pop(rid))
+        return {"free": self._free()}
 
     def drop(self, rid: str) -> dict[str, Any]:
         req = self.running.pop(rid, None)
@@ -303,8 +307,10 @@ def main() -> int:
                 ans = engine.lookup(head["rid"], tokens)
             elif cmd == "start":
                 ans = engine.start(head["rid"])
-            elif cmd == "finish":
-                ans = engine.finish(head["rid"], tokens)
+            elif cmd == "decode":
+                ans = engine.decode(head["rid"], tokens)
+            elif cmd == "free":
+                ans = engine.free(head["rid"])
             elif cmd == "drop":
                 ans = engine.drop(head["rid"])
             elif cmd == "stats":
