@@ -104,6 +104,14 @@ def register(app: typer.Typer) -> None:
             fail(escape(f"--trace: {e}"))
         if not tr.trajectories:
             fail(f"--trace: {trace} holds no trajectories")
+        if any(n.endswith("-native") for n in names):
+            from replay.sim.native.worker import NativeError, find_vllm
+
+            try:
+                found = find_vllm()
+            except NativeError as e:
+                fail(escape(f"--policies: {e}"))
+            err_console.print(f"vllm-native: vLLM from {found.python} ({found.how})")
         out_dir = out or Path("runs") / new_run_id("sim")
         configs = plan(
             names,
@@ -150,6 +158,12 @@ def register(app: typer.Typer) -> None:
                 fail(escape(f"--out: {e}"))
             except RayError as e:
                 fail(escape(f"--ray: {e}"))
+            except RuntimeError as e:  # a native policy's engine code could not run
+                from replay.sim.native.worker import NativeError
+
+                if not isinstance(e, NativeError):
+                    raise
+                fail(escape(f"--policies: {e}"))
         if as_json:
             sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
             return

@@ -61,7 +61,11 @@ def drive(cache: HybridCache, reqs: list[Req]) -> list[int]:
 
 def compare(a: list[int], b: list[int]) -> tuple[int, int, int]:
     """(total cached tokens of a, of b, requests that differ)."""
-    return sum(max(x, 0) for x in a), sum(max(x, 0) for x in b), sum(x != y for x, y in zip(a, b))
+    return (
+        sum(max(x, 0) for x in a),
+        sum(max(x, 0) for x in b),
+        sum(x != y for x, y in zip(a, b, strict=True)),
+    )
 
 
 # workloads (B: the block size; every length is drawn with numpy's Generator(seed)) ----------

@@ -64,9 +64,7 @@ class Engine:
         groups = [
             KVCacheGroupSpec(
                 ["attn.0"],
-                FullAttentionSpec(
-                    block_size=B, num_kv_heads=1, head_size=64, dtype=torch.bfloat16
-                ),
+                FullAttentionSpec(block_size=B, num_kv_heads=1, head_size=64, dtype=torch.bfloat16),
             )
         ]
         # One Mamba group per block a state occupies: a checkpoint then costs

@@ -53,11 +53,12 @@ def project_venv_python() -> Path:
 
 def find_vllm(python: str | None = None) -> Found:
     """The interpreter to run vLLM's cache code with (not started: see `Worker`)."""
-    if python:
-        return Found(python, "--python")
-    env = os.environ.get(ENV_PYTHON)
-    if env:
-        return Found(env, ENV_PYTHON)
+    explicit = (python, "--python") if python else (os.environ.get(ENV_PYTHON), ENV_PYTHON)
+    if explicit[0]:
+        path, how = explicit[0], explicit[1]
+        if "/" in path and not Path(path).is_file():
+            raise NativeError(f"{how} names {path}, which does not exist: " + SETUP_HINT)
+        return Found(path, how)
     if importlib.util.find_spec("vllm") is not None:
         return Found(sys.executable, "this environment")
     venv = project_venv_python()
@@ -82,9 +83,7 @@ class Worker:
     @classmethod
     def start(cls, python: str | None = None) -> Worker:
         found = find_vllm(python)
-        if not Path(found.python).is_file() and "/" in found.python:
-            raise NativeError(f"{found.how} names {found.python}, which does not exist: " + SETUP_HINT)
-        log = tempfile.TemporaryFile()
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the worker)
         try:
             proc = subprocess.Popen(
                 [found.python, "-u", str(WORKER_SCRIPT)],
@@ -101,7 +100,9 @@ class Worker:
             info = w.call("hello")
         except NativeError as e:
             w.close()
-            raise NativeError(f"{found.python} ({found.how}) cannot import vLLM: {e}; " + SETUP_HINT) from e
+            raise NativeError(
+                f"{found.python} ({found.how}) cannot import vLLM: {e}; " + SETUP_HINT
+            ) from e
         w.version = str(info.get("version", ""))
         w.fork_flags = list(info.get("fork_flags", []))
         if not w.version.startswith(SUPPORTED_VLLM):

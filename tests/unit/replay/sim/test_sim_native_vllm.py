@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from replay.profiles import ModelProfile
 from replay.sim.native.crosscheck import WORKLOADS, compare, drive
 from replay.sim.native.worker import NativeError
-from replay.profiles import ModelProfile
 from replay.sim.policies import make_policy
 
 pytestmark = pytest.mark.vllm
@@ -90,7 +90,9 @@ def test_tight_cache_bound(vllm_worker, setting):
 def test_fork_flags_need_the_fork(vllm_worker):
     prof = tiny_profile()
     pol = make_policy("vllm-native", prof, frontier_checkpoint=True, eviction="gds")
-    with pytest.raises(NativeError, match=r"frontier_checkpoint, eviction needs the FlashState fork"):
+    with pytest.raises(
+        NativeError, match=r"frontier_checkpoint, eviction needs the FlashState fork"
+    ):
         pol.make_cache(prof, worker=vllm_worker)
 
 
@@ -105,7 +107,9 @@ def test_a_finer_prefix_match_unit_runs(vllm_worker):
     """--prefix-match-unit below the block: partial-block hits (vLLM's own split and CoW
     copies, freed each step); the pool is whole again once every request has ended."""
     prof = tiny_profile(blocks=400)
-    cache = make_policy("vllm-native", prof, prefix_match_unit=4).make_cache(prof, worker=vllm_worker)
+    cache = make_policy("vllm-native", prof, prefix_match_unit=4).make_cache(
+        prof, worker=vllm_worker
+    )
     reqs = WORKLOADS["chains"](np.random.default_rng(0), B)
     got = drive(cache, reqs)
     assert all(g >= 0 for g in got) and sum(got) > 0
