@@ -11,6 +11,7 @@ on first use, or takes `--trace`. Needs the vLLM environment (`bash scripts/setu
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -23,13 +24,18 @@ from replay.traces.synth import SynthConfig, write_synth
 DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace")
     ap.add_argument("--model", default="glm-5.3-flash")
     ap.add_argument("--sessions", type=int, default=48)
     ap.add_argument("--duration-min", type=float, default=45.0)
-    ap.add_argument("--policies", default="vllm,vllm-native")
+    ap.add_argument("--policies", default="vllm,vllm-like,vllm-native")
     args = ap.parse_args()
     src = args.trace
     if not src:
@@ -48,19 +54,23 @@ def main() -> int:
             duration_s=dur,
             window=(min(900.0, dur / 3), dur),
         )
-        t0 = time.perf_counter()
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
         try:
             res = simulate(trace, cfg)
         except NativeError as e:
             print(f"{policy}: {e}", file=sys.stderr)
             return 1
         wall = time.perf_counter() - t0
+        # CPU seconds of this process and of the worker (it has exited: simulate closes it);
+        # on a shared machine these, not the wall time, say what the replay costs.
+        cpu = time.process_time() - c0 + _children_cpu() - k0
         sent = [r for r in res.records if r.status == "ok"]
         cached = sum(r.cached_tokens or 0 for r in sent)
         prompt = sum(r.prompt_tokens for r in sent)
         rows.append((policy, wall, len(res.records), cached, prompt))
         print(
-            f"{policy:12s} {wall / 60:6.2f} min wall  {len(res.records):6,} requests  "
+            f"{policy:12s} {wall / 60:6.2f} min wall  {cpu / 60:6.2f} min CPU  "
+            f"{len(res.records):6,} requests  "
             f"cached {cached:,} of {prompt:,} prompt tokens ({cached / max(prompt, 1):.1%})  "
             f"hit rate (window) {res.summary['hit_rate']:.1%}",
             flush=True,

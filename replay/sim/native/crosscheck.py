@@ -30,8 +30,11 @@ class Req:
     hold: float = 1.0
 
 
-def drive(cache: HybridCache, reqs: list[Req]) -> list[int]:
-    """Cached tokens per request (-1: not admitted), in the order given."""
+def drive(
+    cache: HybridCache, reqs: list[Req], after: Callable[[HybridCache], None] | None = None
+) -> list[int]:
+    """Cached tokens per request (-1: not admitted), in the order given; `after(cache)` is
+    called after every start and finish."""
     seqs: list[LineagePrefix | None] = [None] * len(reqs)
     got = [-1] * len(reqs)
     events: list[tuple[float, int, int, object]] = []  # (time, kind 0=finish 1=start, i, h)
@@ -44,6 +47,8 @@ def drive(cache: HybridCache, reqs: list[Req]) -> list[int]:
             seq = seqs[i]
             assert seq is not None
             cache.finish(h, seq, r.n + r.out, t)  # type: ignore[arg-type]
+            if after is not None:
+                after(cache)
             continue
         parent = seqs[r.parent] if r.parent >= 0 else None
         seq = LineagePrefix(i + 1, r.n + r.out, parent, r.shared if parent else 0)
@@ -56,6 +61,8 @@ def drive(cache: HybridCache, reqs: list[Req]) -> list[int]:
         got[i] = info.resume_pos
         cache.prefill_done(hd, t)
         heapq.heappush(events, (t + r.hold, 0, i, hd))
+        if after is not None:
+            after(cache)
     return got
 
 

@@ -21,7 +21,9 @@ class VllmNativePolicy(Policy):
     (default the profile's chunk_tokens; 0: none) and `token_budget` (default 16,384: the
     paper's serve command), `shared_prefix_checkpoint`
     (--enable-mamba-shared-prefix-checkpoint) and the FlashState fork's flags
-    (`frontier_checkpoint`, `prefill_export`, `eviction`, `leaf_last`, `leaf_idle_s`)."""
+    (`frontier_checkpoint`, `prefill_export`, `eviction`, `leaf_last`, `leaf_idle_s`);
+    `decode_steps`: "token" (one manager step per output token, as the scheduler) or "block"
+    (the steps between block boundaries merged; the same manager states, checked by a test)."""
 
     name = "vllm-native"
     description = "vLLM's own KVCacheManager (worker process in the vLLM environment)"
@@ -37,6 +39,7 @@ class VllmNativePolicy(Policy):
         "eviction": "lru",
         "leaf_last": False,
         "leaf_idle_s": None,
+        "decode_steps": "block",
     }
 
     def make_placement(self, profile: ModelProfile) -> Placement:

@@ -62,6 +62,8 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
     """The worker's `init` config from the profile and the policy's options."""
     B = profile.block_tokens
     unit = opts.get("prefix_match_unit")
+    if opts.get("decode_steps", "block") not in ("block", "token"):
+        raise NativeError(f"decode_steps is 'block' or 'token', not {opts['decode_steps']!r}")
     if unit is not None and (int(unit) <= 0 or B % int(unit)):
         raise NativeError(
             f"prefix_match_unit {unit} must divide the block size {B} (vLLM requires every "
@@ -83,6 +85,7 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
         "long_prefill_threshold": chunk,
         "token_budget": 16384 if budget is None else int(budget),
         "shared_prefix_checkpoint": bool(opts.get("shared_prefix_checkpoint", False)),
+        "decode_steps": str(opts.get("decode_steps", "block")),
     }
 
 

@@ -114,3 +114,21 @@ def test_a_finer_prefix_match_unit_runs(vllm_worker):
     got = drive(cache, reqs)
     assert all(g >= 0 for g in got) and sum(got) > 0
     assert cache.free == 400
+
+
+def test_block_decode_steps_give_the_same_manager_states(vllm_worker):
+    """Merging the decode steps between block boundaries (the default, for speed) leaves
+    every hit and the free-block count after every request as one step per token does."""
+    for name in WORKLOADS:
+        prof = tiny_profile(40 if name == "tight" else 400)
+        for seed in range(2):
+            reqs = WORKLOADS[name](np.random.default_rng(seed), B)
+            runs = []
+            for mode in ("token", "block"):
+                cache = make_policy("vllm-native", prof, decode_steps=mode).make_cache(
+                    prof, worker=vllm_worker
+                )
+                frees: list[int] = []
+                hits = drive(cache, reqs, after=lambda c, f=frees: f.append(c.free))
+                runs.append((hits, frees, cache.stats()["cached_idle"]))
+            assert runs[0] == runs[1], f"{name} seed {seed}"
