@@ -132,3 +132,23 @@ def test_block_decode_steps_give_the_same_manager_states(vllm_worker):
                 hits = drive(cache, reqs, after=lambda c, f=frees: f.append(c.free))
                 runs.append((hits, frees, cache.stats()["cached_idle"]))
             assert runs[0] == runs[1], f"{name} seed {seed}"
+
+
+@pytest.mark.slow
+def test_simulate_replays_a_corpus_through_vllms_code(small_corpus):
+    """The whole loop (`simulate`, sessions, trace timing) with vLLM's manager as the cache:
+    on a synthesized corpus every request gets the cached tokens our `vllm` model gives it."""
+    from replay.profiles import load_profile
+    from replay.sim.runner import SimConfig, simulate
+    from replay.traces import load_trace
+
+    trace = load_trace(small_corpus)
+    glm = load_profile("glm-5.3-flash")  # the corpus is scaled 16× down: so are the blocks
+    prof = glm.model_copy(update={"block_tokens": 272, "chunk_tokens": 544})
+    got = {}
+    for policy in ("vllm", "vllm-native"):
+        res = simulate(trace, SimConfig(policy, 4, duration_s=900.0, window=(300.0, 900.0)), prof)
+        got[policy] = [(r.trajectory, r.turn, r.status, r.cached_tokens) for r in res.records]
+    assert len(got["vllm"]) > 100
+    assert sum(r[3] or 0 for r in got["vllm"]) > 0
+    assert got["vllm-native"] == got["vllm"]
