@@ -46,6 +46,7 @@ def main() -> int:
     trace = load_trace(src)
     dur = args.duration_min * 60.0
     rows = []
+    keyed: dict[str, dict[tuple[object, ...], int | None]] = {}
     for policy in args.policies.split(","):
         cfg = SimConfig(
             policy=policy,
@@ -68,6 +69,10 @@ def main() -> int:
         cached = sum(r.cached_tokens or 0 for r in sent)
         prompt = sum(r.prompt_tokens for r in sent)
         rows.append((policy, wall, len(res.records), cached, prompt))
+        keyed[policy] = {
+            (r.session, r.trajectory, r.agent, r.turn, r.scheduled_s): r.cached_tokens
+            for r in res.records
+        }
         print(
             f"{policy:12s} {wall / 60:6.2f} min wall  {cpu / 60:6.2f} min CPU  "
             f"{len(res.records):6,} requests  "
@@ -75,8 +80,13 @@ def main() -> int:
             f"hit rate (window) {res.summary['hit_rate']:.1%}",
             flush=True,
         )
-    if len(rows) == 2 and rows[0][3]:
-        print(f"cached tokens {rows[1][0]} / {rows[0][0]}: {rows[1][3] / rows[0][3]:.3f}")
+    by = {r[0]: r for r in rows}
+    if "vllm" in by and "vllm-native" in by and by["vllm-native"][3]:
+        ratio = by["vllm"][3] / by["vllm-native"][3]
+        print(f"cached tokens vllm / vllm-native: {ratio:.3f}")
+        a, b = keyed["vllm"], keyed["vllm-native"]
+        differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
+        print(f"requests whose cached tokens differ: {differ:,} of {len(a):,}")
     return 0
 
 
