@@ -123,3 +123,17 @@ def _pyenv() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "LANG")}
+
+
+def test_engines_native_says_what_is_missing():
+    r = subprocess.run(
+        [sys.executable, "-m", "replay", "engines", "native", "--python", "/nowhere/python"],
+        capture_output=True,
+        text=True,
+        env=_pyenv(),
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "--python names /nowhere/python, which does not exist" in r.stderr
+    assert "scripts/setup_vllm_cpu.sh" in r.stderr
