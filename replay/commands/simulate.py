@@ -133,6 +133,14 @@ def register(app: typer.Typer) -> None:
             scale = resolve_token_scale(tr, token_scale)
         except TraceScaleError as e:
             fail(str(e))
+        if any(n.endswith("-native") for n in names):
+            from replay.sim.native.worker import NativeError, find_vllm
+
+            try:
+                found = find_vllm()
+            except NativeError as e:
+                fail(f"--policies: {e}")
+            err_console.print(f"vllm-native: vLLM from {found.python} ({found.how})")
         out_dir = out or Path("runs") / new_run_id("sim")
         configs = plan(
             names,
@@ -182,6 +190,12 @@ def register(app: typer.Typer) -> None:
                 fail(f"--out: {e}")
             except RayError as e:
                 fail(f"--ray: {e}")
+            except RuntimeError as e:  # a native policy's engine code could not run
+                from replay.sim.native.worker import NativeError
+
+                if not isinstance(e, NativeError):
+                    raise
+                fail(f"--policies: {e}")
         reused = [r for r in rows if r.get("reused_assignments")]
         if reused:
             r = max(reused, key=lambda x: x["reused_assignments"])

@@ -207,7 +207,7 @@ class HybridCache:
         if st is not None:
             st.live += 1
             self.eviction.on_resume(st, now)
-        placements = self.policy.placement.prefill_positions(info.resume_pos, prompt_len, self.B)
+        placements = self.policy.prefill_positions(info, prompt_len, self.B)
         full_end = (prompt_len // self.B) * self.B
         return Handle(
             prefix,

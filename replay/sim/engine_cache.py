@@ -202,7 +202,7 @@ class SimCache:
         from replay.sim.policies import make_policy
 
         policy = make_policy(settings.policy, settings.profile, **settings.options)
-        self.cache = HybridCache(settings.profile, policy, settings.capacity_blocks)
+        self.cache = policy.make_cache(settings.profile, settings.capacity_blocks)
         self.policy = settings.policy
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
         self._handles: dict[int, Handle] = {}

@@ -99,7 +99,7 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     # as the prefill moves past them) — unless the request will capture a later one when it
     # ends (ASC, SGLang's grid): then it is just another state, evictable by the policy.
     last = h.early_states[-1] if h.early_states else None
-    if last is not None and last.resident and not cache.policy.placement.captures_end:
+    if last is not None and last.resident and cache.policy.placement.holds_last_state:
         last.live += 1
         h.held_state = last
 

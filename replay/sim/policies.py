@@ -2,7 +2,7 @@
 
 | name | placement | eviction / admission |
 | --- | --- | --- |
-| vllm | chunk ends on block boundaries | LRU per allocation |
+| vllm | vLLM 0.32's code (`replay.sim.vllm_policy`): replay boundary ⌊(n−1)/B⌋·B + junctions | LRU by release, states before their KV |
 | vllm-like | the source simulation's "vLLM-like": chunk ends on block boundaries | LRU per allocation |
 | sglang | 256-token grid (prefill chunks, prompt end, request end) | two pools, LRU each |
 | dense | every `every` tokens of prefill | LRU per allocation |
@@ -13,6 +13,7 @@
 | marconi | ASC | units by recency + α · prefill saved per block |
 | tail-replay | none (KV only) | LRU per allocation; a hit replays the last `replay_frac` of it |
 | ideal | ASC | unbounded memory |
+| vllm-native | vLLM's own KVCacheManager (`replay.sim.native`) | vLLM's block pool |
 """
 
 from __future__ import annotations
@@ -41,14 +42,6 @@ from replay.sim.policy_base import (
 
 if TYPE_CHECKING:
     from replay.sim.cache import HybridCache, ResumeInfo
-
-
-class VllmPolicy(Policy):
-    name = "vllm"
-    description = "vLLM: block-boundary checkpoints at chunk ends, per-allocation LRU"
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
 
 
 class VllmLikePolicy(Policy):
@@ -198,7 +191,13 @@ POLICY_NAMES: tuple[str, ...] = (
     "marconi",
     "tail-replay",
     "ideal",
+    "vllm-native",
 )
+
+
+# Registered here so every name above resolves (the native module imports nothing heavy).
+from replay.sim.native.policies import VllmNativePolicy  # noqa: E402, F401
+from replay.sim.vllm_policy import VllmPolicy  # noqa: E402, F401
 
 
 def make_policy(name: str, profile: ModelProfile, **opts: Any) -> Policy:

@@ -35,6 +35,12 @@ class Placement:
 
     captures_end = False  # it writes a checkpoint when the request ends
 
+    @property
+    def holds_last_state(self) -> bool:
+        """The request holds its latest prefill checkpoint until it ends (unless it
+        captures a later one then)."""
+        return not self.captures_end
+
     def prefill_positions(self, r: int, n: int, block: int) -> list[int]:
         return []
 
@@ -150,6 +156,16 @@ class Policy:
     def state_slots(self, profile: ModelProfile) -> int | None:
         """Checkpoints in a separate state pool (None: one shared pool)."""
         return None
+
+    def prefill_positions(self, info: ResumeInfo, n: int, block: int) -> list[int]:
+        """Where a request resuming as `info` writes checkpoints during its prefill."""
+        return self.placement.prefill_positions(info.resume_pos, n, block)
+
+    def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
+        """The cache this policy runs in (native policies run the engine's own code)."""
+        from replay.sim.cache import HybridCache
+
+        return HybridCache(profile, self, capacity_blocks)
 
     def adjust(self, info: ResumeInfo) -> None:
         """Turn the cache's view of a lookup into this policy's resume (default: as is)."""

@@ -98,7 +98,12 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
     sessions.on_context = ws.update
     sessions.start()
-    loop.run(cfg.duration_s)
+    try:
+        loop.run(cfg.duration_s)
+    finally:
+        close = getattr(cache, "close", None)  # a native cache's worker process
+        if close is not None:
+            close()
     ws_blocks = ws.mean_blocks(cfg.duration_s)
     sessions.on_context = None
     records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,3 +74,22 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sim-corpus") / "small.jsonl"
     write_synth(path, SynthConfig(n_trajectories=12, seed=1, scale=16))
     return path
+
+
+@pytest.fixture(scope="session")
+def vllm_worker() -> Iterator[object]:
+    """One worker process running vLLM's own KV cache manager, shared by the session (each
+    test re-initialises it). Skips when no vLLM is found; REPLAY_REQUIRE_VLLM=1 (what
+    `scripts/test.sh` sets) makes that a failure."""
+    import os
+
+    from replay.sim.native.worker import NativeError, Worker
+
+    try:
+        w = Worker.start()
+    except NativeError as e:
+        if os.environ.get("REPLAY_REQUIRE_VLLM") == "1":
+            pytest.fail(f"{e} — REPLAY_REQUIRE_VLLM=1 makes this a failure")
+        pytest.skip(str(e))
+    yield w
+    w.close()

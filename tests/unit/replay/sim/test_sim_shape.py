@@ -37,7 +37,7 @@ def test_vllm_collapses_under_load_while_flashstate_holds(tmp_path):
         )
         return float(simulate(trace, cfg, prof).summary["hit_rate"])
 
-    vllm_low, vllm_high = hit("vllm", 8), hit("vllm", 40)
+    vllm_low, vllm_high = hit("vllm-like", 8), hit("vllm-like", 40)
     fs_high = hit("flashstate", 40)
     assert vllm_low > 0.8
     assert vllm_low - vllm_high > 0.25  # the collapse

