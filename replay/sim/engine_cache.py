@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import Handle, HybridCache, ResumeInfo
+from replay.sim.cache import Handle, ResumeInfo
 from replay.sim.keys import Prefix
 
 
