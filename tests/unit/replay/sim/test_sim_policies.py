@@ -21,7 +21,7 @@ def test_every_listed_policy_is_registered(profile):
 
 
 def test_unknown_policy_and_option_name_what_is_known(profile):
-    with pytest.raises(PolicyError, match=r"unknown policy 'lru'.*known: vllm, sglang"):
+    with pytest.raises(PolicyError, match=r"unknown policy 'lru'.*known: vllm, vllm-like, sglang"):
         make_policy("lru", profile)
     with pytest.raises(PolicyError, match=r"policy 'dense' has no option grid \(options: every\)"):
         make_policy("dense", profile, grid=3)
