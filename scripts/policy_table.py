@@ -193,7 +193,7 @@ def table(
     lines.append("|---|" + "---|" * len(cols))
     for p in policies:
         src = SOURCE.get(p)
-        cells = []
+        parts: list[str] = []
         for _, col, scol in cols:
             ours = _tok(mean(p, hi, col))
             theirs: float | None = None
@@ -201,8 +201,8 @@ def table(
                 theirs = getattr(src, scol)
             elif col == "placement_miss_per_request":
                 theirs = SOURCE_PLACEMENT.get(p)
-            cells.append(ours if theirs is None else f"{ours} ({_tok(theirs)})")
-        lines.append(f"| {label[p]} | " + " | ".join(cells) + " |")
+            parts.append(ours if theirs is None else f"{ours} ({_tok(theirs)})")
+        lines.append(f"| {label[p]} | " + " | ".join(parts) + " |")
     return "\n".join(lines)
 
 
