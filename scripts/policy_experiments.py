@@ -21,9 +21,17 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from policy_table import DEFAULT_CORPUS, load_corpus, parse_opts, run_configs
+from policy_table import (
+    DEFAULT_CORPUS,
+    load_corpus,
+    parse_opts,
+    run_configs,
+    scale_durations,
+)
 
-from replay.sim.runner import SimConfig
+from replay.sim.cache import HybridCache
+from replay.sim.runner import SimConfig, simulate
+from replay.traces.model import Trace
 
 DEFAULT_VARIANTS = ",".join(
     [
@@ -31,6 +39,54 @@ DEFAULT_VARIANTS = ",".join(
         "asc-unit-lru",
     ]
 )
+
+
+def live_share(trace: Trace, spec: str, sessions: int, capacity: int) -> str:
+    """One run, sampling at each arrival inside the window the blocks live requests hold
+    (their pinned KV, the KV reserved for their output, their live state buffer) and the
+    age of each unit or allocation evicted: how much of the cache is left for idle
+    conversations, and how long an idle one survives there."""
+    held: list[float] = []
+    ages: list[float] = []
+    lookup, drop_unit, drop_state = (
+        HybridCache.lookup,
+        HybridCache.drop_unit,
+        HybridCache.drop_state,
+    )
+
+    def probe_lookup(self: HybridCache, prefix: Any, n: int, now: float, hint: int = 0) -> Any:
+        if 900.0 <= now < 2700.0:
+            pinned = sum(1 for b in self.nodes.values() if b.resident and b.live)
+            live_states = sum(1 for x in self.live_resident.values() if x.live)
+            states = live_states + self.private_states
+            held.append(pinned + self.private_blocks + self.C * states)
+        return lookup(self, prefix, n, now, hint)
+
+    def probe_unit(self: HybridCache, st: Any) -> int:
+        ages.append(self.clock - st.last_use)
+        return drop_unit(self, st)
+
+    def probe_state(self: HybridCache, st: Any) -> None:
+        if st.resident:
+            ages.append(self.clock - st.last_use)
+        drop_state(self, st)
+
+    pol, opts = parse_variant(spec)
+    probes = {"lookup": probe_lookup, "drop_unit": probe_unit, "drop_state": probe_state}
+    saved = {name: getattr(HybridCache, name) for name in probes}
+    for name, fn in probes.items():
+        setattr(HybridCache, name, fn)
+    try:
+        res = simulate(trace, SimConfig(pol, sessions, capacity_blocks=capacity, policy_opts=opts))
+    finally:
+        for name, fn in saved.items():
+            setattr(HybridCache, name, fn)
+    q = np.percentile(ages, [10, 50, 90]) if ages else [0.0, 0.0, 0.0]
+    return (
+        f"{spec} at {sessions} sessions: hit {res.summary['hit_rate']:.1%}; live requests hold "
+        f"{np.mean(held):,.0f} of {capacity} blocks ({np.mean(held) / capacity:.0%}); "
+        f"evicted at age p10/p50/p90 {q[0]:.1f}/{q[1]:.1f}/{q[2]:.1f} s"
+    )
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, Any]]:
@@ -67,14 +123,34 @@ def main() -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--api-scale",
+        type=float,
+        default=1.0,
+        help="multiply every recorded request duration (tool gaps unchanged): how much of the "
+        "cache live requests pin, the corpus property the high-load results hinge on",
+    )
+    ap.add_argument(
+        "--live-share",
+        action="store_true",
+        help="instead: per variant, one run at the highest load measuring the blocks live "
+        "requests hold and the age at eviction",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
     trace = load_corpus(args.trace, "skip")
     print(f"loaded {args.trace} in {time.perf_counter() - t0:.1f} s (subagents left out)")
+    if args.api_scale != 1.0:
+        trace = scale_durations(trace, args.api_scale)
+        print(f"request durations × {args.api_scale:g}")
     specs = split_variants(args.variants)
     sessions = [int(x) for x in args.sessions.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
+    if args.live_share:
+        for spec in specs:
+            print(live_share(trace, spec, max(sessions), args.capacity_blocks))
+        return 0
     configs = []
     for spec in specs:
         pol, opts = parse_variant(spec)

@@ -105,6 +105,14 @@ def load_corpus(path: str, subagents: str) -> Trace:
     return trace
 
 
+def scale_durations(trace: Trace, k: float) -> Trace:
+    """The trace with every recorded request duration × k (recorded tool times kept)."""
+    return replace(
+        trace,
+        trajectories=[replace(t, api_time=t.api_time * k) for t in trace.trajectories],
+    )
+
+
 def parse_opts(items: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -224,6 +232,13 @@ def main() -> int:
         "engine: each policy's own defaults",
     )
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--api-scale",
+        type=float,
+        default=1.0,
+        help="multiply every recorded request duration, tool gaps kept (the share of the "
+        'cache live requests pin; README, "The source\'s policy table")',
+    )
     ap.add_argument("--csv", type=Path)
     args = ap.parse_args()
 
@@ -236,6 +251,9 @@ def main() -> int:
         return 2
     t0 = time.perf_counter()
     trace = load_corpus(args.trace, args.subagents)
+    if args.api_scale != 1.0:
+        trace = scale_durations(trace, args.api_scale)
+        print(f"request durations × {args.api_scale:g} (tool gaps as recorded)")
     print(f"loaded {args.trace} in {time.perf_counter() - t0:.1f} s (subagents: {args.subagents})")
 
     policies = args.policies.split(",")
