@@ -95,7 +95,7 @@ def test_engine_timing_reports_latency(small_corpus, tmp_path):
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--policies", "vllm,lru"], "--policies: unknown policy lru (known: vllm, sglang"),
+        (["--policies", "vllm,lru"], "--policies: unknown policy lru (known: vllm, vllm-like, sglang"),
         (["--policies", " , "], "--policies: give at least one policy"),
         (["--sessions", "8,x"], "--sessions: 'x' is not a positive whole number"),
         (["--sessions", "0"], "--sessions: '0' is not a positive whole number"),
