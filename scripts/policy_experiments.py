@@ -33,10 +33,19 @@ from replay.sim.cache import HybridCache
 from replay.sim.runner import SimConfig, simulate
 from replay.traces.model import Trace
 
+_SRC = "block_stamp=start,prefill_state_stamp=write,resume_stamp=start"
+# The README's toggles (policy-table section), one rule at a time.
 DEFAULT_VARIANTS = ",".join(
     [
         "vllm-like",
+        "vllm-like[hold_chunk_state=false]",
+        f"vllm-like[{_SRC}]",
+        "asc-lru",
+        f"asc-lru[{_SRC}]",
         "asc-unit-lru",
+        f"asc-unit-lru[{_SRC}]",
+        f"dense[{_SRC}]",
+        f"dense[{_SRC},hold_chunk_state=false]",
     ]
 )
 
