@@ -206,6 +206,8 @@ class HybridCache:
         st = info.state
         if st is not None:
             st.live += 1
+            if self.policy.rules["resume_stamp"] == "start":
+                st.last_use = now
             self.eviction.on_resume(st, now)
         placements = self.policy.prefill_positions(info, prompt_len, self.B)
         full_end = (prompt_len // self.B) * self.B
@@ -218,6 +220,7 @@ class HybridCache:
             info.path,
             placements=[p for p in placements if p <= full_end],
             late_placements=[p for p in placements if p > full_end],
+            start_s=now,
         )
 
     def reserve(self, h: Handle, total_len: int, now: float) -> bool:
@@ -269,20 +272,27 @@ class HybridCache:
         self.private_states -= h.reserved_states
         h.reserved_blocks = h.reserved_states = 0
 
+    def block_stamp(self, h: Handle, now: float) -> float:
+        """The LRU stamp a request's blocks get when it ends (rule `block_stamp`)."""
+        return now if self.policy.rules["block_stamp"] == "end" else h.start_s
+
     def _unpin(self, h: Handle, now: float) -> None:
+        t = self.block_stamp(h, now)
         for b in h.pinned:
             b.live -= 1
-            b.last_use = now
+            b.last_use = t
         if h.tail is not None:
             h.tail.live -= 1
-            h.tail.last_use = now
+            h.tail.last_use = t
             h.tail = None
         st = h.state
         if st is not None:
             st.live -= 1
-            st.last_use = now
+            at_end = self.policy.rules["resume_stamp"] == "end"
+            if at_end:
+                st.last_use = now
             if st.live == 0:
-                self.eviction.on_state_released(st, now)
+                self.eviction.on_state_released(st, now, used=at_end)
 
     def drop_block(self, b: Block) -> None:
         """Evict one block (its dependent checkpoints stay, now unusable, unless the policy

@@ -41,8 +41,9 @@ class Eviction:
     def on_resume(self, s: State, now: float) -> None:
         """A request pinned `s` to resume from it."""
 
-    def on_state_released(self, s: State, now: float) -> None:
-        """The last live request holding `s` ended."""
+    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
+        """The last live request holding `s` ended (`used`: that counts as a use of `s`;
+        LRU policies read the use from `s.last_use`, which the caller sets)."""
 
     def on_states_added(self, states: list[State], now: float) -> None:
         """New resident checkpoints (before admission)."""
@@ -80,7 +81,7 @@ class AllocationLRU(Eviction):
         obj.ver += 1
         heapq.heappush(self.heaps[pool], (obj.last_use, -depth, next(self._seq), obj.ver, obj))
 
-    def on_state_released(self, s: State, now: float) -> None:
+    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
         self._push(s, s.pos, self._state_pool)
 
     def on_states_added(self, states: list[State], now: float) -> None:
@@ -123,7 +124,7 @@ class UnitLRU(Eviction):
         s.ver += 1
         heapq.heappush(self.heap, (self.key(s, now), next(self._seq), s.ver, s))
 
-    def on_state_released(self, s: State, now: float) -> None:
+    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
         self.push(s, now)
 
     def on_states_added(self, states: list[State], now: float) -> None:
@@ -210,8 +211,9 @@ class GreedyDualSize(UnitLRU):
     def on_resume(self, s: State, now: float) -> None:
         s.stamp = self.cache.L
 
-    def on_state_released(self, s: State, now: float) -> None:
-        s.stamp = self.cache.L
+    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
+        if used:
+            s.stamp = self.cache.L
         self.push(s, now)
 
     def on_states_added(self, states: list[State], now: float) -> None:

@@ -31,13 +31,18 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
     # from can be absorbed into the block that now holds its tokens.
     cache._release_private(h)
     cache._unpin(h, now)
-    path = _materialize(cache, full, e, now, max(h.resume_pos - 1, 0) // cache.B, h.pinned)
+    absorb_from = max(h.resume_pos - 1, 0) // cache.B
+    path = _materialize(cache, full, e, cache.block_stamp(h, now), absorb_from, h.pinned)
     if h.held_state is not None:
         h.held_state.live -= 1
-    for s in h.early_states:  # released with the request, like every block it wrote
+    # Released with the request, like every block it wrote: stamped now, or (rule
+    # prefill_state_stamp="write") keeping the stamp they got when written.
+    at_end = cache.policy.rules["prefill_state_stamp"] == "end"
+    for s in h.early_states:
         if s.resident and s.live == 0:
-            s.last_use = now
-            cache.eviction.on_state_released(s, now)
+            if at_end:
+                s.last_use = now
+            cache.eviction.on_state_released(s, now, used=at_end)
     end = cache.policy.placement.end_positions(h.prompt_len, e, cache.B)
     _add_states(cache, _register_states(cache, full, path, end, now), now)
     cache.eviction.after_release(path, now)
@@ -99,7 +104,8 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     # as the prefill moves past them) — unless the request will capture a later one when it
     # ends (ASC, SGLang's grid): then it is just another state, evictable by the policy.
     last = h.early_states[-1] if h.early_states else None
-    if last is not None and last.resident and cache.policy.placement.holds_last_state:
+    hold = cache.policy.rules["hold_chunk_state"] and cache.policy.placement.holds_last_state
+    if last is not None and last.resident and hold:
         last.live += 1
         h.held_state = last
 
@@ -135,9 +141,9 @@ def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None
 
 
 def _materialize(
-    cache: HybridCache, full: Prefix, e: int, now: float, absorb_from: int, known: list[Block]
+    cache: HybridCache, full: Prefix, e: int, stamp: float, absorb_from: int, known: list[Block]
 ) -> list[Block]:
-    """Blocks of [0, e) as resident nodes. From block `absorb_from` on (where the request
+    """Blocks of [0, e) as resident nodes, stamped `stamp`. From block `absorb_from` on (where the request
     resumed: the previous turn's terminal block is there), shorter partial siblings are
     absorbed even into blocks that were resident already. `known`: the prompt's full blocks
     (already resident and pinned until now), reused instead of looked up again."""
@@ -148,7 +154,7 @@ def _materialize(
         kb = known[j]
         if not kb.resident:  # a block the request could not reserve: no longer reusable
             break
-        kb.last_use = now
+        kb.last_use = stamp
         path.append(kb)
         parent = kb
     for j in range(len(path), -(-e // B)):
@@ -168,7 +174,7 @@ def _materialize(
             _absorb_partials(cache, parent, b, full)
         elif b.resident and j >= absorb_from:
             _absorb_partials(cache, parent, b, full)
-        b.last_use = now
+        b.last_use = stamp
         path.append(b)
         parent = b
     return path

@@ -117,13 +117,34 @@ class ArbitraryState(ChunkBoundaries):
         return [e] if e > n else []
 
 
+# Modelling rules the source's description leaves open, as switches every policy takes (the
+# experiments of scripts/policy_experiments.py toggle them one at a time; README, "The
+# source's policy table"). Values: the allowed choices; the first is the default.
+RULES: dict[str, tuple[Any, ...]] = {
+    # The running request holds its latest prefill checkpoint (not evictable) until it ends,
+    # for placements without an end capture; False: evictable as soon as it is written.
+    "hold_chunk_state": (True, False),
+    # When a checkpoint written during prefill gets its LRU stamp: when the request ends
+    # ("end": it is released with the request's blocks) or when it is written ("write").
+    "prefill_state_stamp": ("end", "write"),
+    # When a checkpoint a request resumed from is stamped as used: when that request ends
+    # ("end": released with it) or when it starts ("start": the hit).
+    "resume_stamp": ("end", "start"),
+    # When the KV blocks a request used or wrote get their LRU stamp: when it ends and frees
+    # them ("end", vLLM's free queue) or when it starts (the hit and the allocation).
+    "block_stamp": ("end", "start"),
+}
+
+
 class Policy:
     """A named cache policy: placement + eviction + switches. Subclasses set `name` and are
-    registered automatically; options are keyword arguments named in `options`."""
+    registered automatically; options are keyword arguments named in `options`, plus the
+    modelling rules of `RULES` (defaults per policy in `rule_defaults`)."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     options: ClassVar[dict[str, Any]] = {}
+    rule_defaults: ClassVar[dict[str, Any]] = {}
     keep_terminal_block: ClassVar[bool] = False  # keep the request's last partial block
     frees_dependent_states: ClassVar[bool] = False  # evicting a block frees its checkpoints
     registry: ClassVar[dict[str, type[Policy]]] = {}
@@ -134,12 +155,22 @@ class Policy:
             Policy.registry[cls.name] = cls
 
     def __init__(self, profile: ModelProfile, **opts: Any):
-        unknown = sorted(set(opts) - set(self.options))
+        unknown = sorted(set(opts) - set(self.options) - set(RULES))
         if unknown:
             known = ", ".join(sorted(self.options)) or "none"
             raise PolicyError(
-                f"policy '{self.name}' has no option {', '.join(unknown)} (options: {known})"
+                f"policy '{self.name}' has no option {', '.join(unknown)} (options: {known}) "
+                f"- every policy also takes the rule switches {', '.join(RULES)}"
             )
+        rules = {k: v[0] for k, v in RULES.items()} | self.rule_defaults
+        for k in set(opts) & set(RULES):
+            if opts[k] not in RULES[k]:
+                allowed = ", ".join(repr(v) for v in RULES[k])
+                raise PolicyError(
+                    f"policy '{self.name}': rule {k} cannot be {opts[k]!r} (allowed: {allowed})"
+                )
+            rules[k] = opts.pop(k)
+        self.rules: dict[str, Any] = rules
         self.opts: dict[str, Any] = {**self.options, **opts}
         self.profile = profile
         self.placement = self.make_placement(profile)

@@ -62,6 +62,7 @@ class Handle:
     early_states: list[State] = field(default_factory=list)  # cached at prefill_done
     held_state: State | None = None  # the latest of them, held until the request ends
     total_len: int = 0
+    start_s: float = 0.0  # when it began (the `block_stamp="start"` rule stamps blocks so)
     reserved: bool = False
     prefilled: bool = False
 

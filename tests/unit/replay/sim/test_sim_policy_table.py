@@ -1,0 +1,61 @@
+"""`scripts/policy_table.py`: the source's table beside ours, on a small synthesized corpus."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from replay.sim.runner import SimConfig
+
+SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def pt():
+    return _script("policy_table")
+
+
+def test_table_puts_ours_beside_the_source(pt, small_corpus):
+    trace = pt.load_corpus(str(small_corpus), "skip")
+    assert all(not t.subagents for t in trace.trajectories)
+    assert Path(f"{small_corpus}.skip.pickle").exists()  # the next load skips the parse
+    configs = [
+        SimConfig(p, n, seed=0, capacity_blocks=200, policy_opts=dict(pt.SOURCE_RULES))
+        for p in ("vllm-like", "asc-unit-lru")
+        for n in (2, 4)
+    ]
+    rows = pt.run_configs(trace, configs, workers=1)
+    assert [r["label"] for r in rows] == [c.run_name for c in configs]
+    text = pt.table(rows, ["vllm-like", "asc-unit-lru"], [2, 4], {p: p for p in pt.POLICIES})
+    assert "| vllm-like |" in text and "61.1% / 27.5%" in text and "73.1% / 59.9%" in text
+    assert "working set ÷ cache" in text and "At 4 sessions" in text
+    assert "(48,512)" in text  # the source's median uncached tokens beside ours
+
+
+def test_durations_scale_and_tool_gaps_stay(pt, small_corpus):
+    trace = pt.load_corpus(str(small_corpus), "skip")
+    half = pt.scale_durations(trace, 0.5)
+    a, b = trace.trajectories[0], half.trajectories[0]
+    assert (b.api_time == a.api_time * 0.5).all()
+    assert [a.gap_before(i) for i in range(1, 4)] == [b.gap_before(i) for i in range(1, 4)]
+
+
+def test_a_malformed_opt_names_the_expected_form(pt):
+    assert pt.parse_opts(["vllm-like:hold_chunk_state=false", "dense:every=544"]) == {
+        "vllm-like": {"hold_chunk_state": False},
+        "dense": {"every": 544},
+    }
+    with pytest.raises(SystemExit, match=r"--opt 'dense': expected POLICY:KEY=VALUE"):
+        pt.parse_opts(["dense"])
