@@ -35,7 +35,7 @@ def profile(blocks: int) -> ModelProfile:
         model="tiny hybrid",
         gpus=1,
         block_tokens=B,
-        blocks_per_gpu=blocks,
+        blocks_per_engine=blocks,
         checkpoint_blocks=2,
         prefill_cost_d=1.862e-5,
         prefill_cost_e=3.33e-6,

@@ -82,11 +82,11 @@ class VllmLRU(AllocationLRU):
     def on_resume(self, s: State, now: float) -> None:
         self._taken[s.uid] = now
 
-    def on_state_released(self, s: State, now: float) -> None:
+    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
         taken = self._taken.pop(s.uid, None)
         if taken is not None:
             s.last_use = min(s.last_use, taken)
-        super().on_state_released(s, now)
+        super().on_state_released(s, now, used)
 
 
 class VllmPolicy(Policy):

@@ -36,7 +36,7 @@ def tiny_profile(blocks: int = 400) -> ModelProfile:
         model="tiny hybrid",
         gpus=1,
         block_tokens=B,
-        blocks_per_gpu=blocks,
+        blocks_per_engine=blocks,
         checkpoint_blocks=2,
         prefill_cost_d=1.862e-5,
         prefill_cost_e=3.33e-6,
@@ -147,8 +147,8 @@ def test_simulate_replays_a_corpus_through_vllms_code(small_corpus):
     prof = glm.model_copy(update={"block_tokens": 272, "chunk_tokens": 544})
     got = {}
     for policy in ("vllm", "vllm-native"):
-        res = simulate(trace, SimConfig(policy, 4, duration_s=900.0, window=(300.0, 900.0)), prof)
+        res = simulate(trace, SimConfig(policy, 8, duration_s=900.0, window=(300.0, 900.0)), prof)
         got[policy] = [(r.trajectory, r.turn, r.status, r.cached_tokens) for r in res.records]
-    assert len(got["vllm"]) > 100
+    assert len(got["vllm"]) > 60  # the calibrated corpus has minute-long tool gaps
     assert sum(r[3] or 0 for r in got["vllm"]) > 0
     assert got["vllm-native"] == got["vllm"]
