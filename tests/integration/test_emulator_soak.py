@@ -151,7 +151,10 @@ def test_soak_500_sessions_with_faults_loses_no_record(tmp_path: Path) -> None:
         wall = time.monotonic() - t0
         stop.set()
         restarts = group.restarts()
-    assert outcome.status == "completed"
+    # 5% injected errors plus a crash put an engine near the 5% error flag: the run is
+    # `degraded` exactly when the summary flags an engine, `completed` otherwise.
+    flagged = any(m.get("error_flagged") for m in outcome.summary["engines"].values())
+    assert outcome.status == ("degraded" if flagged else "completed")
     assert restarts == {"vllm": 1, "sglang": 0}
     df = pd.read_parquet(outcome.run_dir / "requests.parquet")
     journal = sum(1 for _ in (outcome.run_dir / "requests.jsonl").open())
