@@ -45,7 +45,15 @@ class EngineWatch:
         self._open: dict[str, dict[str, Any]] = {}
 
     def _now_s(self) -> float:
-        return round((time.perf_counter_ns() - self.t0_ns) / 1e9 * self.clock_scale, 3)
+        return self.at_s(time.perf_counter_ns())
+
+    def at_s(self, t_ns: int) -> float:
+        """A perf_counter_ns() instant in the run's clock (seconds from its start, scaled)."""
+        return round((t_ns - self.t0_ns) / 1e9 * self.clock_scale, 3)
+
+    def events_url(self, name: str) -> str | None:
+        """The engine's URL as events record it (no userinfo)."""
+        return redact_url(self.urls.get(name))
 
     async def _probe(self, session: aiohttp.ClientSession, url: str) -> str | None:
         """None when healthy, else what went wrong (no URL userinfo in it)."""
@@ -62,7 +70,7 @@ class EngineWatch:
             ev = {
                 "event": "engine_down",
                 "engine": name,
-                "url": redact_url(self.urls.get(name)),
+                "url": self.events_url(name),
                 "start_s": self._now_s(),
                 "end_s": None,
                 "detail": problem,

@@ -86,6 +86,8 @@ class RunPlan:
     health_interval_s: float = 1.0  # engine_down events are timed to this
     # Emulators this harness owns and restarts when they die: name -> restarts so far.
     restarts: Callable[[], dict[str, int]] | None = None
+    # ... and when each was down (perf_counter_ns pairs), for outages between health polls.
+    outages: Callable[[], dict[str, list[tuple[int, int | None]]]] | None = None
 
     @property
     def duration_wall_s(self) -> float:
@@ -416,7 +418,7 @@ async def run_live(
             writer.write_server_metrics(scraper.table())
         if crashed:
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
-        _record_faults(writer, plan, events0 + watch.events)
+        _record_faults(writer, plan, events0 + watch.events + _missed_outages(plan, watch))
         reuse = reuse_counts(plan.trace, runners)
         writer.update_manifest(workload=reuse)
         summary = _summary(plan.out_dir)
@@ -441,6 +443,26 @@ def _record_faults(writer: RunWriter, plan: RunPlan, events: list[dict[str, Any]
         fields["emulator_restarts"] = restarts
     if fields:
         writer.update_manifest(**fields)
+
+
+def _missed_outages(plan: RunPlan, watch: EngineWatch) -> list[dict[str, Any]]:
+    """Engine-down events for restarts of owned emulators that the health polls missed (the
+    emulator died and served again between two polls)."""
+    out: list[dict[str, Any]] = []
+    for name, spans in (plan.outages() if plan.outages else {}).items():
+        seen = sum(1 for e in watch.events if e["engine"] == name)
+        for died, back in spans[seen:]:
+            out.append(
+                {
+                    "event": "engine_down",
+                    "engine": name,
+                    "url": watch.events_url(name),
+                    "start_s": watch.at_s(died),
+                    "end_s": None if back is None else watch.at_s(back),
+                    "detail": "the emulator died and was restarted (seen by its supervisor)",
+                }
+            )
+    return out
 
 
 def _degraded(summary: dict[str, Any]) -> bool:

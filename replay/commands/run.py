@@ -603,6 +603,7 @@ def register(app: typer.Typer) -> None:
             if emulated:
                 group = stack.enter_context(_emulators(specs, scale, sample, settings, tokens))
                 plan.restarts = group.restarts
+                plan.outages = group.outages
                 plan.engines = [
                     s.model_copy(update={"url": group.urls[s.name], **_emulated_gpus(s, settings)})
                     for s in specs

