@@ -44,8 +44,30 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
                 s.last_use = now
             cache.eviction.on_state_released(s, now, used=at_end)
     end = cache.policy.placement.end_positions(h.prompt_len, e, cache.B)
-    _add_states(cache, _register_states(cache, full, path, end, now), now)
+    added = _register_states(cache, full, path, end, now)
+    _add_states(cache, added, now)
     cache.eviction.after_release(path, now)
+    _fit(cache, path, added, now)
+
+
+def _fit(cache: HybridCache, path: list[Block], added: list[State], now: float) -> None:
+    """Bring a finished request back within capacity. `reserve` held ceil(total/B) blocks,
+    but ending can take one more: the prompt's terminal partial block (written at
+    `prefill_done` for a checkpoint placed in it) is folded into the final block only if no
+    live request holds a checkpoint in it; when one does (another request resumed from it,
+    or this request's own held chunk state), the final block is a new one — a copy-on-write
+    copy — next to it. The engine evicts before writing that copy, so evict now; if live
+    requests pin everything else, drop what this request just added (its end checkpoints,
+    then its unneeded KV from the end) instead of exceeding the capacity."""
+    if cache.make_room(0, 0, now):
+        return
+    for s in reversed(added):
+        if s.resident and s.live == 0:
+            cache.drop_unit(s)
+            if cache.make_room(0, 0, now):
+                return
+    if path:
+        cache.collect(path[-1])
 
 
 def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
