@@ -112,7 +112,9 @@ def test_sigkill_leaves_no_emulator_and_a_second_writer_is_refused(
     os.kill(harness.pid, signal.SIGKILL)
     harness.wait(10)
     wait_for(lambda: not any(alive(k) for k in kids), 10, "the emulators to end")
-    assert not any(listening(u) for u in urls)
+    # A thread-group leader shows as a zombie while its other threads are still exiting, and
+    # the listening socket closes only when the last of them is gone: wait for that too.
+    wait_for(lambda: not any(listening(u) for u in urls), 10, "the emulators' ports to close")
     assert run_status(run, read_manifest(run)) == "interrupted (stale)"
     before = read_requests(run)
     assert not before.duplicated(KEY).any()
