@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import typer
 
-from replay.commands import serve_sim
+from replay.engines.emulator.cli import register
 from replay.engines.emulator.lifeline import die_with_parent
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-serve_sim.register(app)
+register(app)
 
 if __name__ == "__main__":
     die_with_parent()  # started by the harness: end with it, even if it is SIGKILLed
