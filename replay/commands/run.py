@@ -103,13 +103,8 @@ def _emulators(
 ) -> Iterator[Any]:
     """The emulators this run owns (an `EmulatorGroup`): restarted when one dies mid-run
     (the manifest notes it), and ended with the harness, even a SIGKILLed one."""
-    try:
-        from replay.engines.emulator.launch import EmulatorLaunchError, start_emulator_group
-    except ImportError:
-        fail(
-            "no --endpoint was given, so `replay run` would start emulators, but the emulators "
-            "are not built yet; pass --endpoint NAME=URL for each engine"
-        )
+    from replay.engines.emulator.launch import EmulatorLaunchError, start_emulator_group
+
     bad = [s.name for s in specs if s.kind not in ("vllm", "flashstate", "sglang")]
     if bad:
         fail(f"--engines {', '.join(bad)}: no emulator for that kind; give an --endpoint")
