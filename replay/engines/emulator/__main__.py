@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from replay.engines.emulator.cli import register
-from replay.engines.emulator.lifeline import die_with_parent
+from replay.lifeline import die_with_parent
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 register(app)

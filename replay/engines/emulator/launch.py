@@ -15,7 +15,7 @@ reports it on stdout, so parallel test runs never race for ports. With `restart=
 supervisor restarts a child that died (an injected crash) on the same port, with an empty
 cache and without its `crash_after` fault, as an engine restarted by its operator would be.
 Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period); a child
-also ends by itself when this process dies, even by SIGKILL (`lifeline.py`).
+also ends by itself when this process dies, even by SIGKILL (`replay/lifeline.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from replay.engines.emulator.config import EmulatorConfig, FaultConfig
-from replay.engines.emulator.lifeline import PARENT_ENV
+from replay.lifeline import PARENT_ENV
 
 READY_PREFIX = "serve-sim ready:"
 _READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
@@ -58,7 +58,7 @@ class _Child:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "replay.engines.emulator", *self.cfg.cli_args()]
-        # The child ends with this process, even under SIGKILL (see lifeline.py).
+        # The child ends with this process, even under SIGKILL (see replay/lifeline.py).
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
