@@ -11,7 +11,11 @@ Layers, top to bottom:
 - `analysis`: reads run directories; never imports the executors that write them
   (`replay.client`, `replay.engines`, `replay.emulator`, `replay.sim`, `replay.traces`);
 - `pricing`: imports nothing of ours;
-- the executors never import the layers that read their output (`analysis`, `dashboards`).
+- the executors never import the layers that read their output (`analysis`, `dashboards`);
+  among them, the client (`replay.client`) and its view of engines (`replay.engines`: adapters,
+  preflight, scraping, configs, launch) reach every server over HTTP and never import the
+  emulator server (`replay.emulator`), which imports neither of them; the simulator
+  (`replay.sim`, the engine model the emulator serves) imports none of the three.
 
 Type-only imports (under `if TYPE_CHECKING:`) count for the layers (a module that names an
 upper layer's types depends on it) but not for circles: they never run, so they cannot leave a
@@ -211,6 +215,13 @@ def _arrow_rules(e: Edge) -> str | None:
         return "dashboards read only analysis, pricing and the run directory (replay.rundir)"
     if _under(src, EXECUTORS) and _under(dst, ("analysis", "dashboards")):
         return "an executor never imports the layers that read its output"
+    client = ("replay.client", "replay.engines")
+    if _under(src, client) and _under(dst, ("replay.emulator",)):
+        return "the client reaches the emulator over HTTP, never by import"
+    if _under(src, ("replay.emulator",)) and _under(dst, client):
+        return "the emulator server imports neither the client nor its view of engines"
+    if _under(src, ("replay.sim",)) and _under(dst, (*client, "replay.emulator")):
+        return "the simulator (the engine model) imports neither the client nor the emulator"
     return None
 
 
@@ -260,4 +271,7 @@ def test_the_checker_sees_a_cycle_and_a_back_arrow() -> None:
     assert _arrow_rules(Edge("replay.sim.runner", "replay.commands.common", 1, False))
     assert _arrow_rules(Edge("dashboards.app", "replay.sim.runner", 1, False))
     assert _arrow_rules(Edge("replay.client.session", "analysis.runs", 1, False))
+    assert _arrow_rules(Edge("replay.engines.launch", "replay.emulator.launch", 1, False))
+    assert _arrow_rules(Edge("replay.emulator.server", "replay.engines.adapters", 1, False))
+    assert _arrow_rules(Edge("replay.sim.native.worker", "replay.engines.configs", 1, False))
     assert _arrow_rules(Edge("replay.commands.run", "analysis.runs", 1, False)) is None
