@@ -1,7 +1,7 @@
 """A server the harness starts dies with it, even when the harness is SIGKILLed.
 
 A real engine's server (`replay.engines.launch`) gets `pdeathsig_preexec()`. An emulator
-(`replay.engines.emulator.launch`) gets the harness's pid in `REPLAY_PARENT_PID` and calls
+(`replay.emulator.launch`) gets the harness's pid in `REPLAY_PARENT_PID` and calls
 `die_with_parent()` first thing, which arms two mechanisms, either sufficient: on Linux the
 kernel sends SIGTERM when the parent dies (`prctl(PR_SET_PDEATHSIG)`, through ctypes);
 everywhere, a daemon thread checks twice a second that the parent pid is still its parent

@@ -1,6 +1,6 @@
 """splitmix64's finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number
 generators", 2014), vectorised over numpy uint64: the one bit mixer that prompt synthesis
-(`replay.prompts`) and the emulator's prefix hashing (`replay.engines.emulator.hashing`) share.
+(`replay.prompts`) and the emulator's prefix hashing (`replay.emulator.hashing`) share.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`replay serve-sim`: run one engine emulator (vLLM/FlashState or SGLang protocol).
 
-The command itself lives with the emulator (`replay.engines.emulator.cli`); this module gives
+The command itself lives with the emulator (`replay.emulator.cli`); this module gives
 it the command line's console for its errors and its ready line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from replay.commands.common import console, fail
-from replay.engines.emulator import cli
+from replay.emulator import cli
 
 
 def _say(line: str) -> None:

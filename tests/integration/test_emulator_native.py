@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from replay.engines.emulator.launch import READY_PREFIX
+from replay.emulator.launch import READY_PREFIX
 from replay.sim.native.worker import NativeError, find_vllm
 from tests.required import missing
 

@@ -25,9 +25,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.server import running_server
-from replay.engines.emulator.tokenizer import save_char_tokenizer
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.server import running_server
+from replay.emulator.tokenizer import save_char_tokenizer
 from tests.required import PEERS, missing
 
 pytestmark = [pytest.mark.peers, pytest.mark.slow]

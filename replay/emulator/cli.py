@@ -1,6 +1,6 @@
 """The emulator's command line: `serve-sim` flags into an `EmulatorConfig`, then the server.
 
-The emulator owns its command so that `python -m replay.engines.emulator` (a child started by
+The emulator owns its command so that `python -m replay.emulator` (a child started by
 `launch.py`) loads neither the rest of the command line nor rich; `replay serve-sim`
 (`replay.commands.serve_sim`) registers the same command with its console's `fail` and print.
 """
@@ -16,13 +16,13 @@ from typing import NoReturn
 import typer
 from pydantic import ValidationError
 
-from replay.engines.emulator.config import (
+from replay.emulator.config import (
     DEFAULT_HASH_TOKENS,
     EmulatorConfig,
     FaultConfig,
     make_cache,
 )
-from replay.engines.emulator.launch import READY_PREFIX
+from replay.emulator.launch import READY_PREFIX
 from replay.profiles import ProfileError
 
 Fail = Callable[[str], NoReturn]
@@ -173,8 +173,8 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer, fail,
         )  # fmt: skip
-        from replay.engines.emulator.server import serve  # the server's imports: only to serve
-        from replay.engines.emulator.tokenizer import load_tokenizer
+        from replay.emulator.server import serve  # the server's imports: only to serve
+        from replay.emulator.tokenizer import load_tokenizer
 
         try:
             make_cache(cfg, cfg.resolved_profile())

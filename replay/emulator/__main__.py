@@ -1,11 +1,11 @@
-"""`python -m replay.engines.emulator [serve-sim flags]`: one emulator, without loading the
+"""`python -m replay.emulator [serve-sim flags]`: one emulator, without loading the
 rest of the command line (a child process of `launch.py` starts faster this way)."""
 
 from __future__ import annotations
 
 import typer
 
-from replay.engines.emulator.cli import register
+from replay.emulator.cli import register
 from replay.lifeline import die_with_parent
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
