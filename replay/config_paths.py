@@ -14,6 +14,11 @@ def config_dir() -> Path:
     return Path(env) if env else _REPO_CONFIGS
 
 
+def project_root() -> Path:
+    """The folder holding `configs/` (relative interpreter paths start here)."""
+    return config_dir().resolve().parent
+
+
 def config_subdir(kind: str) -> Path:
     """`configs/<kind>/` (engines, models, workloads, pricing)."""
     return config_dir() / kind

@@ -28,24 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from replay.splitmix import mix64
 from replay.traces.model import Trajectory
 
 LOW_RESERVED = 256  # special tokens live at the bottom of many vocabularies ...
 HIGH_RESERVED = 1024  # ... and at the top of others (Qwen, GLM)
 _FILL = np.uint64(0xF111_0000_0000_0000)  # hash-id space for positions the trace gives no block
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
 _G = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, vectorised: a bijective avalanche over uint64."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M2
-    return x ^ (x >> np.uint64(31))
 
 
 def stable_key(text: str) -> int:
@@ -82,14 +72,14 @@ class TokenSpace:
         """One 64-bit key per (namespace, hash id) under this run's salt."""
         with np.errstate(over="ignore"):
             seed = np.array([self.salt & (2**64 - 1)], dtype=np.uint64)
-            base = _mix(seed ^ np.uint64(ns_key) * _G)
-            return _mix(hashes.astype(np.uint64) ^ base)
+            base = mix64(seed ^ np.uint64(ns_key) * _G)
+            return mix64(hashes.astype(np.uint64) ^ base)
 
     def tokens(self, keys: np.ndarray, block_size: int) -> np.ndarray:
         """`block_size` token ids for each block key, flattened, as int32."""
         offs = np.arange(block_size, dtype=np.uint64) * _G
         with np.errstate(over="ignore"):
-            x = _mix((keys[:, None] + offs[None, :]).ravel())
+            x = mix64((keys[:, None] + offs[None, :]).ravel())
         return (x % np.uint64(self.span)).astype(np.int32) + np.int32(LOW_RESERVED)
 
 

@@ -60,7 +60,7 @@ def live(run_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
 def simulated(
     blocks: int | None = None, scale: float | None = None, sessions: int | None = None
 ) -> tuple[dict[str, dict[str, Any]], str]:
-    from replay.engines.emulator.defaults import load_default_run, sample_token_scale
+    from replay.emulator.defaults import load_default_run, sample_token_scale
     from replay.sim.runner import SimConfig, simulate
     from replay.traces import load_trace, sample_path
 

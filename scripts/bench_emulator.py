@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.hashing import PrefixKeys
+from replay.emulator.server import running_server
 from replay.engines.adapters import make_adapter
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.hashing import PrefixKeys
-from replay.engines.emulator.server import running_server
 
 
 def bench_hashing() -> None:
@@ -66,8 +66,8 @@ async def _server_load(concurrency: int, requests: int, prompt: int, out: int) -
 def bench_default() -> None:
     from replay.client.config import EngineSpec
     from replay.client.orchestrate import RunPlan, run_live
-    from replay.engines.emulator.defaults import load_default_run
-    from replay.engines.emulator.launch import start_emulators
+    from replay.emulator.defaults import load_default_run
+    from replay.emulator.launch import start_emulators
     from replay.traces import load_trace, sample_path
     from replay.workload import WorkloadConfig
 

@@ -42,9 +42,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from replay.engines.emulator.config import EmulatorConfig  # noqa: E402
-from replay.engines.emulator.launch import start_emulators  # noqa: E402
-from replay.engines.emulator.tokenizer import save_char_tokenizer  # noqa: E402
+from replay.emulator.config import EmulatorConfig  # noqa: E402
+from replay.emulator.launch import start_emulators  # noqa: E402
+from replay.emulator.tokenizer import save_char_tokenizer  # noqa: E402
 from replay.rundir import read_requests  # noqa: E402
 from replay.traces.synth import SynthConfig, write_synth  # noqa: E402
 

@@ -33,7 +33,7 @@ from typing import Any
 import replay
 from replay.client.config import EngineSpec
 from replay.client.health import EngineWatch
-from replay.client.session import EngineRunner, LiveStats, SessionPolicy
+from replay.client.session import EngineSessions, LiveStats, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
 from replay.engines.scrape import MetricsScraper
@@ -343,12 +343,12 @@ async def run_live(
         retries=plan.retries,
         backoff_s=plan.backoff_s,
     )
-    runners: dict[str, EngineRunner] = {}
+    runners: dict[str, EngineSessions] = {}
     for spec, rep in zip(plan.engines, reports, strict=True):
         adapter = make_adapter(
             spec.kind, spec.url or "", rep.model, limits=plan.limits, **spec.adapter_options()
         )
-        runners[spec.name] = EngineRunner(
+        runners[spec.name] = EngineSessions(
             spec.name,
             adapter,
             workload,
@@ -485,7 +485,7 @@ def replay_fidelity(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def reuse_counts(trace: Trace, runners: dict[str, EngineRunner]) -> dict[str, Any]:
+def reuse_counts(trace: Trace, runners: dict[str, EngineSessions]) -> dict[str, Any]:
     """How many trajectories each engine started, and how many replayed a trajectory the
     run had replayed before (each such replay is its own conversation: other tokens)."""
     return {

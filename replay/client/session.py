@@ -97,8 +97,8 @@ class LiveStats:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
 
 
-class EngineRunner:
-    """All session slots of one engine."""
+class EngineSessions:
+    """All session slots of one engine: the sessions it replays, their prompts and live stats."""
 
     def __init__(
         self,

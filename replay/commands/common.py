@@ -22,14 +22,6 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def not_built(command: str, issue: str) -> NoReturn:
-    """For a command whose capability has not landed yet: say so plainly, exit 3."""
-    err_console.print(
-        f"[yellow]'{command}' is not built yet[/] ({issue}); nothing was run.", highlight=False
-    )
-    raise typer.Exit(3)
-
-
 def window_option(text: str | None, flag: str = "--window") -> Window | None:
     """A command's `--window A-B` (minutes, as every command takes it) as a seconds window
     for analysis; None when not given. Bad input fails naming the flag."""

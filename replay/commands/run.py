@@ -73,7 +73,7 @@ def _embedded_defaults() -> tuple[dict[str, Any], Any]:
     """The embedded default's settings (configs/workloads/default.yaml, owned by the
     emulators) as flag defaults, and the settings object the emulators are built from."""
     try:
-        from replay.engines.emulator.defaults import DefaultRunError, load_default_run
+        from replay.emulator.defaults import DefaultRunError, load_default_run
     except ImportError:
         return {**DEFAULTS, "time_scale": EMBEDDED_TIME_SCALE, "engines": None, "trace": None}, None
     try:
@@ -103,20 +103,15 @@ def _emulators(
 ) -> Iterator[Any]:
     """The emulators this run owns (an `EmulatorGroup`): restarted when one dies mid-run
     (the manifest notes it), and ended with the harness, even a SIGKILLed one."""
-    try:
-        from replay.engines.emulator.launch import EmulatorLaunchError, start_emulator_group
-    except ImportError:
-        fail(
-            "no --endpoint was given, so `replay run` would start emulators, but the emulators "
-            "are not built yet; pass --endpoint NAME=URL for each engine"
-        )
+    from replay.emulator.launch import EmulatorLaunchError, start_emulator_group
+
     bad = [s.name for s in specs if s.kind not in ("vllm", "flashstate", "sglang")]
     if bad:
         fail(f"--engines {', '.join(bad)}: no emulator for that kind; give an --endpoint")
     names = [s.name for s in specs]
     try:
         if settings is not None:
-            from replay.engines.emulator.defaults import embedded_emulator_configs
+            from replay.emulator.defaults import embedded_emulator_configs
 
             configs = embedded_emulator_configs(names, time_scale, sample, settings, token_scale)
             cm = start_emulator_group(configs, restart=True)

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from replay.config_paths import config_subdir
+from replay.config_paths import config_subdir, project_root
 from replay.userpaths import PathProblem, read_text_file
 
 EngineKind = Literal["vllm", "flashstate", "sglang"]
@@ -289,11 +289,6 @@ class ServeCommand:
             else:
                 lines[-1] += " " + w
         return " \\\n".join(lines)
-
-
-def project_root() -> Path:
-    """The folder holding `configs/` (relative interpreter paths start here)."""
-    return config_subdir("engines").resolve().parent.parent
 
 
 def resolve_python(cfg: EngineConfig, override: str | None = None) -> str:

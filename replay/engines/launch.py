@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replay.engines.configs import EngineConfig, ServeCommand, render_command
-from replay.engines.emulator.lifeline import pdeathsig_preexec
 from replay.engines.scrape import block_size_from_metrics
+from replay.lifeline import pdeathsig_preexec
 
 
 class LaunchError(Exception):

@@ -31,11 +31,17 @@ describe occupancy at any moment. Policies: `replay.sim.policies.make_policy(nam
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from replay.profiles import ModelProfile
 from replay.sim.keys import Prefix
+from replay.sim.materialize import finish_request
+from replay.sim.materialize import prefill_done as materialize_prompt
 from replay.sim.nodes import Block, State
-from replay.sim.policy_base import Policy
 from replay.sim.requests import CacheError, Handle, ResumeInfo
+
+if TYPE_CHECKING:
+    from replay.sim.policy_base import Policy
 
 __all__ = ["CacheError", "Handle", "HybridCache", "ResumeInfo"]
 
@@ -241,15 +247,13 @@ class HybridCache:
     def prefill_done(self, h: Handle, now: float) -> None:
         """The prompt is computed: its full blocks join the tree (pinned by the request) and
         the checkpoints placed in them are cached now, evictable like any other."""
-        from replay.sim.materialize import prefill_done
-
         self.clock = now
-        prefill_done(self, h, now)
+        materialize_prompt(self, h, now)
 
     def abort(self, h: Handle, now: float) -> None:
         """Release a request that will not run (or was cancelled): nothing is cached."""
-        self._release_private(h)
-        self._unpin(h, now)
+        self.release_reservation(h)
+        self.unpin(h, now)
         if h.held_state is not None:
             h.held_state.live -= 1
             self.eviction.on_state_released(h.held_state, now)
@@ -257,8 +261,6 @@ class HybridCache:
 
     def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
         """The request ended at `total_len`: its blocks and checkpoints join the cache."""
-        from replay.sim.materialize import finish_request
-
         self.clock = now
         finish_request(self, h, full, total_len, now)
 
@@ -267,7 +269,8 @@ class HybridCache:
         self._uid += 1
         return self._uid
 
-    def _release_private(self, h: Handle) -> None:
+    def release_reservation(self, h: Handle) -> None:
+        """Give back the room `reserve` held for a request (its blocks are cached or dropped)."""
         self.private_blocks -= h.reserved_blocks
         self.private_states -= h.reserved_states
         h.reserved_blocks = h.reserved_states = 0
@@ -276,7 +279,8 @@ class HybridCache:
         """The LRU stamp a request's blocks get when it ends (rule `block_stamp`)."""
         return now if self.policy.rules["block_stamp"] == "end" else h.start_s
 
-    def _unpin(self, h: Handle, now: float) -> None:
+    def unpin(self, h: Handle, now: float) -> None:
+        """Release the blocks and checkpoint a request pinned, stamped per rule `block_stamp`."""
         t = self.block_stamp(h, now)
         for b in h.pinned:
             b.live -= 1

@@ -2,7 +2,7 @@
 
 One model for both executors: `replay simulate --timing engine` steps it on a virtual clock
 (`replay.sim.executors.EngineExecutor`) and `replay serve-sim` on the wall clock behind HTTP
-(`replay.engines.emulator.runner`). Pure and synchronous: `EngineCore.step(now)` plans one
+(`replay.emulator.runner`). Pure and synchronous: `EngineCore.step(now)` plans one
 forward pass at model time `now`, returns its duration (`replay.sim.clock.StepClock`) and what
 it produced, and applies the effects to the cache at the step's end.
 

@@ -20,33 +20,8 @@ from typing import Any, Protocol
 from replay.profiles import ModelProfile
 from replay.sim.cache import Handle, ResumeInfo
 from replay.sim.keys import Prefix
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """Where a request resumes, and (when the cache knows) why not later.
-
-    `cached` is the resume position: the prompt tokens the engine reuses. The other fields
-    follow the request columns of the run directory (null where the cache does not say)."""
-
-    cached: int
-    ideal: int | None = None
-    checkpoint_pos: int | None = None
-    resident_pos: int | None = None
-    placement_miss: int | None = None
-    dependency_miss: int | None = None
-    capacity_miss: int | None = None
-
-    def capped(self, cached: int) -> Resume:
-        return Resume(
-            cached,
-            self.ideal,
-            self.checkpoint_pos,
-            self.resident_pos,
-            self.placement_miss,
-            self.dependency_miss,
-            self.capacity_miss,
-        )
+from replay.sim.kv_lru import KVLRUCache
+from replay.sim.requests import Resume
 
 
 class EngineCache(Protocol):
@@ -176,8 +151,6 @@ def engine_cache(
 ) -> EngineCache:
     """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`."""
     if policy == "kv-lru":
-        from replay.sim.kv_lru import KVLRUCache
-
         return KVLRUCache(profile.block_tokens, blocks or profile.blocks_per_engine)
     return SimCache(cache_settings(policy, profile, token_scale, blocks))
 

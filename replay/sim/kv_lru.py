@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from replay.sim.engine_cache import Resume
 from replay.sim.keys import Prefix
+from replay.sim.requests import Resume
 
 
 class KVLRUCache:

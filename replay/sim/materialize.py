@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING
 
 from replay.sim.keys import Prefix
 from replay.sim.nodes import Block, State
+from replay.sim.requests import CacheError
 
 if TYPE_CHECKING:
     from replay.sim.cache import Handle, HybridCache
 
 
 def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: float) -> None:
-    from replay.sim.cache import CacheError
-
     if not h.reserved:
         raise CacheError("finish() before a successful reserve()")
     if full.length < e:
@@ -29,8 +28,8 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
         prefill_done(cache, h, now)
     # Unpinned first (nothing is evicted before this returns), so the checkpoint it resumed
     # from can be absorbed into the block that now holds its tokens.
-    cache._release_private(h)
-    cache._unpin(h, now)
+    cache.release_reservation(h)
+    cache.unpin(h, now)
     absorb_from = max(h.resume_pos - 1, 0) // cache.B
     path = _materialize(cache, full, e, cache.block_stamp(h, now), absorb_from, h.pinned)
     if h.held_state is not None:
@@ -72,8 +71,6 @@ def _fit(cache: HybridCache, path: list[Block], added: list[State], now: float) 
 
 def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     """Full prompt blocks become pinned tree nodes; early placements are cached."""
-    from replay.sim.cache import CacheError
-
     if not h.reserved:
         raise CacheError("prefill_done() before a successful reserve()")
     if h.prefilled:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
+from replay.sim.cache import HybridCache
 
 if TYPE_CHECKING:
-    from replay.sim.cache import HybridCache, ResumeInfo
     from replay.sim.eviction import Eviction
+    from replay.sim.requests import ResumeInfo
 
 
 class PolicyError(ValueError):
@@ -194,8 +195,6 @@ class Policy:
 
     def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
         """The cache this policy runs in (native policies run the engine's own code)."""
-        from replay.sim.cache import HybridCache
-
         return HybridCache(profile, self, capacity_blocks)
 
     def adjust(self, info: ResumeInfo) -> None:

@@ -1,5 +1,6 @@
 """What the cache hands its callers: where a request resumes (`ResumeInfo`), the live
-request's bookkeeping (`Handle`), and the error for misusing the API."""
+request's bookkeeping (`Handle`), and the error for misusing the API; and what any engine
+cache (`replay.sim.engine_cache.EngineCache`) tells the engine model: `Resume`."""
 
 from __future__ import annotations
 
@@ -69,3 +70,30 @@ class Handle:
 
 class CacheError(RuntimeError):
     """Misuse of the cache API (a bug in the caller, not bad input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a request resumes, and (when the cache knows) why not later.
+
+    `cached` is the resume position: the prompt tokens the engine reuses. The other fields
+    follow the request columns of the run directory (null where the cache does not say)."""
+
+    cached: int
+    ideal: int | None = None
+    checkpoint_pos: int | None = None
+    resident_pos: int | None = None
+    placement_miss: int | None = None
+    dependency_miss: int | None = None
+    capacity_miss: int | None = None
+
+    def capped(self, cached: int) -> Resume:
+        return Resume(
+            cached,
+            self.ideal,
+            self.checkpoint_pos,
+            self.resident_pos,
+            self.placement_miss,
+            self.dependency_miss,
+            self.capacity_miss,
+        )

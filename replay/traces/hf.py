@@ -13,8 +13,8 @@ from typing import Any
 
 from replay.traces.errors import IssueSink, fail
 from replay.traces.fields import Where
-from replay.traces.loader import Parsed, build_trace
 from replay.traces.model import Trace
+from replay.traces.parse import Parsed, build_trace
 
 HUB_TIMEOUT_S = 10.0
 _OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")

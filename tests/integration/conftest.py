@@ -38,6 +38,7 @@ import pytest
 
 from replay.engines.configs import load_engine_config, resolve_python
 from replay.engines.launch import engine_block_size, free_port
+from tests.required import missing
 
 _ENDPOINT = re.compile(r"^--endpoint (\S+)=(\S+)$", re.M)
 _PID = re.compile(r"^server pid (\d+) ", re.M)
@@ -90,9 +91,7 @@ def vllm_cpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer
             f"the CPU vLLM engine is not installed ({python} is missing): "
             "run `bash scripts/setup_vllm_cpu.sh` (about 4 minutes, 3.5 GB)"
         )
-        if os.environ.get("REPLAY_REQUIRE_VLLM") == "1":
-            pytest.fail(msg + " — REPLAY_REQUIRE_VLLM=1 makes this a failure")
-        pytest.skip(msg)
+        missing(msg)
 
     logs = tmp_path_factory.mktemp("vllm_cpu")
     log_path, out_path = logs / "server.log", logs / "launch.out"

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.engines.emulator.launch import READY_PREFIX
+from replay.emulator.launch import READY_PREFIX
 
 runner = CliRunner()
 

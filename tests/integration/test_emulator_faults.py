@@ -10,14 +10,14 @@ import aiohttp
 import numpy as np
 import pytest
 
-from replay.engines.adapters import Limits, make_adapter
-from replay.engines.emulator.config import EmulatorConfig, FaultConfig
-from replay.engines.emulator.launch import (
+from replay.emulator.config import EmulatorConfig, FaultConfig
+from replay.emulator.launch import (
     EmulatorLaunchError,
     start_emulator_group,
     start_emulators,
 )
-from replay.engines.emulator.server import running_server
+from replay.emulator.server import running_server
+from replay.engines.adapters import Limits, make_adapter
 
 MODEL = "glm-5.3-flash"
 
@@ -150,8 +150,8 @@ def test_a_child_that_cannot_start_reports_its_log() -> None:
 
 async def test_an_engine_model_error_fails_its_requests_and_the_server_goes_on() -> None:
     """A bug in the cache model must surface as an error answer, never a hung request."""
-    from replay.engines.emulator.config import make_cache
-    from replay.engines.emulator.hashing import PrefixKeys
+    from replay.emulator.config import make_cache
+    from replay.emulator.hashing import PrefixKeys
 
     calls = {"finish": 0}
 

@@ -4,7 +4,6 @@ HTTP (run in `.venv-vllm`'s worker process), answering cached tokens as vLLM 0.3
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -12,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from replay.engines.emulator.launch import READY_PREFIX
+from replay.emulator.launch import READY_PREFIX
 from replay.sim.native.worker import NativeError, find_vllm
+from tests.required import missing
 
 pytestmark = pytest.mark.vllm
 
@@ -32,9 +32,7 @@ def test_serve_sim_runs_vllms_own_cache_manager() -> None:
     try:
         find_vllm()
     except NativeError as e:
-        if os.environ.get("REPLAY_REQUIRE_VLLM") == "1":
-            pytest.fail(f"{e} — REPLAY_REQUIRE_VLLM=1 makes this a failure")
-        pytest.skip(str(e))
+        missing(str(e))
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "replay", "serve-sim", "--engine", "vllm",

@@ -13,10 +13,10 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.server import EmulatorServer, running_server
 from replay.engines.adapters import make_adapter
 from replay.engines.adapters.base import StreamResult
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.server import EmulatorServer, running_server
 from replay.engines.preflight import preflight
 
 MODEL = "glm-5.3-flash"
@@ -300,7 +300,7 @@ async def test_concurrent_requests_batch_and_a_disconnect_frees_the_request() ->
 
 
 def test_emulator_server_object_exposes_its_profile() -> None:
-    from replay.engines.emulator.config import make_cache
+    from replay.emulator.config import make_cache
 
     srv = EmulatorServer(_cfg("vllm"), make_cache)
     assert srv.profile.block_tokens == 256 and srv.cache.capacity_blocks == 400

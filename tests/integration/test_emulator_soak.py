@@ -17,9 +17,9 @@ import yaml
 
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
+from replay.emulator.config import EmulatorConfig, FaultConfig
+from replay.emulator.launch import EmulatorGroup, start_emulator_group
 from replay.engines.adapters import Limits
-from replay.engines.emulator.config import EmulatorConfig, FaultConfig
-from replay.engines.emulator.launch import EmulatorGroup, start_emulator_group
 from replay.profiles import load_profile
 from replay.records import STATUSES
 from replay.traces import load_trace

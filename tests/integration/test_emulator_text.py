@@ -14,8 +14,8 @@ import aiohttp
 import openai
 import pytest
 
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.server import running_server
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.server import running_server
 
 MODEL = "glm-5.3-flash"
 BLOCK = 256

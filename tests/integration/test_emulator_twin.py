@@ -19,8 +19,8 @@ import pytest
 
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
-from replay.engines.emulator.defaults import DefaultRun, sample_token_scale
-from replay.engines.emulator.launch import start_emulator_group
+from replay.emulator.defaults import DefaultRun, sample_token_scale
+from replay.emulator.launch import start_emulator_group
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace, sample_path
 from replay.workload import WorkloadConfig

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from replay.engines.configs import config_names, load_engine_config, render_command, resolve_python
+from tests.required import missing
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -99,7 +100,7 @@ def test_every_vllm_flag_in_the_configs_is_known_to_vllm() -> None:
     cfg = load_engine_config("vllm-cpu-tiny")
     python = resolve_python(cfg)
     if not Path(python).is_file():
-        pytest.skip(f"{python} is missing: run `bash scripts/setup_vllm_cpu.sh`")
+        missing(f"{python} is missing: run `bash scripts/setup_vllm_cpu.sh`")
     done = subprocess.run(
         [python, "-m", "vllm.entrypoints.openai.api_server", "--help=all"],
         capture_output=True,

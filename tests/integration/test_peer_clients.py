@@ -25,9 +25,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.server import running_server
-from replay.engines.emulator.tokenizer import save_char_tokenizer
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.server import running_server
+from replay.emulator.tokenizer import save_char_tokenizer
+from tests.required import PEERS, missing
 
 pytestmark = [pytest.mark.peers, pytest.mark.slow]
 
@@ -189,9 +190,7 @@ def _get(runs: dict[str, PeerRun], name: str) -> PeerRun:
     exe, how = CLIENTS[name][:2]
     if name not in runs:
         msg = f"{exe} is missing: run `{how}`"
-        if os.environ.get("REPLAY_REQUIRE_PEERS") == "1":
-            pytest.fail(msg + " — REPLAY_REQUIRE_PEERS=1 makes this a failure")
-        pytest.skip(msg)
+        missing(msg, PEERS)
     run = runs[name]
     run.check()
     return run

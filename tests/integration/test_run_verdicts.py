@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from replay.cli import app
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunOutcome, RunPlan, run_live
-from replay.engines.emulator.config import EmulatorConfig, FaultConfig
-from replay.engines.emulator.launch import start_emulators
+from replay.emulator.config import EmulatorConfig, FaultConfig
+from replay.emulator.launch import start_emulators
 from replay.traces import load_trace
 from replay.traces.model import Trace
 from replay.traces.synth import Knobs, SynthConfig, write_synth

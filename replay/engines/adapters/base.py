@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 import numpy as np
+import orjson
 from aiohttp.client_proto import ResponseHandler
 
 # Big enough for the stream of a million-token prompt (vLLM echoes `prompt_token_ids` in its
@@ -83,6 +84,24 @@ class StreamParser(ABC):
                     self.done = True
                 elif payload:
                     self.feed(payload, now_ns)
+
+    def event(self, payload: bytes, content: str) -> dict[str, Any] | None:
+        """The payload as an event to read, or None: nothing to read (not an object), or a
+        failure recorded in the result's `error` (unparseable JSON; an engine's error event,
+        one with `error` and without the `content` field a normal event carries)."""
+        try:
+            ev = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            self.result.error = f"unparseable stream event: {payload[:120]!r}"
+            return None
+        if not isinstance(ev, dict):
+            return None
+        if "error" in ev and not ev.get(content):
+            err = ev["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            self.result.error = f"engine error in stream: {msg}"
+            return None
+        return ev
 
     def finish(self) -> None:
         """The stream ended; fill what the engine did not say."""

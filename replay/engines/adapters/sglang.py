@@ -34,19 +34,10 @@ class SglangParser(StreamParser):
         return "incremental"
 
     def feed(self, payload: bytes, now_ns: int) -> None:
-        try:
-            ev = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            self.result.error = f"unparseable stream event: {payload[:120]!r}"
-            return
-        if not isinstance(ev, dict):
+        ev = self.event(payload, "output_ids")
+        if ev is None:
             return
         r = self.result
-        if "error" in ev and "output_ids" not in ev:
-            err = ev["error"]
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            r.error = f"engine error in stream: {msg}"
-            return
         meta = ev.get("meta_info") or {}
         completion = meta.get("completion_tokens")
         ids = ev.get("output_ids") or []

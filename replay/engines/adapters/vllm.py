@@ -51,19 +51,10 @@ class VllmParser(StreamParser):
         self._event(payload, now_ns, tokens=True)
 
     def _event(self, payload: bytes, now_ns: int, *, tokens: bool) -> None:
-        try:
-            ev = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            self.result.error = f"unparseable stream event: {payload[:120]!r}"
-            return
-        if not isinstance(ev, dict):
+        ev = self.event(payload, "choices")
+        if ev is None:
             return
         r = self.result
-        if "error" in ev and not ev.get("choices"):
-            err = ev["error"]
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            r.error = f"engine error in stream: {msg}"
-            return
         choices = ev.get("choices")
         if choices:
             ch = choices[0]

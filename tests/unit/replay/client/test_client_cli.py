@@ -277,7 +277,7 @@ def test_a_default_file_scale_that_contradicts_the_sample_is_refused(
     import typer
 
     from replay.commands.run import _trace_scale
-    from replay.engines.emulator.defaults import DefaultRun
+    from replay.emulator.defaults import DefaultRun
     from replay.traces import load_trace, sample_path
 
     sample = load_trace(sample_path())

@@ -81,16 +81,26 @@ def test_sglang_incremental_single_token_events_are_not_mistaken_for_cumulative(
     assert res.output_ids == [7, 7, 7, 8]
 
 
-def test_engine_error_event_inside_a_stream_is_recorded() -> None:
+@pytest.mark.parametrize("parser_cls", [VllmParser, SglangParser])
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"error": {"message": "KV cache exhausted", "code": 500}}',
+        b'{"error": "KV cache exhausted"}',
+    ],
+)
+def test_engine_error_event_inside_a_stream_is_recorded(parser_cls: type, event: bytes) -> None:
     res = StreamResult()
-    VllmParser(res).feed(b'{"error": {"message": "KV cache exhausted", "code": 500}}', 1)
-    assert res.error is not None and "KV cache exhausted" in res.error
+    parser_cls(res).feed(event, 1)
+    assert res.error == "engine error in stream: KV cache exhausted"
+    assert res.output_ids == []
 
 
-def test_unparseable_event_is_an_error_not_an_exception() -> None:
+@pytest.mark.parametrize("parser_cls", [VllmParser, SglangParser])
+def test_unparseable_event_is_an_error_not_an_exception(parser_cls: type) -> None:
     res = StreamResult()
-    SglangParser(res).feed(b"{not json", 1)
-    assert res.error is not None and "unparseable" in res.error
+    parser_cls(res).feed(b"{not json", 1)
+    assert res.error is not None and res.error.startswith("unparseable stream event: ")
 
 
 def test_unfinished_lines_wait_for_the_next_read() -> None:

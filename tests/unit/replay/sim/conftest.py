@@ -81,15 +81,12 @@ def vllm_worker() -> Iterator[object]:
     """One worker process running vLLM's own KV cache manager, shared by the session (each
     test re-initialises it). Skips when no vLLM is found; REPLAY_REQUIRE_VLLM=1 (what
     `scripts/test.sh` sets) makes that a failure."""
-    import os
-
     from replay.sim.native.worker import NativeError, Worker
+    from tests.required import missing
 
     try:
         w = Worker.start()
     except NativeError as e:
-        if os.environ.get("REPLAY_REQUIRE_VLLM") == "1":
-            pytest.fail(f"{e} — REPLAY_REQUIRE_VLLM=1 makes this a failure")
-        pytest.skip(str(e))
+        missing(str(e))
     yield w
     w.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replay.engines.emulator.hashing import PrefixKeys, generated_ids, special_free_range
+from replay.emulator.hashing import PrefixKeys, generated_ids, special_free_range
 from replay.profiles import ModelProfile
 from replay.sim.clock import StepClock
 from replay.sim.engine import EngineCore, Sequence

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.engines.emulator.tokenizer import (
+from replay.emulator.tokenizer import (
     CHATML_TEMPLATE,
     BuiltinTokenizer,
     chatml,

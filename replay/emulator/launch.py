@@ -2,20 +2,20 @@
 
 Usage::
 
-    from replay.engines.emulator.launch import start_emulators
+    from replay.emulator.launch import start_emulators
 
     with start_emulators(["flashstate", "vllm", "sglang"], time_scale=30, blocks=600) as urls:
         # urls == {"flashstate": "http://127.0.0.1:41231", "vllm": ..., "sglang": ...}
         ...  # every server answers /health before the block starts
 
-Each emulator is its own `python -m replay.engines.emulator` process (the same server as
+Each emulator is its own `python -m replay.emulator` process (the same server as
 `replay serve-sim`), so three engines and the client spread over the cores and one engine's
 event loop never delays another's timestamps. Each child binds a free loopback port and
 reports it on stdout, so parallel test runs never race for ports. With `restart=True` a
 supervisor restarts a child that died (an injected crash) on the same port, with an empty
 cache and without its `crash_after` fault, as an engine restarted by its operator would be.
 Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period); a child
-also ends by itself when this process dies, even by SIGKILL (`lifeline.py`).
+also ends by itself when this process dies, even by SIGKILL (`replay/lifeline.py`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from replay.engines.emulator.config import EmulatorConfig, FaultConfig
-from replay.engines.emulator.lifeline import PARENT_ENV
+from replay.emulator.config import EmulatorConfig, FaultConfig
+from replay.lifeline import PARENT_ENV
 
 READY_PREFIX = "serve-sim ready:"
 _READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
@@ -57,8 +57,8 @@ class _Child:
         self.outages: list[tuple[int, int | None]] = []
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "replay.engines.emulator", *self.cfg.cli_args()]
-        # The child ends with this process, even under SIGKILL (see lifeline.py).
+        cmd = [sys.executable, "-m", "replay.emulator", *self.cfg.cli_args()]
+        # The child ends with this process, even under SIGKILL (see replay/lifeline.py).
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(

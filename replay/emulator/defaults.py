@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir
-from replay.engines.emulator.config import EmulatorConfig
+from replay.emulator.config import EmulatorConfig
 
 
 class DefaultRunError(ValueError):

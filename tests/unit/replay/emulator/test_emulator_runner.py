@@ -8,8 +8,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from replay.engines.emulator.hashing import PrefixKeys, generated_ids
-from replay.engines.emulator.runner import MIN_SLEEP_S, EngineRunner
+from replay.emulator.hashing import PrefixKeys, generated_ids
+from replay.emulator.runner import MIN_SLEEP_S, EngineRunner
 from replay.profiles import ModelProfile
 from replay.sim.clock import StepClock
 from replay.sim.engine import EngineCore, Sequence

@@ -22,12 +22,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from replay.engines.emulator.chat import parse_chat, parse_messages
-from replay.engines.emulator.config import EmulatorConfig
-from replay.engines.emulator.faults import FaultInjector, hard_exit
-from replay.engines.emulator.hashing import PrefixKeys, generated_ids
-from replay.engines.emulator.metrics import MetricsSnapshot, render_metrics
-from replay.engines.emulator.protocol import (
+from replay.emulator.chat import parse_chat, parse_messages
+from replay.emulator.config import EmulatorConfig
+from replay.emulator.faults import FaultInjector, hard_exit
+from replay.emulator.hashing import PrefixKeys, generated_ids
+from replay.emulator.metrics import MetricsSnapshot, render_metrics
+from replay.emulator.protocol import (
     BadRequest,
     GenRequest,
     anthropic_error,
@@ -37,15 +37,15 @@ from replay.engines.emulator.protocol import (
     parse_json,
     sglang_error,
 )
-from replay.engines.emulator.runner import EngineRunner
-from replay.engines.emulator.shapes import (
+from replay.emulator.runner import EngineRunner
+from replay.emulator.shapes import (
     ChatShaper,
     CompletionShaper,
     GenerateShaper,
     MessagesShaper,
     Shaper,
 )
-from replay.engines.emulator.tokenizer import load_tokenizer
+from replay.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
 from replay.sim.engine import EngineCore, Sequence
 from replay.sim.engine_cache import EngineCache
@@ -446,7 +446,7 @@ async def running_server(
     """An emulator inside the current event loop (for tests and embedding): yields its base
     URL and the server object. `cfg.port` 0 picks a free port."""
     if cache_factory is None:
-        from replay.engines.emulator.config import make_cache
+        from replay.emulator.config import make_cache
 
         cache_factory = make_cache
     server = EmulatorServer(cfg, cache_factory, crash)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.engines.emulator.config import FaultConfig
+from replay.emulator.config import FaultConfig
 
 CRASH_EXIT_CODE = 70
 

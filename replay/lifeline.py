@@ -1,11 +1,12 @@
-"""An emulator started by the harness dies with it, even when the harness is SIGKILLed.
+"""A server the harness starts dies with it, even when the harness is SIGKILLed.
 
-`launch.py` puts the harness's pid in `REPLAY_PARENT_PID`; the child calls `die_with_parent()`
-first thing. Two mechanisms, either sufficient: on Linux the kernel sends SIGTERM when the
-parent dies (`prctl(PR_SET_PDEATHSIG)`, through ctypes); everywhere, a daemon thread checks
-twice a second that the parent pid is still its parent (after the parent's death the child
-is re-parented) and terminates the process otherwise. A server started by hand (no variable)
-is left alone.
+A real engine's server (`replay.engines.launch`) gets `pdeathsig_preexec()`. An emulator
+(`replay.emulator.launch`) gets the harness's pid in `REPLAY_PARENT_PID` and calls
+`die_with_parent()` first thing, which arms two mechanisms, either sufficient: on Linux the
+kernel sends SIGTERM when the parent dies (`prctl(PR_SET_PDEATHSIG)`, through ctypes);
+everywhere, a daemon thread checks twice a second that the parent pid is still its parent
+(after the parent's death the child is re-parented) and terminates the process otherwise. A
+server started by hand (no variable) is left alone.
 """
 
 from __future__ import annotations

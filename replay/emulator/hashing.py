@@ -15,20 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+from replay.splitmix import M2, mix64
+
 _P = 0x9E3779B97F4A7C15  # odd: invertible modulo 2^64
 _P_INV = pow(_P, -1, 1 << 64)
 _MAX_UNIT = 4096
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: every input bit affects every output bit."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M2
-    return x ^ (x >> np.uint64(31))
 
 
 # Per-position multipliers, fixed for the process (seeded: keys are stable across runs).
@@ -68,7 +59,7 @@ def _unit_hashes(tokens: np.ndarray, unit: int) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     blocks = tokens[: n * unit].astype(np.uint64).reshape(n, unit)
     with np.errstate(over="ignore"):
-        return _mix((blocks * _MULT[:unit]).sum(axis=1, dtype=np.uint64) + np.uint64(unit))
+        return mix64((blocks * _MULT[:unit]).sum(axis=1, dtype=np.uint64) + np.uint64(unit))
 
 
 def _chain(
@@ -86,7 +77,7 @@ def _chain(
     _POWERS.ensure(first + n)
     with np.errstate(over="ignore"):
         s = np.cumsum(h * _POWERS.neg[first : first + n], dtype=np.uint64) + start
-        return _mix(s * _POWERS.pos[first : first + n]), np.uint64(s[-1])
+        return mix64(s * _POWERS.pos[first : first + n]), np.uint64(s[-1])
 
 
 def chain_keys(tokens: np.ndarray, unit: int) -> np.ndarray:
@@ -190,8 +181,8 @@ class PrefixKeys:
         base = np.uint64(int(self.keys[full - 1]) if full else 0x1234567)
         tail = self.tokens[lo : pos - self._offset].astype(np.uint64)
         with np.errstate(over="ignore"):
-            h = (tail * _MULT[:rest]).sum(dtype=np.uint64) + np.uint64(rest) + base * _M2
-            key = int(_mix(np.array([h], dtype=np.uint64))[0]) | 1  # odd: never a unit key's twin
+            h = (tail * _MULT[:rest]).sum(dtype=np.uint64) + np.uint64(rest) + base * M2
+            key = int(mix64(np.array([h], dtype=np.uint64))[0]) | 1  # odd: never a unit key's twin
         if len(self._memo) < self._MEMO_MAX:
             self._memo[pos] = key
         return key

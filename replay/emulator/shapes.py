@@ -28,8 +28,8 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
-from replay.engines.emulator.protocol import SSE_DONE, GenRequest, sse, sse_error
-from replay.engines.emulator.tokenizer import TextTokenizer
+from replay.emulator.protocol import SSE_DONE, GenRequest, sse, sse_error
+from replay.emulator.tokenizer import TextTokenizer
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from replay.engines.emulator.tokenizer import TextTokenizer
+from replay.emulator.tokenizer import TextTokenizer
 
 
 class BadRequest(Exception):

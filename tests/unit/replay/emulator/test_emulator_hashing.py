@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.engines.emulator.hashing import PrefixKeys, chain_keys
+from replay.emulator.hashing import PrefixKeys, chain_keys
 
 
 def _ids(n: int, seed: int = 0) -> np.ndarray:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.engines.emulator.config import EmulatorConfig, make_cache
-from replay.engines.emulator.defaults import (
+from replay.emulator.config import EmulatorConfig, make_cache
+from replay.emulator.defaults import (
     DefaultRun,
     DefaultRunError,
     default_run_path,

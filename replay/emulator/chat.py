@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from replay.engines.emulator.protocol import (
+from replay.emulator.protocol import (
     BadRequest,
     GenRequest,
     boolean,
@@ -30,7 +30,7 @@ from replay.engines.emulator.protocol import (
     optional_positive_int,
     stream_settings,
 )
-from replay.engines.emulator.tokenizer import TextTokenizer
+from replay.emulator.tokenizer import TextTokenizer
 
 _CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _MESSAGES_ROLES = ("user", "assistant")

@@ -1,0 +1,202 @@
+"""The emulator's command line: `serve-sim` flags into an `EmulatorConfig`, then the server.
+
+The emulator owns its command so that `python -m replay.emulator` (a child started by
+`launch.py`) loads neither the rest of the command line nor rich; `replay serve-sim`
+(`replay.commands.serve_sim`) registers the same command with its console's `fail` and print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+import typer
+from pydantic import ValidationError
+
+from replay.emulator.config import (
+    DEFAULT_HASH_TOKENS,
+    EmulatorConfig,
+    FaultConfig,
+    make_cache,
+)
+from replay.emulator.launch import READY_PREFIX
+from replay.profiles import ProfileError
+
+Fail = Callable[[str], NoReturn]
+Say = Callable[[str], None]
+
+
+def plain_fail(message: str) -> NoReturn:
+    """One `error: …` line on stderr, exit 2 (bad input), as `replay`'s commands do."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise typer.Exit(2)
+
+
+def plain_say(line: str) -> None:
+    print(line, flush=True)
+
+
+def build_config(
+    engine: str,
+    model: str,
+    host: str,
+    port: int,
+    time_scale: float,
+    policy: str | None,
+    served_model_name: str | None,
+    blocks: int | None,
+    block_tokens: int | None,
+    max_batch: int | None,
+    hash_tokens: int,
+    faults: dict[str, object],
+    token_scale: float = 1.0,
+    tokenizer: str | None = None,
+    fail: Fail = plain_fail,
+) -> EmulatorConfig:
+    """The config from flags; a bad value fails naming its flag."""
+    flag = {
+        "error_rate": "--error-rate",
+        "stall_rate": "--stall-rate",
+        "stall_s": "--stall-s",
+        "crash_after": "--crash-after",
+        "slow_start_s": "--slow-start-s",
+        "seed": "--fault-seed",
+        "early_stop_rate": "--early-stop-rate",
+        "engine": "--engine",
+        "time_scale": "--time-scale",
+        "token_scale": "--token-scale",
+        "blocks": "--blocks",
+        "block_tokens": "--block-tokens",
+        "max_batch": "--max-batch",
+        "hash_tokens": "--hash-tokens",
+        "port": "--port",
+    }
+    try:
+        fc = FaultConfig.model_validate(faults)
+        cfg = EmulatorConfig(
+            engine=engine,
+            model=model,
+            host=host,
+            port=port,
+            time_scale=time_scale,
+            policy=policy,
+            served_model_name=served_model_name,
+            token_scale=token_scale,
+            blocks=blocks,
+            block_tokens=block_tokens,
+            max_batch=max_batch,
+            hash_tokens=hash_tokens,
+            tokenizer=tokenizer,
+            faults=fc,
+        )
+        cfg.resolved_profile()  # fail now on a bad --model, not at the first request
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "engine"
+        name = flag.get(key, f"--{key.replace('_', '-')}")
+        fail(f"{name}: {str(err['msg']).removeprefix('Value error, ')}")
+    except ProfileError as e:
+        fail(f"--model: {e}")
+    return cfg
+
+
+def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) -> None:
+    """Add the `serve-sim` command to `app`. `fail` reports a bad flag and exits, `say` prints a
+    line to stdout (plain by default; `replay serve-sim` passes its console's)."""
+
+    @app.command("serve-sim")
+    def serve_sim(
+        engine: str = typer.Option(..., "--engine", help="flashstate, vllm or sglang"),
+        model: str = typer.Option("glm-5.3-flash", "--model", help="model profile name or YAML"),
+        port: int = typer.Option(8000, "--port", help="port to listen on (0: any free port)"),
+        host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+        time_scale: float = typer.Option(
+            1.0, "--time-scale", help="10 = ten times faster than the modelled GPUs"
+        ),
+        policy: str | None = typer.Option(
+            None, "--policy", help="cache policy (default: the engine's own; kv-lru: plain KV)"
+        ),
+        served_model_name: str | None = typer.Option(
+            None, "--served-model-name", help="model id to serve (default: the profile name)"
+        ),
+        token_scale: float = typer.Option(
+            1.0,
+            "--token-scale",
+            help="the trace's lengths were divided by this (a step then stands for this many real steps)",
+        ),
+        blocks: int | None = typer.Option(
+            None,
+            "--blocks",
+            help="cache blocks per engine (default: the profile's blocks_per_engine)",
+        ),
+        block_tokens: int | None = typer.Option(
+            None, "--block-tokens", help="tokens per cache block (overrides the profile)"
+        ),
+        max_batch: int | None = typer.Option(None, "--max-batch", help="most running sequences"),
+        hash_tokens: int = typer.Option(
+            DEFAULT_HASH_TOKENS, "--hash-tokens", help="prefix-hash granularity (tokens)"
+        ),
+        error_rate: float = typer.Option(0.0, "--error-rate", help="fraction answered 500"),
+        stall_rate: float = typer.Option(0.0, "--stall-rate", help="fraction of streams stalled"),
+        stall_s: float = typer.Option(30.0, "--stall-s", help="stall length (wall seconds)"),
+        crash_after: int | None = typer.Option(
+            None, "--crash-after", help="exit hard when request N+1 arrives"
+        ),
+        slow_start_s: float = typer.Option(
+            0.0, "--slow-start-s", help="answer 503 for this many seconds after start"
+        ),
+        early_stop_rate: float = typer.Option(
+            0.0, "--early-stop-rate", help="fraction of generations ending at half max tokens"
+        ),
+        fault_seed: int = typer.Option(0, "--fault-seed", help="seed of the fault draws"),
+        tokenizer: str | None = typer.Option(
+            None,
+            "--tokenizer",
+            help="text endpoints' tokenizer: Hugging Face folder, tokenizer.json or hub name "
+            "(default: the built-in deterministic one)",
+        ),
+    ) -> None:
+        """Serve an engine emulator: the simulator's engine model behind a real HTTP API."""
+        faults: dict[str, object] = {
+            "error_rate": error_rate,
+            "stall_rate": stall_rate,
+            "stall_s": stall_s,
+            "crash_after": crash_after,
+            "slow_start_s": slow_start_s,
+            "seed": fault_seed,
+            "early_stop_rate": early_stop_rate,
+        }
+        cfg = build_config(
+            engine, model, host, port, time_scale, policy, served_model_name, blocks,
+            block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer, fail,
+        )  # fmt: skip
+        from replay.emulator.server import serve  # the server's imports: only to serve
+        from replay.emulator.tokenizer import load_tokenizer
+
+        try:
+            make_cache(cfg, cfg.resolved_profile())
+        except ValueError as e:
+            fail(f"--policy {cfg.policy_name}: {e}")
+        try:
+            load_tokenizer(cfg.tokenizer, cfg.resolved_profile().vocab_size)
+        except ValueError as e:
+            fail(str(e))
+
+        def ready(url: str) -> None:
+            profile = cfg.resolved_profile()
+            say(
+                f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
+                f"model={profile.name} blocks={profile.blocks_per_engine}x"
+                f"{profile.block_tokens} time-scale={cfg.time_scale:g}"
+            )
+
+        try:
+            asyncio.run(serve(cfg, make_cache, ready))
+        except OSError as e:
+            fail(f"--port {cfg.port}: cannot listen on {cfg.host}: {e.strerror or e}")
+        except KeyboardInterrupt:
+            with contextlib.suppress(Exception):
+                say("stopped")

@@ -1,1 +1,0 @@
-"""Engine emulators: the simulator's engine model behind a real HTTP server."""
