@@ -185,7 +185,8 @@ def _price_one(
         per_task = pricing.cost_per_task(sheet, p, min(c, p), o, write_fraction)
     slo = rec.get("slo")
     saturated = rec.get("saturated")
-    gpus, requests = rec.get("gpus"), rec.get("requests")
+    gpus: Any = rec.get("gpus")
+    requests: Any = rec.get("requests")
     return EnginePrice(
         engine=str(rec["engine"]),
         gpus=int(gpus) if _finite(gpus) else 1,
