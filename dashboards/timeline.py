@@ -78,7 +78,11 @@ def run_end_s(requests: pd.DataFrame) -> float:
 
 
 def truncate(run: Run, t: float) -> Run:
-    """The run as it stood at time t: only requests that had completed by then."""
+    """The run as it stood at time t: only requests that had completed by then. At or after
+    the run's last event, the whole run: a request still in flight when the run stopped never
+    completes, but its prefill was served and the report counts it."""
+    if t >= run_end_s(run.requests):
+        return run
     done = pd.to_numeric(run.requests["done_s"], errors="coerce")
     mask = (done <= t).to_numpy()
     if mask.all():
