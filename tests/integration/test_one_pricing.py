@@ -42,29 +42,42 @@ SHORT = ("--sessions", "4", "--duration-min", "6", "--window", "2-6")
 Numbers = dict[str, dict[str, float]]
 
 
-def _replay(*args: str) -> None:
+def _replay(*args: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "replay", *args],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=240,
-        check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _wait(proc: subprocess.Popen[str]) -> None:
+    try:
+        out, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"{proc.args} did not finish in 240 s:\n{out}")
+    assert proc.returncode == 0, out
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Path]]]:
     """The two runs' directories (the simulator writes one per policy)."""
     root = tmp_path_factory.mktemp("one-pricing")
-    _replay("run", "--engines", "flashstate,vllm", *SHORT, "--time-scale", "60", "--no-panel",
-            "--out", str(root / "embedded"))  # fmt: skip
     sample = ROOT / "replay" / "data" / "sample-weka.jsonl.gz"
-    _replay("simulate", "--trace", str(sample), "--policies", "flashstate,vllm", *SHORT,
-            "--timing", "engine", "--out", str(root / "sim"))  # fmt: skip
+    # Both at once: the live run mostly waits on its emulators' modelled clock.
+    procs = [
+        _replay("run", "--engines", "flashstate,vllm", *SHORT, "--time-scale", "60",
+                "--no-panel", "--out", str(root / "embedded")),
+        _replay("simulate", "--trace", str(sample), "--policies", "flashstate,vllm", *SHORT,
+                "--timing", "engine", "--out", str(root / "sim")),
+    ]  # fmt: skip
+    for proc in procs:
+        _wait(proc)
     yield {
         "embedded": [root / "embedded"],
         "simulated": sorted(p.parent for p in (root / "sim").glob("*/manifest.json")),
