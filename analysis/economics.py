@@ -149,6 +149,8 @@ def _finite(value: Any) -> bool:
 
 
 def _skip_reason(rec: Mapping[Any, Any]) -> str | None:
+    if rec.get("requests") == 0:
+        return "no served requests in the window"
     if not _finite(rec.get("hit_rate")):
         return "no prompt tokens with a reported cached count in the window"
     unknown = rec.get("unknown") or {}
