@@ -154,10 +154,13 @@ def _skip_reason(rec: Mapping[Any, Any]) -> str | None:
     if not _finite(rec.get("hit_rate")):
         return "no prompt tokens with a reported cached count in the window"
     unknown = rec.get("unknown") or {}
-    for key in ("prefill_tokens_per_min_per_gpu", "output_tokens_per_min_per_gpu"):
+    for key, name in (
+        ("prefill_tokens_per_min_per_gpu", "prefill tokens/min/GPU"),
+        ("output_tokens_per_min_per_gpu", "output tokens/min/GPU"),
+    ):
         if not _finite(rec.get(key)):
             why = unknown.get(key) if isinstance(unknown, dict) else None
-            return f"no {key.replace('_', ' ')}" + (f": {why}" if why else " in the window")
+            return f"no {name}" + (f": {why}" if why else " in the window")
     return None
 
 

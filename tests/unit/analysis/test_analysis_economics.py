@@ -69,7 +69,7 @@ def test_unpriced_engines_are_skipped_with_a_reason() -> None:
     prices = price_engines(m)
     assert [p.engine for p in prices.engines] == ["vllm"]
     assert prices.skipped == [
-        {"engine": "flashstate", "reason": "no output tokens per min per gpu: trace clock"},
+        {"engine": "flashstate", "reason": "no output tokens/min/GPU: trace clock"},
         {
             "engine": "sglang",
             "reason": "no prompt tokens with a reported cached count in the window",
