@@ -1,159 +1,283 @@
-"""Pricing for every engine of a run, through `pricing/`, and the demo's comparison panel.
+"""One pricing of a run: every engine of a window-metrics table, through `pricing`.
 
-Each engine is priced at its measured per-GPU prompt and output token rates and its reported
-hit rate: user cost per 1M input tokens, revenue, profit and break-even GPU rate per GPU-hour.
-The GPU rate comes from `--gpu` when given, else the engine's `gpu_type` in the manifest,
-else the catalogue's default (B200); the sheet defaults to the catalogue's (Z.ai GLM list).
-The comparison panel states each engine against the best *other* engine, as the demo's
-ratio labels do ("2.0× higher profit" is against the better of the two others).
+`replay run`'s final table, `replay price RUN_DIR`, the report, summary.json and the
+dashboard all price a run here, so they cannot disagree. Each engine is priced at its measured
+per-GPU prompt and output token rates and its reported hit rate: user cost per 1M input tokens,
+revenue, profit and break-evens per GPU-hour, profit at goodput (only the tokens of requests
+within the run's SLO) and a user's cost per finished agent task.
+
+The GPU rule, the same for every caller:
+- `gpu` given (`--gpu`, the dashboard's GPU choice, a what-if rate): every engine at that rate;
+- else the engine's `gpu_type` in the manifest (the engine config's `gpu_type`, or the model
+  profile's for an emulator), looked up in `configs/pricing/gpus.yaml`;
+- a manifest that names no GPU type: the catalogue's default rate, with a note;
+- a GPU type the catalogue lacks: `UnknownGpuError`, naming the GPU, the engine and `--gpu`.
+  Pricing a run on the wrong GPU silently would be worse than stopping.
+The sheet defaults to the catalogue's (Z.ai GLM list). An engine with nothing measured to price
+(no hit rate or token rate in the window) is skipped with a reason, never an error.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import pricing
+from pricing import Economics, GpuRate, PriceSheet
 
-# Panel rows: (metric column, label, higher is better)
-PANEL: tuple[tuple[str, str, bool], ...] = (
-    ("output_tokens_per_min_per_gpu", "output tokens/min/GPU", True),
-    ("prefill_tokens_per_min_per_gpu", "prefill tokens/min/GPU", True),
-    ("hit_rate", "cache hit rate", True),
-    ("e2e_p50", "p50 end-to-end latency", False),
-    ("ttft_p50", "p50 TTFT", False),
-    ("profit_per_gpu_hour", "provider profit per GPU-hour", True),
-    ("user_cost_per_m_input", "user cost per 1M input tokens", False),
+# The float columns `engine_economics` adds to a metrics table, beside `sheet` and `gpu`.
+PRICE_COLUMNS = (
+    "gpu_rate_per_hour",
+    "user_cost_per_m_input",
+    "revenue_per_gpu_hour",
+    "profit_per_gpu_hour",
+    "break_even_gpu_rate",
+    "break_even_hit_rate",
+    "user_cost_per_task",
+    "revenue_per_gpu_hour_at_goodput",
+    "profit_per_gpu_hour_at_goodput",
 )
 
 
-def _gpu_for(
-    gpu: str | None, gpu_type: Any, pricing_dir: Path | None, notes: list[str]
-) -> pricing.GpuRate:
-    if gpu is not None:
+class UnknownGpuError(pricing.PricingError):
+    """A GPU with no rate in the catalogue: names the GPU, where it came from and the fix."""
+
+    def __init__(self, gpu: str, choices: list[str], where: Path, engine: str | None) -> None:
+        self.gpu, self.choices, self.where, self.engine = gpu, choices, where, engine
+        listed = ", ".join(choices) or "none"
+        if engine is None:
+            msg = f"--gpu: unknown GPU '{gpu}'; choose one of: {listed} (the rates in {where})"
+        else:
+            msg = (
+                f"engine '{engine}' runs on GPU '{gpu}' (gpu_type in the run's manifest, set by "
+                f"the engine's gpu_type in --config or its model profile), which {where} has no "
+                f"rate for; pass --gpu NAME to price it at another GPU's rate (one of: {listed}), "
+                f"or add a rate for '{gpu}' to that file"
+            )
+        super().__init__(msg)
+
+
+def resolve_gpu(
+    gpu: str | GpuRate | None, pricing_dir: Path | None = None, engine: str | None = None
+) -> GpuRate:
+    """The rate for `gpu` (a name or GPU model, e.g. "b200"; the default when None).
+    `engine`, when given, says the name came from that engine's manifest entry."""
+    if isinstance(gpu, GpuRate):
+        return gpu
+    try:
         return pricing.get_gpu_rate(gpu, pricing_dir)
-    if isinstance(gpu_type, str) and gpu_type:
-        try:
-            return pricing.get_gpu_rate(gpu_type, pricing_dir)
-        except pricing.UnknownNameError:
-            notes.append(f"GPU type {gpu_type!r} has no rate in the catalogue; used the default")
-    return pricing.get_gpu_rate(None, pricing_dir)
+    except pricing.UnknownNameError as e:
+        raise UnknownGpuError(e.name, e.choices, e.where, engine) from e
 
 
-def engine_economics(
-    metrics: pd.DataFrame,
-    sheet: str | None = None,
-    gpu: str | None = None,
-    pricing_dir: Path | None = None,
-    notes: list[str] | None = None,
-) -> pd.DataFrame:
-    """One row per row of `metrics` (needs engine, hit_rate, gpu_type and the per-GPU token
-    rates): the sheet, GPU and its rate, user cost, revenue, profit and break-evens, as floats
-    (exact `Decimal` arithmetic in `pricing`, converted only here). `PricingError` propagates
-    for an unknown sheet or GPU name, with the valid names in its message."""
-    notes = notes if notes is not None else []
-    price_sheet = pricing.get_sheet(sheet, pricing_dir)
-    rows: list[dict[str, Any]] = []
-    for rec in metrics.to_dict(orient="records"):
-        rate = _gpu_for(gpu, rec.get("gpu_type"), pricing_dir, notes)
-        row: dict[str, Any] = {"engine": rec["engine"], "sheet": price_sheet.name, "gpu": rate.gpu}
-        row["gpu_rate_per_hour"] = float(rate.rate_per_gpu_hour)
-        values = (rec["hit_rate"], rec["prefill_tokens_per_min_per_gpu"])
-        if any(not isinstance(v, int | float) or math.isnan(v) for v in values):
-            if "prefill_tokens_per_min_per_gpu" not in (rec.get("unknown") or {}):
-                notes.append(f"{rec['engine']}: no served requests in the window; not priced")
-            rows.append(row)
-            continue
-        econ = pricing.provider_economics(
-            price_sheet,
-            rate,
-            hit_rate=min(max(float(rec["hit_rate"]), 0.0), 1.0),
-            prompt_tokens_per_min_per_gpu=float(rec["prefill_tokens_per_min_per_gpu"]),
-            output_tokens_per_min_per_gpu=float(rec["output_tokens_per_min_per_gpu"]),
-        )
-        d = econ.as_dict()
-        for key in (
-            "user_cost_per_m_input",
-            "revenue_per_gpu_hour",
-            "profit_per_gpu_hour",
-            "break_even_gpu_rate",
-            "break_even_hit_rate",
-        ):
-            row[key] = d[key]
-        row.update(_task_and_goodput(rec, price_sheet, rate))
-        rows.append(row)
-    return pd.DataFrame(rows)
+def gpu_for_engine(
+    engine: str,
+    gpu_type: Any,
+    forced: GpuRate | None,
+    pricing_dir: Path | None,
+    notes: list[str],
+) -> GpuRate:
+    """The module docstring's GPU rule for one engine."""
+    if forced is not None:
+        return forced
+    if not isinstance(gpu_type, str) or not gpu_type:
+        rate = resolve_gpu(None, pricing_dir)
+        notes.append(f"{engine}: the manifest names no GPU type; priced at {rate.name}")
+        return rate
+    return resolve_gpu(gpu_type, pricing_dir, engine)
+
+
+@dataclass(frozen=True)
+class EnginePrice:
+    """One engine of a run, priced (exact `Decimal`s in `Economics`)."""
+
+    engine: str
+    gpus: int
+    requests: int
+    gpu: GpuRate
+    economics: Economics
+    at_goodput: Economics | None = None  # only the tokens of requests within the SLO
+    per_task: Decimal | None = None  # user cost of a finished agent task (mean)
+    saturated: bool | None = None
+    slo: str = ""
+
+    def extra(self) -> dict[str, Any]:
+        """Verdicts and the goodput and per-task prices, JSON-ready."""
+        g = self.at_goodput
+        return {
+            "saturated": self.saturated,
+            "slo": self.slo,
+            "user_cost_per_task": None if self.per_task is None else float(self.per_task),
+            "revenue_per_gpu_hour_at_goodput": None if g is None else float(g.revenue_per_gpu_hour),
+            "profit_per_gpu_hour_at_goodput": None if g is None else float(g.profit_per_gpu_hour),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything about this engine's price, JSON-ready (`replay price RUN_DIR --json`)."""
+        return {
+            "engine": self.engine,
+            "gpus": self.gpus,
+            "requests": self.requests,
+            **self.economics.as_dict(),
+            **self.extra(),
+        }
+
+
+@dataclass
+class RunPrices:
+    """Every engine of a run priced on one sheet; `skipped` engines had nothing to price."""
+
+    sheet: PriceSheet
+    engines: list[EnginePrice] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> list[GpuRate]:
+        """The GPU rates used, once each."""
+        return list({r.gpu.name: r.gpu for r in self.engines}.values())
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _task_and_goodput(
-    rec: dict[Any, Any], sheet: pricing.PriceSheet, rate: pricing.GpuRate
-) -> dict[str, Any]:
-    """User cost per finished agent task (the window's mean task tokens, at full size) and
-    revenue and profit per GPU-hour counting only the tokens that met the SLO (goodput)."""
-    out: dict[str, Any] = {}
-    task = [rec.get(f"task_{c}_mean") for c in ("prompt_tokens", "cached_tokens", "output_tokens")]
-    if all(_finite(v) for v in task):
-        p, c, o = (float(v) for v in task)  # type: ignore[arg-type]
-        out["user_cost_per_task"] = float(pricing.cost_per_task(sheet, p, min(c, p), o))
+def _skip_reason(rec: Mapping[Any, Any]) -> str | None:
+    if rec.get("requests") == 0:
+        return "no served requests in the window"
+    if not _finite(rec.get("hit_rate")):
+        return "no prompt tokens with a reported cached count in the window"
+    unknown = rec.get("unknown") or {}
+    for key, name in (
+        ("prefill_tokens_per_min_per_gpu", "prefill tokens/min/GPU"),
+        ("output_tokens_per_min_per_gpu", "output tokens/min/GPU"),
+    ):
+        if not _finite(rec.get(key)):
+            why = unknown.get(key) if isinstance(unknown, dict) else None
+            return f"no {name}" + (f": {why}" if why else " in the window")
+    return None
+
+
+def _price_one(
+    rec: Mapping[Any, Any], sheet: PriceSheet, gpu: GpuRate, write_fraction: float
+) -> EnginePrice:
+    hit = min(max(float(rec["hit_rate"]), 0.0), 1.0)
+
+    def econ(prompt: Any, output: Any) -> Economics:
+        return pricing.provider_economics(
+            sheet,
+            gpu,
+            hit_rate=hit,
+            prompt_tokens_per_min_per_gpu=float(prompt),
+            output_tokens_per_min_per_gpu=float(output),
+            write_fraction=write_fraction,
+        )
+
     good = (
         rec.get("goodput_prefill_tokens_per_min_per_gpu"),
         rec.get("goodput_output_tokens_per_min_per_gpu"),
     )
-    if all(_finite(v) for v in good):
-        econ = pricing.provider_economics(
-            sheet,
-            rate,
-            hit_rate=min(max(float(rec["hit_rate"]), 0.0), 1.0),
-            prompt_tokens_per_min_per_gpu=float(good[0]),  # type: ignore[arg-type]
-            output_tokens_per_min_per_gpu=float(good[1]),  # type: ignore[arg-type]
-        )
-        out["revenue_per_gpu_hour_at_goodput"] = float(econ.revenue_per_gpu_hour)
-        out["profit_per_gpu_hour_at_goodput"] = float(econ.profit_per_gpu_hour)
+    task = [rec.get(f"task_{c}_mean") for c in ("prompt_tokens", "cached_tokens", "output_tokens")]
+    per_task = None
+    if all(_finite(v) for v in task):
+        p, c, o = (float(v) for v in task)  # type: ignore[arg-type]
+        per_task = pricing.cost_per_task(sheet, p, min(c, p), o, write_fraction)
+    slo = rec.get("slo")
+    saturated = rec.get("saturated")
+    gpus: Any = rec.get("gpus")
+    requests: Any = rec.get("requests")
+    return EnginePrice(
+        engine=str(rec["engine"]),
+        gpus=int(gpus) if _finite(gpus) else 1,
+        requests=int(requests) if _finite(requests) else 0,
+        gpu=gpu,
+        economics=econ(rec["prefill_tokens_per_min_per_gpu"], rec["output_tokens_per_min_per_gpu"]),
+        at_goodput=econ(*good) if all(_finite(v) for v in good) else None,
+        per_task=per_task,
+        saturated=saturated if isinstance(saturated, bool) else None,
+        slo=str(slo.get("text", "")) if isinstance(slo, dict) else "",
+    )
+
+
+def price_engines(
+    metrics: pd.DataFrame,
+    sheet: str | PriceSheet | None = None,
+    gpu: str | GpuRate | None = None,
+    pricing_dir: Path | None = None,
+    write_fraction: float = 1.0,
+) -> RunPrices:
+    """Price every engine (row) of `metrics` — analysis' window metrics, with the verdicts'
+    goodput and task columns where present. Raises `PricingError` for an unknown sheet or GPU
+    (`UnknownGpuError` for a GPU, naming it and `--gpu`) and for bad numbers."""
+    chosen = sheet if isinstance(sheet, PriceSheet) else pricing.get_sheet(sheet, pricing_dir)
+    forced = None if gpu is None else resolve_gpu(gpu, pricing_dir)
+    out = RunPrices(chosen)
+    for rec in metrics.to_dict(orient="records"):
+        engine = str(rec["engine"])
+        reason = _skip_reason(rec)
+        if reason is not None:
+            out.skipped.append({"engine": engine, "reason": reason})
+            out.notes.append(f"{engine}: not priced: {reason}")
+            continue
+        rate = gpu_for_engine(engine, rec.get("gpu_type"), forced, pricing_dir, out.notes)
+        out.engines.append(_price_one(rec, chosen, rate, write_fraction))
     return out
 
 
-def comparison_panel(table: pd.DataFrame) -> pd.DataFrame:
-    """The demo's panel: for each engine and panel metric, its value, the best other engine
-    and the ratio in the engine's favour direction — `better_by` > 1 means this engine is
-    better by that factor (higher throughput, or lower latency/cost), < 1 worse."""
-    rows = []
-    for metric, label, higher in PANEL:
-        if metric not in table.columns:
-            continue
-        values = {
-            str(e): float(v)
-            for e, v in zip(table["engine"], table[metric], strict=True)
-            if v is not None and not math.isnan(float(v))
-        }
-        for engine, value in values.items():
-            others = {k: v for k, v in values.items() if k != engine}
-            if not others:
-                continue
-            best = (max if higher else min)(others, key=lambda k: others[k])
-            ref = others[best]
-            if higher:
-                ratio = value / ref if ref > 0 else math.nan
-            else:
-                ratio = ref / value if value > 0 else math.nan
-            rows.append(
-                {
-                    "engine": engine,
-                    "metric": metric,
-                    "label": label,
-                    "value": value,
-                    "best_other": best,
-                    "best_other_value": ref,
-                    "better_by": ratio,
-                }
-            )
-    return pd.DataFrame(rows)
+def _row(p: EnginePrice) -> dict[str, Any]:
+    e = p.economics
+    return {
+        "engine": p.engine,
+        "sheet": e.sheet,
+        "gpu": p.gpu.gpu,
+        "gpu_rate_per_hour": float(e.gpu_rate_per_hour),
+        "user_cost_per_m_input": float(e.user_cost_per_m_input),
+        "revenue_per_gpu_hour": float(e.revenue_per_gpu_hour),
+        "profit_per_gpu_hour": float(e.profit_per_gpu_hour),
+        "break_even_gpu_rate": float(e.break_even_gpu_rate),
+        "break_even_hit_rate": math.nan
+        if e.break_even_hit_rate is None
+        else float(e.break_even_hit_rate),
+        **{k: math.nan if v is None else v for k, v in p.extra().items() if k in PRICE_COLUMNS},
+    }
 
 
-__all__ = ["PANEL", "comparison_panel", "engine_economics"]
+def engine_economics(
+    metrics: pd.DataFrame,
+    sheet: str | PriceSheet | None = None,
+    gpu: str | GpuRate | None = None,
+    pricing_dir: Path | None = None,
+    notes: list[str] | None = None,
+    write_fraction: float = 1.0,
+) -> pd.DataFrame:
+    """`price_engines` as a float table: one row per row of `metrics` (`engine`, `sheet`,
+    `gpu` and `PRICE_COLUMNS`; NaN prices for a skipped engine), for merging onto the
+    metrics. Its notes are appended to `notes`."""
+    prices = price_engines(metrics, sheet, gpu, pricing_dir, write_fraction)
+    if notes is not None:
+        notes.extend(prices.notes)
+    priced = {p.engine: _row(p) for p in prices.engines}
+    unpriced = {"sheet": prices.sheet.name}
+    rows = [priced.get(str(e), {"engine": str(e), **unpriced}) for e in metrics.get("engine", [])]
+    table = pd.DataFrame(rows, columns=["engine", "sheet", "gpu", *PRICE_COLUMNS])
+    for col in PRICE_COLUMNS:
+        table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
+    return table
+
+
+__all__ = [
+    "PRICE_COLUMNS",
+    "EnginePrice",
+    "RunPrices",
+    "UnknownGpuError",
+    "engine_economics",
+    "gpu_for_engine",
+    "price_engines",
+    "resolve_gpu",
+]

@@ -27,6 +27,7 @@ from analysis.manifest import Window
 from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
 from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
+from pricing import PricingError
 from replay.rundir import SUMMARY, write_json_atomic
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -133,13 +134,14 @@ _PRICE_COLUMNS = (
 
 def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
     """The default sheet's prices (user cost per task, profit at goodput); pricing is a
-    bonus, so a pricing failure leaves the table without them."""
+    bonus, so a pricing error (an engine's GPU without a rate) leaves the table without
+    them — and only a pricing error: anything else is a bug."""
     table = table.drop(columns=[c for c in _PRICE_COLUMNS if c in table.columns])
     if table.empty:
         return table
     try:
         econ = engine_economics(table)
-    except Exception:
+    except PricingError:
         return table
     return table.merge(econ.drop(columns=["gpu_rate_per_hour"], errors="ignore"), on="engine")
 

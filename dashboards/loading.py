@@ -14,6 +14,7 @@ small and use `st.cache_data`, keyed on the same path and stamp.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -115,15 +116,15 @@ def _failed(run: Run, e: Exception) -> RunUnavailable:
 
 # The leading underscore keeps Streamlit from hashing the run: its key identifies it.
 @st.cache_data(show_spinner=False, max_entries=512)
-def _metrics_at_cached(key: RunKey, t: float, start: float, _run: Run) -> pd.DataFrame:
-    return metrics_at(_run, t, start)
+def _metrics_at_cached(key: RunKey, t: float, start: float, stop: float, _run: Run) -> pd.DataFrame:
+    return metrics_at(_run, t, start, stop)
 
 
-def run_metrics_at(run: Run, t: float, start: float) -> pd.DataFrame:
+def run_metrics_at(run: Run, t: float, start: float, stop: float = math.inf) -> pd.DataFrame:
     """`dashboards.timeline.metrics_at`, cached per run file stamp and time (the slider moves
     in steps, so a replayed stretch is computed once)."""
     try:
-        return _metrics_at_cached(run_key(run), float(t), float(start), run)
+        return _metrics_at_cached(run_key(run), float(t), float(start), float(stop), run)
     except _BAD_FILES as e:
         raise _failed(run, e) from e
 

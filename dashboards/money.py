@@ -1,9 +1,11 @@
-"""Pricing over analysis' metrics: per-engine profit and user cost for the pages.
+"""Pricing over analysis' metrics for the pages: the numbers through the one pricing of a
+run, the curves through `pricing.whatif`.
 
-The arithmetic is pricing's: `pricing.formulas.provider_economics` (exact Decimal) for the
-numbers shown, `pricing.whatif.what_if` (vectorised) for the curves. This module only maps a
-metrics table (one row per engine: per-GPU token rates and hit rate) onto them, builds the
-sheet the sliders describe, and turns results into floats for display.
+The numbers shown (profit, user cost, profit at goodput, cost per task) come from
+`analysis.economics.engine_economics`, the function `replay price RUN_DIR`, the report and
+summary.json use, with the same GPU rule (each engine at its manifest GPU's rate unless a GPU
+is chosen). `pricing.whatif.what_if` (vectorised) draws the curves. This module only maps a
+metrics table onto them, builds the sheet the sliders describe, and a what-if GPU rate.
 """
 
 from __future__ import annotations
@@ -14,19 +16,10 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from pricing.formulas import cost_per_task, dec, provider_economics
-from pricing.sheets import PriceSheet
+from analysis.economics import PRICE_COLUMNS, engine_economics, resolve_gpu
+from pricing.formulas import dec
+from pricing.sheets import GpuRate, PriceSheet
 from pricing.whatif import what_if
-
-PRICE_COLUMNS = (
-    "user_cost_per_m_input",
-    "revenue_per_gpu_hour",
-    "profit_per_gpu_hour",
-    "break_even_gpu_rate",
-)
-# Where the metrics carry analysis' verdicts: a finished agent task's cost to its user and
-# the profit counting only the tokens that met the run's SLO (goodput).
-TASK_COLUMNS = ("user_cost_per_task", "profit_per_gpu_hour_at_goodput")
 
 
 def _finite(value: object) -> float | None:
@@ -35,6 +28,14 @@ def _finite(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
+
+
+def gpu_at(rate_per_gpu_hour: float, base: GpuRate | None = None) -> GpuRate:
+    """A what-if GPU rate: `base` (the catalogue's default when None) at the slider's rate."""
+    gpu = base if base is not None else resolve_gpu(None)
+    return gpu.model_copy(
+        update={"rate_per_gpu_hour": dec(rate_per_gpu_hour, "GPU rate"), "status": "illustrative"}
+    )
 
 
 def sheet_with(
@@ -61,64 +62,19 @@ def sheet_with(
     return sheet.model_copy(update=update)
 
 
-def price_engines(metrics: pd.DataFrame, sheet: PriceSheet, gpu_rate: float) -> pd.DataFrame:
-    """`metrics` (analysis' window metrics, one row per engine) with `PRICE_COLUMNS` added as
-    floats; NaN for an engine with nothing measured yet (no hit rate or token rate)."""
-    out = metrics.copy()
-    cols: dict[str, list[float]] = {c: [] for c in PRICE_COLUMNS}
-    for _, row in metrics.iterrows():
-        hit = _finite(row.get("hit_rate"))
-        prompt = _finite(row.get("prefill_tokens_per_min_per_gpu"))
-        output = _finite(row.get("output_tokens_per_min_per_gpu"))
-        if hit is None or prompt is None or output is None:
-            for c in PRICE_COLUMNS:
-                cols[c].append(math.nan)
-            continue
-        econ = provider_economics(
-            sheet,
-            gpu_rate,
-            hit_rate=min(max(hit, 0.0), 1.0),
-            prompt_tokens_per_min_per_gpu=prompt,
-            output_tokens_per_min_per_gpu=output,
-        )
-        cols["user_cost_per_m_input"].append(float(econ.user_cost_per_m_input))
-        cols["revenue_per_gpu_hour"].append(float(econ.revenue_per_gpu_hour))
-        cols["profit_per_gpu_hour"].append(float(econ.profit_per_gpu_hour))
-        cols["break_even_gpu_rate"].append(float(econ.break_even_gpu_rate))
-    for c, values in cols.items():
-        out[c] = values
-    for c, values in _task_and_goodput(metrics, sheet, gpu_rate).items():
-        out[c] = values
+def priced_metrics(
+    metrics: pd.DataFrame, sheet: PriceSheet, gpu: GpuRate | float | None = None
+) -> pd.DataFrame:
+    """`metrics` (analysis' window metrics, one row per engine) with the one pricing's
+    columns (`analysis.economics.PRICE_COLUMNS`, floats) added; NaN for an engine with
+    nothing measured yet. `gpu`: None prices each engine at its own GPU's rate (an unknown
+    GPU raises `UnknownGpuError`), a rate or a number prices every engine at it."""
+    rate = gpu_at(gpu) if isinstance(gpu, int | float) else gpu
+    econ = engine_economics(metrics, sheet, rate)
+    base = metrics.drop(columns=[c for c in ("sheet", "gpu", *PRICE_COLUMNS) if c in metrics])
+    out = base.reset_index(drop=True).merge(econ, on="engine", how="left")
+    out.index = metrics.index
     return out
-
-
-def _task_and_goodput(
-    metrics: pd.DataFrame, sheet: PriceSheet, gpu_rate: float
-) -> dict[str, list[float]]:
-    """`TASK_COLUMNS` per engine, NaN where the metrics lack the verdicts' columns."""
-    cols: dict[str, list[float]] = {c: [] for c in TASK_COLUMNS}
-    for _, row in metrics.iterrows():
-        task = [_finite(row.get(f"task_{c}_tokens_mean")) for c in ("prompt", "cached", "output")]
-        if all(v is not None for v in task):
-            p, c, o = (float(v) for v in task if v is not None)
-            cols["user_cost_per_task"].append(float(cost_per_task(sheet, p, min(c, p), o)))
-        else:
-            cols["user_cost_per_task"].append(math.nan)
-        hit = _finite(row.get("hit_rate"))
-        gp = _finite(row.get("goodput_prefill_tokens_per_min_per_gpu"))
-        go = _finite(row.get("goodput_output_tokens_per_min_per_gpu"))
-        if hit is None or gp is None or go is None:
-            cols["profit_per_gpu_hour_at_goodput"].append(math.nan)
-            continue
-        econ = provider_economics(
-            sheet,
-            gpu_rate,
-            hit_rate=min(max(hit, 0.0), 1.0),
-            prompt_tokens_per_min_per_gpu=gp,
-            output_tokens_per_min_per_gpu=go,
-        )
-        cols["profit_per_gpu_hour_at_goodput"].append(float(econ.profit_per_gpu_hour))
-    return cols
 
 
 def _operating_points(metrics: pd.DataFrame) -> list[tuple[str, float, float, float]]:

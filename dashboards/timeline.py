@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from analysis.comparison import TIE, Colour, better_by, ratio_label
 from analysis.metrics import window_metrics
 from analysis.runs import Run
 from analysis.verdicts import TRACE_TIMING_UNKNOWN, run_clock
@@ -76,7 +78,11 @@ def run_end_s(requests: pd.DataFrame) -> float:
 
 
 def truncate(run: Run, t: float) -> Run:
-    """The run as it stood at time t: only requests that had completed by then."""
+    """The run as it stood at time t: only requests that had completed by then. At or after
+    the run's last event, the whole run: a request still in flight when the run stopped never
+    completes, but its prefill was served and the report counts it."""
+    if t >= run_end_s(run.requests):
+        return run
     done = pd.to_numeric(run.requests["done_s"], errors="coerce")
     mask = (done <= t).to_numpy()
     if mask.all():
@@ -84,18 +90,30 @@ def truncate(run: Run, t: float) -> Run:
     return dataclasses.replace(run, requests=run.requests[mask])
 
 
-def window_start(run: Run, measured_only: bool) -> float:
-    """Where the counting starts: 0, or the manifest's measured-window start."""
-    return run.default_window().start_s if measured_only else 0.0
+def counting_window(run: Run, measured_only: bool) -> tuple[float, float]:
+    """Where the counting starts and stops: the manifest's measured window (what the report,
+    summary.json and `replay price` count; the page's default), or the whole run from 0."""
+    if not measured_only:
+        return 0.0, math.inf
+    win = run.default_window()
+    return win.start_s, win.end_s
 
 
-def metrics_at(run: Run, t: float, start: float = 0.0) -> pd.DataFrame:
-    """Per-engine window metrics over [start, t) of the requests completed by t.
+def slider_end(run: Run, stop: float) -> float:
+    """The slider's range: the run's last event, or the counting window's end when later,
+    so that the slider's end counts exactly the window the report counts."""
+    end = run_end_s(run.requests)
+    return max(end, stop) if math.isfinite(stop) else end
+
+
+def metrics_at(run: Run, t: float, start: float = 0.0, stop: float = math.inf) -> pd.DataFrame:
+    """Per-engine window metrics over [start, min(t, stop)) of the requests completed by t:
+    at t ≥ the run's end with the measured window as (start, stop), exactly the report's.
 
     Before `start` (or at it) there is nothing to count yet: the frame has the engines and
     NaN/zero metrics rather than an error, so the panels can say "not yet".
     """
-    end = max(t, start + 1e-6)
+    end = max(min(t, stop), start + 1e-6)
     frame = window_metrics(truncate(run, t), (start, end))
     if run_clock(run.manifest) == "trace":
         # No GPU clock: throughputs and latencies would be the trace's, the same for every
@@ -136,6 +154,29 @@ def diff_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
     """Each engine's value minus the best value among the other engines (NaN: no rival)."""
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     return numbers - best_other(values, higher_is_better)
+
+
+def versus_best_other(
+    value: float, best: float, higher_is_better: bool, show: Callable[[float], str]
+) -> tuple[str, Colour] | None:
+    """A panel number against the best other engine's: "N× better" (green) or "N× worse"
+    (red) in the metric's direction where both are positive (`analysis.comparison`); else
+    the difference, shown with `show`, "$2.10 better" / "$2.10 worse" (losses, zeros);
+    None when there is no rival or nothing to compare."""
+    if not (math.isfinite(value) and math.isfinite(best)):
+        return None
+    ratio = better_by(value, best, higher_is_better)
+    if math.isfinite(ratio):
+        return ratio_label(ratio)
+    diff = value - best
+    if diff == 0 and value == 0:
+        return None
+    gain = diff if higher_is_better else -diff
+    if abs(gain) <= TIE * max(abs(value), abs(best)):
+        return "same", "gray"
+    return (
+        (f"{show(abs(diff))} better", "green") if gain > 0 else (f"{show(abs(diff))} worse", "red")
+    )
 
 
 def advance(t: float, speed: float, elapsed_s: float, end_s: float) -> tuple[float, bool]:

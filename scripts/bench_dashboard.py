@@ -181,11 +181,12 @@ def write_synthetic_run(
 
 def _in_process(run_dir: Path) -> float:
     from analysis.runs import load_run
-    from dashboards.timeline import metrics_at, run_end_s
+    from dashboards.timeline import counting_window, metrics_at, slider_end
 
     t0 = time.perf_counter()
     run = load_run(run_dir)
-    metrics_at(run, run_end_s(run.requests))
+    start, stop = counting_window(run, measured_only=True)  # what the first page opens on
+    metrics_at(run, slider_end(run, stop), start, stop)
     return time.perf_counter() - t0
 
 

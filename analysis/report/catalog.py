@@ -231,9 +231,9 @@ def make_tables(data: ReportData) -> list[Table]:
                     Column("value_text", "Value", kind="text"),
                     _c("best_other", "Best other", kind="text"),
                     Column("best_other_text", "Its value", kind="text"),
-                    _c("better_by", "Better by", kind="ratio", digits=2),
+                    Column("ratio_label", "Against it", kind="text"),
                 ],
-                "Better by > 1: higher throughput, hit rate or profit, or lower latency or cost.",
+                "Better: higher throughput, hit rate or profit, or lower latency or cost.",
             )
         )
     tables += _verdict_tables(m, run_col)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.economics import comparison_panel, engine_economics
+from analysis.comparison import comparison_panel
+from analysis.economics import engine_economics
 from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
 from analysis.rollups import ROLLUPS

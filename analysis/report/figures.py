@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 import pricing
+from analysis.comparison import ratio_label
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
 from analysis.report.content import ReportData, RunAnalysis
@@ -211,17 +212,6 @@ def hit_vs_gap(data: ReportData) -> go.Figure:
     return fig
 
 
-def ratio_label(metric: str, better_by: float, other: str) -> str:
-    """The demo's label: "2.00× higher vs sglang" for profit, "2.50× lower vs vllm" for user
-    cost; a worse engine gets the inverse ratio in the other direction."""
-    if not (isinstance(better_by, float | int) and math.isfinite(better_by) and better_by > 0):
-        return ""
-    good, bad = ("higher", "lower") if metric.startswith("profit") else ("lower", "higher")
-    if better_by >= 1:
-        return f"{better_by:.2f}× {good} vs {other}"
-    return f"{1 / better_by:.2f}× {bad} vs {other}"
-
-
 def economics(data: ReportData) -> go.Figure:
     """Profit per GPU-hour and user cost per 1M input tokens, each bar labelled with its
     ratio against the best other engine (the demo's comparison panel)."""
@@ -245,10 +235,8 @@ def economics(data: ReportData) -> go.Figure:
                     and key in panel.index
                     and math.isfinite(panel.loc[key, "better_by"])
                 ):
-                    word = "higher" if metric.startswith("profit") else "lower"
-                    texts.append(
-                        f"{panel.loc[key, 'better_by']:.2f}× {word} vs {panel.loc[key, 'best_other']}"
-                    )
+                    text, _ = ratio_label(float(panel.loc[key, "better_by"]))
+                    texts.append(f"{text} vs {panel.loc[key, 'best_other']}")
                 else:
                     texts.append("")
             fig.add_trace(

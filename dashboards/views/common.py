@@ -102,15 +102,23 @@ def load_or_explain(root: Path, name: str, with_: list[str] | None = None) -> Ru
     return run
 
 
+# The GPU choice that prices each engine at its own GPU's rate (the run's manifest), as
+# `replay price RUN_DIR` and the report do without --gpu.
+OWN_GPUS = "(each engine's own GPU)"
+
+
 @dataclass(frozen=True)
 class PricingChoice:
     sheet: PriceSheet
-    gpu: GpuRate
+    gpu: GpuRate | None  # None: each engine at its own GPU's rate
 
 
-def pick_pricing(key: str, gpu_hint: str | None = None) -> PricingChoice | None:
+def pick_pricing(
+    key: str, gpu_hint: str | None = None, own_gpus: bool = False
+) -> PricingChoice | None:
     """Price sheet and GPU rate selectors over `configs/pricing/` (defaults: the files'
-    defaults, or the GPU the run's manifest names)."""
+    defaults, or the GPU the run's manifest names). With `own_gpus` the GPU list starts
+    with `OWN_GPUS`, the default: each engine at its own GPU's rate."""
     try:
         sheets = load_sheets()
         gpus = load_gpu_rates()
@@ -118,12 +126,18 @@ def pick_pricing(key: str, gpu_hint: str | None = None) -> PricingChoice | None:
         st.error(f"Cannot read the price data: {e}")
         return None
     sheet_names = sheets.names
-    gpu_names = gpus.names
-    gpu_default = gpus.default
-    if gpu_hint:
+    gpu_names = [OWN_GPUS, *gpus.names] if own_gpus else gpus.names
+    gpu_default = OWN_GPUS if own_gpus else gpus.default
+    if gpu_hint and not own_gpus:
         for name, entry in gpus.entries.items():
             if gpu_hint.casefold() in (name.casefold(), entry.gpu.casefold()):
                 gpu_default = name
+
+    def gpu_label(n: str) -> str:
+        if n == OWN_GPUS:
+            return "each engine's own GPU (the run's manifest)"
+        return f"{gpus.entries[n].gpu} ${gpus.entries[n].rate_per_gpu_hour}/h"
+
     left, right = st.columns(2)
     sheet_name = left.selectbox(
         "Price sheet",
@@ -137,9 +151,10 @@ def pick_pricing(key: str, gpu_hint: str | None = None) -> PricingChoice | None:
         gpu_names,
         index=gpu_names.index(gpu_default),
         key=f"{key}_gpu",
-        format_func=lambda n: f"{gpus.entries[n].gpu} ${gpus.entries[n].rate_per_gpu_hour}/h",
+        format_func=gpu_label,
     )
-    return PricingChoice(sheets.entries[str(sheet_name)], gpus.entries[str(gpu_name)])
+    gpu = None if gpu_name == OWN_GPUS else gpus.entries[str(gpu_name)]
+    return PricingChoice(sheets.entries[str(sheet_name)], gpu)
 
 
 def fmt(value: float, unit: str) -> str:

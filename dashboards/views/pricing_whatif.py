@@ -12,7 +12,8 @@ import streamlit as st
 from dashboards.figures import engine_bars_figure, whatif_figure
 from dashboards.loading import RunUnavailable, run_metrics
 from dashboards.money import (
-    price_engines,
+    gpu_at,
+    priced_metrics,
     profit_vs_discount,
     profit_vs_gpu_rate,
     sheet_with,
@@ -57,7 +58,7 @@ def render(root: Path) -> None:
     choice = pick_pricing(
         "whatif", gpu_hint=run.engine_info(engines[0]).gpu_type if engines else None
     )
-    if choice is None:
+    if choice is None or choice.gpu is None:
         return
     try:
         metrics = run_metrics(run)
@@ -108,7 +109,7 @@ def render(root: Path) -> None:
         + (f", cache writes ${sheet.write_price:.4f}" if base.cache_write is not None else "")
         + f". Measured over {metrics['window_start_s'].iloc[0]:.0f}–{metrics['window_end_s'].iloc[0]:.0f} s."
     )
-    priced = price_engines(metrics, sheet, gpu_rate)
+    priced = priced_metrics(metrics, sheet, gpu_at(gpu_rate, choice.gpu))
     left, right = st.columns(2)
     left.plotly_chart(
         engine_bars_figure(

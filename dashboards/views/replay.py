@@ -1,7 +1,10 @@
 """Replay: one column per engine, racing through the run with a time slider and a play control.
 
-Every panel shows analysis' metrics over the requests completed by the slider's time, priced
-through `pricing`, each with its ratio to the best *other* engine (green when better).
+Every panel shows analysis' metrics over the requests completed by the slider's time, counted
+by default over the manifest's measured window as the report counts (at the slider's end the
+panels show exactly the report's, summary.json's and `replay price`'s numbers), priced by the
+one pricing of a run (`analysis.economics`), each against the best *other* engine: "N× better"
+in green, "N× worse" in red, in the metric's direction.
 The slider and panels live in a fragment that reruns on a timer while playing, so only they
 refresh; the controls outside it restart the timer when changed.
 """
@@ -11,25 +14,27 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Literal
 
+import pandas as pd
 import streamlit as st
 
 from analysis.runs import Run
 from dashboards.figures import cumulative_output_figure
 from dashboards.loading import RunUnavailable, run_metrics, run_metrics_at
-from dashboards.money import price_engines
+from dashboards.money import priced_metrics
 from dashboards.timeline import (
     PANEL,
     SPEEDS,
     PanelMetric,
     advance,
-    diff_vs_best_other,
-    ratio_vs_best_other,
-    run_end_s,
+    best_other,
+    counting_window,
+    slider_end,
+    versus_best_other,
 )
 from dashboards.verdicts import slo_text, unknown_notes, verdict_table, warnings
 from dashboards.views.common import PricingChoice, fmt, pick_pricing, pick_run_group
+from pricing import PricingError
 
 TICK_S = 0.5  # wall seconds between frames while playing
 T_KEY = "replay_t"
@@ -52,30 +57,29 @@ def render(root: Path) -> None:
         st.warning("This run has no request records yet.")
         return
     with st.expander("Pricing for the panels", expanded=False):
-        engines = run.engines
-        hint = run.engine_info(engines[0]).gpu_type if engines else None
-        pricing = pick_pricing("replay", gpu_hint=hint)
+        pricing = pick_pricing("replay", own_gpus=True)
     left, right = st.columns(2)
     measured_only = left.toggle(
-        "Count from the measured window's start",
-        value=False,
-        help="Off: from the run's start (the racing counters). On: from the manifest's "
-        "measured window start, as reports count.",
+        "Count the measured window only",
+        value=True,
+        help="On: the manifest's measured window, as the report, summary.json and `replay "
+        "price` count. Off: from the run's start to the slider (the racing counters, warm-up "
+        "and ramp-down included).",
     )
     # Off by default: the chart library's first load in a browser tab costs about a second
     # before the panels can paint (measured by scripts/bench_dashboard.py), and the panels
     # are what the page is for.
     chart = right.toggle("Show output over time", value=False, key="replay_chart")
-    start = run.default_window().start_s if measured_only else 0.0
-    end = run_end_s(run.requests)
-    if st.session_state.get(RUN_KEY) != run.run_id:
-        # A different run: show it as it finished, stopped.
-        st.session_state[RUN_KEY] = run.run_id
+    start, stop = counting_window(run, measured_only)
+    end = slider_end(run, stop)
+    if st.session_state.get(RUN_KEY) != (run.run_id, measured_only):
+        # A different run or count: show it as it finished, stopped.
+        st.session_state[RUN_KEY] = (run.run_id, measured_only)
         st.session_state[T_KEY] = _top(end)
         st.session_state[PLAYING] = False
     _verdicts(run)
     _controls(end)
-    _player(run, start, end, pricing, chart)
+    _player(run, (start, stop), end, pricing, chart)
 
 
 def _verdicts(run: Run) -> None:
@@ -133,7 +137,13 @@ def _controls(end: float) -> None:
     st.session_state["replay_speed_value"] = float(speed)
 
 
-def _player(run: Run, start: float, end: float, pricing: PricingChoice | None, chart: bool) -> None:
+def _player(
+    run: Run,
+    count: tuple[float, float],
+    end: float,
+    pricing: PricingChoice | None,
+    chart: bool,
+) -> None:
     playing = bool(st.session_state.get(PLAYING, False))
 
     @st.fragment(run_every=TICK_S if playing else None)
@@ -164,7 +174,7 @@ def _player(run: Run, start: float, end: float, pricing: PricingChoice | None, c
             step=_step(end),
             key=T_KEY,
         )
-        _panels(run, float(t), start, pricing)
+        _panels(run, float(t), count, pricing)
         if chart:
             st.plotly_chart(
                 cumulative_output_figure(run.requests, end, float(t)),
@@ -175,23 +185,44 @@ def _player(run: Run, start: float, end: float, pricing: PricingChoice | None, c
     frame()
 
 
-def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> None:
+def panel_frame(
+    metrics: pd.DataFrame, pricing: PricingChoice | None
+) -> tuple[pd.DataFrame, str | None]:
+    """What the panels show, from `dashboards.timeline.metrics_at`'s frame: priced by the
+    one pricing of a run (each engine at its own GPU's rate unless a GPU is chosen), indexed
+    by engine; and why it is not priced (an engine's GPU without a rate), if so."""
+    why = None
+    if pricing is not None:
+        try:
+            metrics = priced_metrics(metrics, pricing.sheet, pricing.gpu)
+        except PricingError as e:
+            pricing = None
+            why = f"Not priced: {e}. Choose a GPU rate under “Pricing for the panels”."
+    if pricing is None:
+        metrics = metrics.assign(profit_per_gpu_hour=math.nan, user_cost_per_m_input=math.nan)
+    return metrics.set_index("engine", drop=False), why
+
+
+def _panels(run: Run, t: float, count: tuple[float, float], pricing: PricingChoice | None) -> None:
+    start, stop = count
     if t <= start:
         st.info(f"The count starts at {start:.0f} s; move the slider past it.")
         return
     try:
-        metrics = run_metrics_at(run, t, start)
+        raw = run_metrics_at(run, t, start, stop)
     except RunUnavailable as e:
         st.error(str(e))
         return
-    if pricing is not None:
-        metrics = price_engines(metrics, pricing.sheet, float(pricing.gpu.rate_per_gpu_hour))
-    else:
-        metrics = metrics.assign(profit_per_gpu_hour=math.nan, user_cost_per_m_input=math.nan)
-    metrics = metrics.set_index("engine", drop=False)
-    ratios = {m.key: ratio_vs_best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
-    diffs = {m.key: diff_vs_best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
-    st.caption(f"At {t / 60:.1f} min: {int(metrics['requests'].sum()):,} requests counted.")
+    metrics, why = panel_frame(raw, pricing)
+    if why is not None:
+        st.warning(why)
+    best = {m.key: best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
+    shown = f"{start:.0f}–{min(t, stop):.0f} s" + (
+        " (the measured window)" if stop < math.inf else ""
+    )
+    st.caption(
+        f"At {t / 60:.1f} min: {int(metrics['requests'].sum()):,} requests counted, {shown}."
+    )
     for column, engine in zip(st.columns(len(metrics)), metrics.index, strict=True):
         with column.container(border=True):
             row = metrics.loc[engine]
@@ -204,36 +235,20 @@ def _panels(run: Run, t: float, start: float, pricing: PricingChoice | None) -> 
             for group in (PANEL[i : i + per_row] for i in range(0, len(PANEL), per_row)):
                 for cell, m in zip(st.columns(per_row), group, strict=False):
                     with cell:
-                        _metric(
-                            m,
-                            float(row[m.key]),
-                            float(ratios[m.key].get(engine, math.nan)),
-                            float(diffs[m.key].get(engine, math.nan)),
-                        )
+                        _metric(m, float(row[m.key]), float(best[m.key].get(engine, math.nan)))
 
 
-def _metric(m: PanelMetric, value: float, ratio: float, diff: float) -> None:
-    """A number with its comparison to the best other engine: a ratio where both are
-    positive, else the difference (losses, zeros); green when better, red when worse."""
-    if math.isfinite(ratio):
-        delta = f"{ratio:.2f}× best other"
-        gain = ratio - 1.0
-    elif math.isfinite(diff) and (diff != 0 or value != 0):
-        sign = "+" if diff >= 0 else "−"
-        delta = f"{sign}{fmt(abs(diff), m.unit)} vs best other"
-        gain = diff / max(abs(value), 1e-12)
-    else:
+def _metric(m: PanelMetric, value: float, best: float) -> None:
+    """A number with its comparison to the best other engine (`versus_best_other`)."""
+    versus = versus_best_other(value, best, m.higher_is_better, lambda x: fmt(x, m.unit))
+    if versus is None:
         st.metric(m.label, fmt(value, m.unit), help=m.help)
         return
-    if not m.higher_is_better:
-        gain = -gain
-    color: Literal["green", "red", "gray"] = (
-        "green" if gain > 5e-4 else ("red" if gain < -5e-4 else "gray")
-    )
+    text, color = versus
     st.metric(
         m.label,
         fmt(value, m.unit),
-        delta=delta,
+        delta=f"{text} vs best other",
         delta_color=color,
         delta_arrow="off",
         help=m.help,

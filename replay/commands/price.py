@@ -19,7 +19,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 from rich.table import Table
 
@@ -28,15 +27,20 @@ from pricing import (
     GpuRate,
     PriceSheet,
     PricingError,
-    UnknownNameError,
-    get_gpu_rate,
-    get_sheet,
     load_gpu_rates,
     load_sheets,
     provider_economics,
     usd,
 )
-from replay.commands.common import console, err_console, fail
+from replay.commands.common import console, fail
+from replay.commands.price_common import (
+    break_even_text,
+    caveats,
+    print_json,
+    resolve_gpu,
+    resolve_sheet,
+)
+from replay.commands.price_run import price_run
 
 # The flags of a single operating point, in the order a message lists them.
 _POINT_FLAGS = (
@@ -44,29 +48,6 @@ _POINT_FLAGS = (
     ("prompt", "--prompt-tokens-per-min-per-gpu"),
     ("output", "--output-tokens-per-min-per-gpu"),
 )
-
-
-def _print_json(obj: Any) -> None:
-    # Plain stdout, not rich: JSON must reach pipes byte-for-byte.
-    typer.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
-
-
-def _resolve_sheet(name: str | None, pricing_dir: Path | None) -> PriceSheet:
-    try:
-        return get_sheet(name, pricing_dir)
-    except UnknownNameError as e:
-        fail(f"--sheet: unknown price sheet '{e.name}'; choose one of: {', '.join(e.choices)}")
-    except PricingError as e:
-        fail(str(e))
-
-
-def _resolve_gpu(name: str | None, pricing_dir: Path | None, flag: str = "--gpu") -> GpuRate:
-    try:
-        return get_gpu_rate(name, pricing_dir)
-    except UnknownNameError as e:
-        fail(f"{flag}: unknown GPU '{e.name}'; choose one of: {', '.join(e.choices)}")
-    except PricingError as e:
-        fail(str(e))
 
 
 def _check_fraction(value: float, flag: str) -> None:
@@ -93,7 +74,7 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
     except PricingError as e:
         fail(str(e))
     if as_json:
-        _print_json(
+        print_json(
             {
                 "default_sheet": sheets.default,
                 "default_gpu": gpus.default,
@@ -157,18 +138,6 @@ def _sources(entries: Iterable[PriceSheet | GpuRate]) -> None:
         console.print(f"  [dim]{item.name}:[/] {item.source}", highlight=False)
 
 
-def _break_even_text(e: Economics) -> str:
-    b = e.break_even
-    if b.status == "crosses" and b.hit_rate is not None:
-        side = "below" if b.profitable_below else "above"
-        return f"{float(b.hit_rate):.2%} (profit {side} it)"
-    return {
-        "profit_everywhere": "none: profit at every hit rate",
-        "loss_everywhere": "none: loss at every hit rate",
-        "flat": "none: profit does not depend on it",
-    }[b.status]
-
-
 def _point_table(e: Economics, sheet: PriceSheet, gpu: GpuRate) -> Table:
     t = Table(title=f"{sheet.name} prices on {gpu.name} ({usd(gpu.rate_per_gpu_hour, 2)}/GPU-hour)")
     t.add_column("quantity")
@@ -183,18 +152,8 @@ def _point_table(e: Economics, sheet: PriceSheet, gpu: GpuRate) -> Table:
     t.add_row("GPU rate / GPU-hour", usd(e.gpu_rate_per_hour, 2))
     t.add_row("[bold]profit / GPU-hour[/]", f"[bold]{usd(e.profit_per_gpu_hour, 2)}[/]")
     t.add_row("break-even GPU rate", usd(e.break_even_gpu_rate, 2))
-    t.add_row("break-even hit rate", _break_even_text(e))
+    t.add_row("break-even hit rate", break_even_text(e))
     return t
-
-
-def _caveats(sheet: PriceSheet, gpus: list[GpuRate]) -> None:
-    for item in [sheet, *gpus]:
-        if item.status == "illustrative":
-            err_console.print(
-                f"[yellow]note:[/] '{item.name}' figures are illustrative ({item.source}); "
-                "replace them before quoting.",
-                highlight=False,
-            )
 
 
 def _price_point(
@@ -218,10 +177,10 @@ def _price_point(
     except PricingError as e:
         fail(str(e))
     if as_json:
-        _print_json(econ.as_dict())
+        print_json(econ.as_dict())
         return
     console.print(_point_table(econ, sheet, gpu))
-    _caveats(sheet, [gpu])
+    caveats(sheet, [gpu])
 
 
 _HELP = {
@@ -277,9 +236,6 @@ def register(app: typer.Typer) -> None:
                     f"{clash[0]}: not used with RUN_DIR (the run's measured value is used); "
                     "drop it, or drop RUN_DIR to price a point"
                 )
-            # Imported here: only this path needs analysis (and its pandas work).
-            from replay.commands.price_run import price_run
-
             price_run(run_dir, sheet, gpu, window, write_fraction, pricing_dir, as_json)
             return
         if window is not None:
@@ -291,6 +247,6 @@ def register(app: typer.Typer) -> None:
         _check_fraction(hit_rate, "--hit-rate")
         _check_rate(prompt, "--prompt-tokens-per-min-per-gpu")
         _check_rate(output, "--output-tokens-per-min-per-gpu")
-        chosen_sheet = _resolve_sheet(sheet, pricing_dir)
-        chosen_gpu = _resolve_gpu(gpu, pricing_dir)
+        chosen_sheet = resolve_sheet(sheet, pricing_dir)
+        chosen_gpu = resolve_gpu(gpu, pricing_dir)
         _price_point(chosen_sheet, chosen_gpu, hit_rate, prompt, output, write_fraction, as_json)

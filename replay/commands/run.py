@@ -186,17 +186,24 @@ def _slo_config(flag: str | None, file_value: Any, config: Path | None) -> dict[
 
 
 def _final_table(outcome: RunOutcome) -> Table:
+    """The run's numbers, engines as columns, priced by `analysis.economics` (the one
+    pricing of a run). A pricing error (an engine's GPU without a rate, a broken price file)
+    leaves the price rows blank and is printed as a note; any other error is a bug and
+    propagates."""
+    import pandas as pd
+
+    from analysis.economics import engine_economics
+    from pricing import PricingError
+
     summary = outcome.summary or {}
     engines = summary.get("engines") or {}
     econ: dict[str, dict[str, Any]] = {}
-    with contextlib.suppress(Exception):  # pricing is a bonus; the run's numbers stand alone
-        import pandas as pd
-
-        from analysis.economics import engine_economics
-
-        rows = [{"engine": n, **m} for n, m in engines.items()]
-        for r in engine_economics(pd.DataFrame(rows)).to_dict(orient="records"):
+    rows = [{"engine": n, **m} for n, m in engines.items()]
+    try:
+        for r in engine_economics(pd.DataFrame(rows)).to_dict(orient="records") if rows else []:
             econ[str(r["engine"])] = {str(k): v for k, v in r.items()}
+    except PricingError as e:
+        err_console.print(f"[yellow]note:[/] not priced: {escape(str(e))}", highlight=False)
     t = Table(title=f"run {outcome.run_dir.name}: {outcome.status}")
     cols = [
         ("engine", None, ""),

@@ -148,13 +148,30 @@ def test_sweep_over_a_folder_of_runs(builder: Builder, tmp_path: Path) -> None:
     assert (out / "tables" / "throughput.md").read_text().count("| s") >= 2  # run column
 
 
+def test_an_engine_gpu_without_a_rate_is_named(builder: Builder, tmp_path: Path) -> None:
+    """The report prices by the one rule: a manifest GPU with no rate stops it, naming the
+    engine, the GPU and --gpu; --gpu prices it."""
+    run_dir = _run(builder)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["engines"][0]["gpu_type"] = "TPU9"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(tmp_path / "r"),
+                                   "--no-figures"])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    message = " ".join(res.output.split())
+    assert "engine 'a' runs on GPU 'TPU9'" in message and "pass --gpu NAME" in message
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(tmp_path / "r"),
+                                   "--no-figures", "--gpu", "h100"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["MISSING"], "no such directory"),
         (["RUN", "--format", "md,pdf"], "--format: unknown pdf; choose from md,tex,html"),
         (["RUN", "--sheet", "nope"], "pricing: unknown price sheet 'nope'"),
-        (["RUN", "--gpu", "nope"], "pricing: unknown GPU 'nope'"),
+        (["RUN", "--gpu", "nope"], "pricing: --gpu: unknown GPU 'nope'; choose one of: b200"),
         (["RUN", "--window", "9-3"], "--window 9-3: need 0 ≤ A < B (minutes)"),
         (["RUN", "--window", "x"], "--window 'x': expected A-B in minutes of the run"),
         (["EMPTY"], "holds no manifest.json, and no run directories under it"),
@@ -212,7 +229,7 @@ def test_runs_without_measured_requests_still_report(builder: Builder, tmp_path:
     b.req("b", 10.0)
     errors = b.write("errors", config={"window": [0, 100]})
     result = build_report([empty, errors], tmp_path / "rep", static=False)
-    assert "errors: a: no served requests in the window; not priced" in result.notes
+    assert "errors: a: not priced: no served requests in the window" in result.notes
     assert (tmp_path / "rep" / "report.html").exists()
     lat = (tmp_path / "rep" / "tables" / "latency.md").read_text()
     assert "| errors | a | – |" in lat  # no TTFT: a dash, not a crash

@@ -6,11 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 import pytest
 
-import pricing
-from analysis.economics import comparison_panel, engine_economics
 from analysis.rollups import bucket_labels, by_prompt_length, by_session, by_tool_gap, by_turn_depth
 from analysis.runs import load_run
 from analysis.sweeps import aggregate_sweep, capacity_crossing, sweep_rows
@@ -85,54 +82,3 @@ def test_sweep_aggregates_seeds(builder: Builder) -> None:
     assert agg.loc[16, "working_set_ratio"] == pytest.approx(16 / 12)
     # ratios 8/12 and 16/12: the working set reaches the cache at 12 sessions
     assert capacity_crossing(agg.reset_index()) == {"a": pytest.approx(12.0)}
-
-
-def _metrics() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "engine": ["flashstate", "vllm", "sglang"],
-            "gpu_type": ["B200", "B200", None],
-            "hit_rate": [0.87, 0.30, 0.06],
-            "prefill_tokens_per_min_per_gpu": [4.74e6, 1.54e6, 1.29e6],
-            "output_tokens_per_min_per_gpu": [30850.0, 11000.0, 7700.0],
-        }
-    )
-
-
-def test_engine_economics_reproduces_the_demo() -> None:
-    econ = engine_economics(_metrics()).set_index("engine")
-    assert econ.loc["flashstate", "user_cost_per_m_input"] == pytest.approx(0.0456)
-    assert econ.loc["vllm", "user_cost_per_m_input"] == pytest.approx(0.114)
-    # 4.74M x 60 / 1M x $0.0456 + 30,850 x 60 / 1M x $0.50 - $8.60
-    assert econ.loc["flashstate", "profit_per_gpu_hour"] == pytest.approx(5.29414)
-    # the demo's $2.27 and $2.67, from its rounded inputs: 92.4M x $0.114 + $0.33 - $8.60
-    assert econ.loc["vllm", "profit_per_gpu_hour"] == pytest.approx(2.2636)
-    assert econ.loc["sglang", "profit_per_gpu_hour"] == pytest.approx(2.68372)
-    assert econ.loc["sglang", "gpu"] == "B200"  # the catalogue's default
-    assert set(econ["sheet"]) == {"zai-glm"}
-
-
-def test_engine_economics_unknown_names_and_unpriced() -> None:
-    with pytest.raises(pricing.PricingError, match="nope"):
-        engine_economics(_metrics(), sheet="nope")
-    with pytest.raises(pricing.PricingError, match="nope"):
-        engine_economics(_metrics(), gpu="nope")
-    m = _metrics()
-    m.loc[2, "hit_rate"] = math.nan
-    m.loc[1, "gpu_type"] = "TPU9"
-    notes: list[str] = []
-    econ = engine_economics(m, notes=notes).set_index("engine")
-    assert math.isnan(econ.loc["sglang", "profit_per_gpu_hour"])
-    assert any("sglang: no served requests" in n for n in notes)
-    assert any("'TPU9' has no rate" in n for n in notes)
-
-
-def test_comparison_panel_against_best_other() -> None:
-    table = _metrics().merge(engine_economics(_metrics()), on="engine")
-    panel = comparison_panel(table).set_index(["engine", "metric"])
-    row = panel.loc[("flashstate", "profit_per_gpu_hour")]
-    assert row["best_other"] == "sglang"  # the better of the other two, as the demo does
-    assert row["better_by"] == pytest.approx(5.29414 / row["best_other_value"])
-    cost = panel.loc[("flashstate", "user_cost_per_m_input")]
-    assert cost["best_other"] == "vllm"
-    assert cost["better_by"] == pytest.approx(0.114 / 0.0456)  # 2.5x lower

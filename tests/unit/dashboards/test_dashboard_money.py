@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dashboards.money import (
-    price_engines,
+    priced_metrics,
     profit_vs_discount,
     profit_vs_gpu_rate,
     sheet_with,
@@ -33,7 +33,7 @@ def _demo_metrics() -> pd.DataFrame:
 
 
 def test_demo_profit_and_user_cost() -> None:
-    priced = price_engines(_demo_metrics(), get_sheet("zai-glm"), 8.60).set_index("engine")
+    priced = priced_metrics(_demo_metrics(), get_sheet("zai-glm"), 8.60).set_index("engine")
     assert priced.loc["flashstate", "user_cost_per_m_input"] == pytest.approx(0.0456)
     assert priced.loc["vllm", "user_cost_per_m_input"] == pytest.approx(0.114)
     assert priced.loc["sglang", "user_cost_per_m_input"] == pytest.approx(0.1428)
@@ -96,7 +96,7 @@ def test_task_cost_and_profit_at_goodput_follow_the_sliders() -> None:
             "task_output_tokens_mean": [100_000.0, math.nan],
         }
     )
-    priced = price_engines(metrics, get_sheet("zai-glm"), 8.60)
+    priced = priced_metrics(metrics, get_sheet("zai-glm"), 8.60)
     a, b = priced.to_dict(orient="records")
     assert a["user_cost_per_task"] == pytest.approx(0.0956)
     assert a["profit_per_gpu_hour_at_goodput"] == pytest.approx(a["profit_per_gpu_hour"])

@@ -48,8 +48,17 @@ def test_app_opens_on_replay_with_a_panel_per_engine(
     assert labels.count("User $/1M in") == 3
     # Each engine is compared with the best of the others.
     deltas = [str(m.proto.delta) for m in at.metric]
-    assert all(d.endswith("best other") for d in deltas)
-    assert sum(d.endswith("× best other") for d in deltas) >= 18  # ratios where both > 0
+    assert all(d.endswith(" vs best other") for d in deltas)
+    # Ratios where both are positive, in the metric's direction: "N× better" or "N× worse".
+    assert (
+        sum(d.endswith(("× better vs best other", "× worse vs best other")) for d in deltas) >= 18
+    )
+    # Green when better, red when worse, whichever way the metric points (TTFT: lower).
+    for m in at.metric:
+        if "× better" in m.proto.delta:
+            assert m.proto.color == m.proto.GREEN, m.proto.delta
+        elif "× worse" in m.proto.delta:
+            assert m.proto.color == m.proto.RED, m.proto.delta
     assert str(runs_root) in at.sidebar.caption[0].value  # tmp is outside the cwd: in full
 
 
@@ -73,7 +82,7 @@ def test_replay_slider_counts_fewer_requests_earlier(runs_root: Path) -> None:
     at.selectbox(key="replay_run").set_value("small").run()
     full = _counted_caption(at)
     slider = at.slider(key="replay_t")
-    slider.set_value(slider.max // 3).run()
+    slider.set_value(slider.max * 2 // 3).run()  # past the measured window's start
     assert not at.exception
     early = _counted_caption(at)
 
@@ -107,12 +116,16 @@ def test_replay_chart_is_opt_in(runs_root: Path) -> None:
     assert len(at.get("plotly_chart")) == 1
 
 
-def test_replay_measured_window_toggle(runs_root: Path) -> None:
+def test_replay_counts_the_measured_window_by_default(runs_root: Path) -> None:
     at = page_test("replay", runs_root).run()
-    at.toggle[0].set_value(True).run()
-    assert not at.exception and not _errors(at)
+    assert at.toggle[0].value is True
+    assert "(the measured window)" in _counted_caption(at)
     at.slider(key="replay_t").set_value(0).run()
+    assert not at.exception and not _errors(at)
     assert any("The count starts at 900 s" in i.value for i in at.info)
+    at.toggle[0].set_value(False).run()  # from the run's start: counts the warm-up as well
+    assert not at.exception and not _errors(at)
+    assert "(the measured window)" not in _counted_caption(at)
 
 
 def test_single_engine_run_has_panels_without_comparisons(tmp_path: Path, synth: dict) -> None:
@@ -305,6 +318,7 @@ def test_replay_end_position_counts_every_request(runs_root: Path) -> None:
 
     at = page_test("replay", runs_root).run()
     at.selectbox(key="replay_run").set_value("small").run()
+    at.toggle[0].set_value(False).run()  # from the run's start: the racing counters
     run = load_run(runs_root / "small")
     measured = run.requests[~run.requests["priming"].astype(bool)]
     counted = int(_counted_caption(at).split(": ")[1].split(" ")[0].replace(",", ""))

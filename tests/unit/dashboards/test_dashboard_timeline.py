@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from analysis.metrics import window_metrics
 from analysis.runs import load_run
 from dashboards.timeline import (
     advance,
@@ -15,6 +16,7 @@ from dashboards.timeline import (
     ratio_vs_best_other,
     run_end_s,
     truncate,
+    versus_best_other,
 )
 from replay.rundir import RunWriter
 
@@ -63,6 +65,40 @@ def test_truncate_keeps_requests_completed_by_t(tiny_run: Path) -> None:
     cut = truncate(run, 20.0)
     assert sorted(cut.requests["done_s"]) == [10.0, 12.0, 20.0]
     assert len(run.requests) == 6  # the original is untouched
+
+
+def test_the_end_position_counts_what_the_report_counts(tmp_path: Path) -> None:
+    """A request still in flight when the run stopped (no done_s) is counted at the run's
+    end, as the report counts it (its first token was in the window); and with a stop (the
+    measured window's end) the window is the report's even when the slider runs past it."""
+    w = RunWriter(tmp_path / "run", {"engines": [{"name": "a", "gpus": 1}]}).open()
+    w.add(_row("a", 0, 0.0, 1.0, 10.0))
+    w.add(_row("a", 1, 10.0, 12.0, math.nan, status="cancelled", output_tokens=0))
+    w.add(_row("a", 2, 14.0, 15.0, 40.0))
+    w.close()
+    run = load_run(tmp_path / "run")
+    assert truncate(run, 40.0) is run
+    assert len(truncate(run, 39.0).requests) == 1  # in flight, and the one done at 40: out
+    report = window_metrics(run, (0.0, 30.0)).set_index("engine")
+    page = metrics_at(run, 40.0, 0.0, stop=30.0)
+    for key in ("prefill_tokens_per_min_per_gpu", "output_tokens_per_min_per_gpu", "hit_rate"):
+        assert page.loc["a", key] == pytest.approx(report.loc["a", key]), key
+
+
+def test_versus_best_other_in_both_directions() -> None:
+    """TTFT (lower is better): 0.1 s against a rival's 5 s reads "50.0× better" in green,
+    the rival "50.0× worse" in red; throughput (higher is better) the other way round.
+    Losses compare by difference, in the metric's direction."""
+    show = str
+    assert versus_best_other(0.1, 5.0, False, show) == ("50.0× better", "green")
+    assert versus_best_other(5.0, 0.1, False, show) == ("50.0× worse", "red")
+    assert versus_best_other(5.0, 0.1, True, show) == ("50.0× better", "green")
+    assert versus_best_other(0.1, 5.0, True, show) == ("50.0× worse", "red")
+    assert versus_best_other(-4.0, -6.0, True, show) == ("2.0 better", "green")  # a smaller loss
+    assert versus_best_other(-6.0, -4.0, True, show) == ("2.0 worse", "red")
+    assert versus_best_other(1.0, 1.0, True, show) == ("same", "gray")
+    assert versus_best_other(0.0, 0.0, True, show) is None
+    assert versus_best_other(1.0, math.nan, True, show) is None
 
 
 def test_metrics_at_counts_only_completed_requests(tiny_run: Path) -> None:

@@ -291,3 +291,49 @@ def test_a_default_file_scale_that_contradicts_the_sample_is_refused(
     with pytest.raises(typer.Exit):
         _trace_scale(sample, 8, DefaultRun(token_scale=16), True)
     assert "--token-scale 8 contradicts token_scale 16" in " ".join(capsys.readouterr().err.split())
+
+
+def _outcome(engines: dict[str, Any], tmp_path: Path) -> Any:
+    from replay.client.orchestrate import RunOutcome
+
+    return RunOutcome(tmp_path, "completed", {"engines": engines}, 1, [], {})
+
+
+_MEASURED = {
+    "gpus": 2,
+    "hit_rate": 0.87,
+    "prefill_tokens_per_min_per_gpu": 4.74e6,
+    "output_tokens_per_min_per_gpu": 30_850.0,
+}
+
+
+def test_final_table_prices_through_the_one_pricing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's final table prices each engine at its own GPU (analysis.economics); a GPU
+    with no rate blanks the price rows with a note naming it and --gpu; any other error is a
+    bug and propagates (no blanket suppression: a stand-in that raises checks that)."""
+    from rich.console import Console
+
+    import analysis.economics
+    from replay.commands import run as run_cmd
+
+    def rendered(engines: dict[str, Any]) -> str:
+        console = Console(width=200, record=True)
+        console.print(run_cmd._final_table(_outcome(engines, tmp_path)))
+        return console.export_text()
+
+    assert "5.29" in rendered({"fs": {**_MEASURED, "gpu_type": "B200"}})  # the demo's profit
+    err = Console(width=300, record=True)
+    monkeypatch.setattr(run_cmd, "err_console", err)
+    text = rendered({"fs": {**_MEASURED, "gpu_type": "TPU9"}})
+    note = err.export_text()
+    assert "not priced: engine 'fs' runs on GPU 'TPU9'" in note and "--gpu" in note
+    assert "5.29" not in text
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in pricing")
+
+    monkeypatch.setattr(analysis.economics, "engine_economics", broken)
+    with pytest.raises(RuntimeError, match="a bug in pricing"):
+        rendered({"fs": {**_MEASURED, "gpu_type": "B200"}})
