@@ -37,10 +37,7 @@ COMMANDS = ("replay.cli", "replay.__main__", "replay.commands")
 EXECUTORS = ("replay.client", "replay.engines", "replay.emulator", "replay.sim", "replay.traces")
 
 # Known while other branches of issue 16 land; the lead removes each once its branch is merged.
-KNOWN_CYCLES = {
-    # 16b: one pricing of a run (price_run borrows price's private helpers).
-    frozenset({"replay.commands.price", "replay.commands.price_run"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_ARROWS = {
     # 16a: the typed run directory (orchestrate writes the summary through analysis).
     ("replay.client.orchestrate", "analysis.runs"),
