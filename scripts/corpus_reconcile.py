@@ -28,6 +28,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -40,13 +41,16 @@ from policy_table import (
     scale_durations,
 )
 
+from replay.records import RequestRecord
 from replay.sim.runner import SimConfig, simulate
+from replay.traces.model import Trace
+from replay.workload import SubagentMode
 
 B, C, CAP = 4352, 5, 2531
 WINDOW = (900.0, 2700.0)
 
 
-def _live_share(recs: list, sessions: int) -> float:
+def _live_share(recs: list[RequestRecord], sessions: int) -> float:
     """Share of session time (window) spent inside a request (sent → done)."""
     a, b = WINDOW
     busy = 0.0
@@ -58,12 +62,12 @@ def _live_share(recs: list, sessions: int) -> float:
     return busy / (sessions * (b - a))
 
 
-def report(trace: object, policy: str, n: int, seed: int, subagents: str, cap: int) -> None:
-    opts = dict(SOURCE_RULES) if policy not in ("ideal",) else {}
+def report(trace: Trace, policy: str, n: int, seed: int, subagents: SubagentMode, cap: int) -> None:
+    opts: dict[str, Any] = dict(SOURCE_RULES) if policy != "ideal" else {}
     t0 = time.perf_counter()
     res = simulate(
-        trace,  # type: ignore[arg-type]
-        SimConfig(policy, n, seed=seed, capacity_blocks=cap, policy_opts=opts, subagents=subagents),  # type: ignore[arg-type]
+        trace,
+        SimConfig(policy, n, seed=seed, capacity_blocks=cap, policy_opts=opts, subagents=subagents),
     )
     s = res.summary
     a, b = WINDOW
@@ -82,7 +86,7 @@ def report(trace: object, policy: str, n: int, seed: int, subagents: str, cap: i
         [r.done_s - r.sent_s for r in m if r.done_s is not None and r.sent_s is not None]
     )
     gaps = np.minimum(np.array([r.tool_gap_s or 0.0 for r in m]), 300.0)
-    ws_blocks = s["working_set_ratio"] * CAP
+    ws_blocks = s["working_set_ratio"] * s["capacity_blocks"]
     ctx_tokens = (ws_blocks / n - C) * B  # per session, checkpoint out, partial block in
     h_tok, h_req = c.sum() / p.sum(), float(np.mean(c / p))
     red = float(np.mean(ideal - c))
@@ -90,7 +94,7 @@ def report(trace: object, policy: str, n: int, seed: int, subagents: str, cap: i
     print(
         f"{policy} {n} sessions seed {seed} (subagents {subagents}, capacity {cap}): "
         f"{time.perf_counter() - t0:.0f} s\n"
-        f"  working set {s['working_set_ratio']:.2f} (source {({32: 0.93, 48: 1.34}).get(n, '–')}); "
+        f"  working set {ws_blocks / CAP:.2f} of {CAP} blocks (source {({32: 0.93, 48: 1.34}).get(n, '–')}); "
         f"time-average context per session {ctx_tokens:,.0f} tokens\n"
         f"  measured requests {len(m):,} ({len(m) / n:.1f} per session in 30 min); prompt mean "
         f"{p.mean():,.0f} median {np.median(p):,.0f} p90 {np.percentile(p, 90):,.0f}; "
@@ -120,6 +124,9 @@ def main() -> int:
         "47,480 blocks held on average at 32 sessions)",
     )
     args = ap.parse_args()
+    if not Path(args.trace).exists():
+        print(f"{args.trace}: no such corpus; pass --trace", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     trace = load_corpus(args.trace, "skip" if args.subagents == "skip" else "keep")
     if args.api_scale != 1.0:
@@ -132,7 +139,7 @@ def main() -> int:
     )
     policy, cap = ("asc-lru", 10**7) if args.unbounded else (args.policy, CAP)
     for n in (int(x) for x in args.sessions.split(",")):
-        report(trace, policy, n, args.seed, args.subagents, cap)
+        report(trace, policy, n, args.seed, cast(SubagentMode, args.subagents), cap)
     return 0
 
 

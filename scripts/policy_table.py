@@ -38,7 +38,7 @@ import numpy as np
 
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
-from replay.traces.model import Trace
+from replay.traces.model import Trace, Trajectory
 
 DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
 POLICIES = ("vllm-like", "dense", "asc-lru", "asc-unit-lru", "flashstate-eq7", "flashstate")
@@ -123,7 +123,7 @@ def gaps_with_context(trace: Trace, power: float) -> Trace:
     "Reconciling the source's numbers"). Subagents are kept as they are."""
     mean_p = float(np.mean(np.concatenate([t.input_tokens for t in trace.trajectories])))
 
-    def one(t: Any) -> Any:
+    def one(t: Trajectory) -> Trajectory:
         n = t.num_requests
         gaps = np.array([t.gap_before(i) for i in range(n)])
         gaps *= (t.input_tokens / mean_p) ** power
@@ -324,7 +324,19 @@ def main() -> int:
         trace = gaps_with_context(trace, args.gap_context)
         print(f"tool gaps × (prompt / mean prompt)^{args.gap_context:g}")
     if args.gap_shape:
-        med, sig, share = (float(x) for x in args.gap_shape.split(","))
+        try:
+            med, sig, share = (float(x) for x in args.gap_shape.split(","))
+        except ValueError:
+            print(
+                f"--gap-shape {args.gap_shape!r}: expected MEDIAN,SIGMA,LONG_SHARE", file=sys.stderr
+            )
+            return 2
+        if not (med > 0 and sig > 0 and 0 <= share < 1):
+            print(
+                "--gap-shape: MEDIAN and SIGMA must be positive, 0 ≤ LONG_SHARE < 1",
+                file=sys.stderr,
+            )
+            return 2
         trace = gaps_reshaped(trace, med, sig, share)
         print(f"tool gaps reshaped: lognormal ({med:g} s, σ {sig:g}), {share:.1%} past the cap")
     print(f"loaded {args.trace} in {time.perf_counter() - t0:.1f} s (subagents: {args.subagents})")
