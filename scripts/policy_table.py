@@ -146,7 +146,8 @@ def gaps_reshaped(trace: Trace, median: float, sigma: float, long_share: float) 
     short = u < 1.0 - long_share
     new = np.empty_like(flat)
     us = np.clip(u[short] / (1.0 - long_share), 1e-9, 1 - 1e-9) if long_share < 1 else u[short]
-    new[short] = median * np.exp(sigma * ppf(us))
+    # the replay caps every gap at 300 s, so capping here keeps the order and changes nothing
+    new[short] = np.minimum(median * np.exp(sigma * ppf(us)), 300.0)
     new[~short] = 300.0 * (1.0 + (u[~short] - (1.0 - long_share)) / max(long_share, 1e-9))
     out, k = [], 0
     for t, g in zip(trace.trajectories, gaps, strict=True):
@@ -157,6 +158,19 @@ def gaps_reshaped(trace: Trace, median: float, sigma: float, long_share: float) 
             k += m
         out.append(replace(t, think_time=g2))
     return replace(trace, trajectories=out)
+
+
+def parse_gap_shape(text: str) -> tuple[float, float, float]:
+    """`--gap-shape MEDIAN,SIGMA,LONG_SHARE`, checked (a bad value exits naming the form)."""
+    try:
+        med, sig, share = (float(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--gap-shape {text!r}: expected MEDIAN,SIGMA,LONG_SHARE") from None
+    if not (med > 0 and sig > 0 and 0 <= share < 1):
+        raise SystemExit(
+            f"--gap-shape {text!r}: MEDIAN and SIGMA must be positive, 0 ≤ LONG_SHARE < 1"
+        )
+    return med, sig, share
 
 
 def parse_opts(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -315,6 +329,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    shape = parse_gap_shape(args.gap_shape) if args.gap_shape else None
     t0 = time.perf_counter()
     trace = load_corpus(args.trace, "skip" if args.subagents == "skip" else "keep")
     if args.api_scale != 1.0:
@@ -323,20 +338,8 @@ def main() -> int:
     if args.gap_context:
         trace = gaps_with_context(trace, args.gap_context)
         print(f"tool gaps × (prompt / mean prompt)^{args.gap_context:g}")
-    if args.gap_shape:
-        try:
-            med, sig, share = (float(x) for x in args.gap_shape.split(","))
-        except ValueError:
-            print(
-                f"--gap-shape {args.gap_shape!r}: expected MEDIAN,SIGMA,LONG_SHARE", file=sys.stderr
-            )
-            return 2
-        if not (med > 0 and sig > 0 and 0 <= share < 1):
-            print(
-                "--gap-shape: MEDIAN and SIGMA must be positive, 0 ≤ LONG_SHARE < 1",
-                file=sys.stderr,
-            )
-            return 2
+    if shape is not None:
+        med, sig, share = shape
         trace = gaps_reshaped(trace, med, sig, share)
         print(f"tool gaps reshaped: lognormal ({med:g} s, σ {sig:g}), {share:.1%} past the cap")
     print(f"loaded {args.trace} in {time.perf_counter() - t0:.1f} s (subagents: {args.subagents})")
