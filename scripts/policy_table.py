@@ -13,7 +13,8 @@ pressure differs says so. Pass `--capacity-blocks` to put the corpus at the sour
 
     .venv/bin/python scripts/policy_table.py [--trace SRC] [--capacity-blocks 2531]
         [--sessions 32,48] [--seeds 0,1] [--policies ...] [--opt POLICY:KEY=VALUE ...]
-        [--subagents skip|keep] [--workers 2] [--csv out.csv]
+        [--subagents skip|inline|concurrent] [--api-scale K] [--gap-context POWER]
+        [--workers 2] [--csv out.csv]
 
 `--opt` passes a policy option (the experiment switches of `scripts/policy_experiments.py`
 are such options), e.g. `--opt vllm-like:hold_chunk_state=true`.
@@ -30,13 +31,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
-from replay.traces.model import Trace
+from replay.traces.model import Trace, Trajectory
 
 DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
 POLICIES = ("vllm-like", "dense", "asc-lru", "asc-unit-lru", "flashstate-eq7", "flashstate")
@@ -111,6 +113,64 @@ def scale_durations(trace: Trace, k: float) -> Trace:
         trace,
         trajectories=[replace(t, api_time=t.api_time * k) for t in trace.trajectories],
     )
+
+
+def gaps_with_context(trace: Trace, power: float) -> Trace:
+    """The trace with each tool gap before request i × (P_i / P̄)^power, P̄ the mean prompt of
+    the trace's top-level requests: an experiment in which long contexts wait longer between
+    turns (time per turn growing with the context), so the time average of a session's
+    context exceeds its request-weighted mean, as the source's own figures imply (README,
+    "Reconciling the source's numbers"). Subagents are kept as they are."""
+    mean_p = float(np.mean(np.concatenate([t.input_tokens for t in trace.trajectories])))
+
+    def one(t: Trajectory) -> Trajectory:
+        n = t.num_requests
+        gaps = np.array([t.gap_before(i) for i in range(n)])
+        gaps *= (t.input_tokens / mean_p) ** power
+        return replace(t, think_time=gaps)
+
+    return replace(trace, trajectories=[one(t) for t in trace.trajectories])
+
+
+def gaps_reshaped(trace: Trace, median: float, sigma: float, long_share: float) -> Trace:
+    """The trace with its top-level tool gaps given another shape, rank for rank: the gap
+    at quantile u of the corpus's gaps becomes the gap at quantile u of a mixture — with
+    probability 1 − long_share a lognormal (median, sigma), else a wait past the 300 s cap
+    (300–600 s, so capped at 300 s in the replay). Order is kept (a long gap stays
+    longer than a short one); choose the figures so the capped mean stays the corpus's,
+    and with it the working set (README, "Which property closes the gap")."""
+    ppf = np.vectorize(NormalDist().inv_cdf)
+    gaps = [np.array([t.gap_before(i) for i in range(t.num_requests)]) for t in trace.trajectories]
+    flat = np.concatenate([g[1:] for g in gaps])
+    u = (np.argsort(np.argsort(flat, kind="stable"), kind="stable") + 0.5) / len(flat)
+    short = u < 1.0 - long_share
+    new = np.empty_like(flat)
+    us = np.clip(u[short] / (1.0 - long_share), 1e-9, 1 - 1e-9) if long_share < 1 else u[short]
+    # the replay caps every gap at 300 s, so capping here keeps the order and changes nothing
+    new[short] = np.minimum(median * np.exp(sigma * ppf(us)), 300.0)
+    new[~short] = 300.0 * (1.0 + (u[~short] - (1.0 - long_share)) / max(long_share, 1e-9))
+    out, k = [], 0
+    for t, g in zip(trace.trajectories, gaps, strict=True):
+        m = len(g) - 1
+        g2 = g.copy()
+        if m > 0:
+            g2[1:] = new[k : k + m]
+            k += m
+        out.append(replace(t, think_time=g2))
+    return replace(trace, trajectories=out)
+
+
+def parse_gap_shape(text: str) -> tuple[float, float, float]:
+    """`--gap-shape MEDIAN,SIGMA,LONG_SHARE`, checked (a bad value exits naming the form)."""
+    try:
+        med, sig, share = (float(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--gap-shape {text!r}: expected MEDIAN,SIGMA,LONG_SHARE") from None
+    if not (med > 0 and sig > 0 and 0 <= share < 1):
+        raise SystemExit(
+            f"--gap-shape {text!r}: MEDIAN and SIGMA must be positive, 0 ≤ LONG_SHARE < 1"
+        )
+    return med, sig, share
 
 
 def parse_opts(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -223,7 +283,13 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--opt", action="append", default=[], metavar="POLICY:KEY=VALUE")
-    ap.add_argument("--subagents", choices=("skip", "keep"), default="skip")
+    ap.add_argument(
+        "--subagents",
+        choices=("skip", "inline", "concurrent"),
+        default="skip",
+        help="skip: left out, as the source's replay (default); inline: replayed in the "
+        "parent's slot; concurrent: beside the parent",
+    )
     ap.add_argument(
         "--rules",
         choices=("source", "engine"),
@@ -239,6 +305,20 @@ def main() -> int:
         help="multiply every recorded request duration, tool gaps kept (the share of the "
         'cache live requests pin; README, "The source\'s policy table")',
     )
+    ap.add_argument(
+        "--gap-context",
+        type=float,
+        default=0.0,
+        metavar="POWER",
+        help="multiply each tool gap by (prompt / mean prompt)^POWER (an experiment: time per "
+        "turn growing with the context)",
+    )
+    ap.add_argument(
+        "--gap-shape",
+        metavar="MEDIAN,SIGMA,LONG_SHARE",
+        help="reshape the tool gaps rank for rank (gaps_reshaped): a lognormal (MEDIAN s, "
+        "SIGMA) with LONG_SHARE of the gaps past the 300 s cap",
+    )
     ap.add_argument("--csv", type=Path)
     args = ap.parse_args()
 
@@ -249,11 +329,19 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    shape = parse_gap_shape(args.gap_shape) if args.gap_shape else None
     t0 = time.perf_counter()
-    trace = load_corpus(args.trace, args.subagents)
+    trace = load_corpus(args.trace, "skip" if args.subagents == "skip" else "keep")
     if args.api_scale != 1.0:
         trace = scale_durations(trace, args.api_scale)
         print(f"request durations × {args.api_scale:g} (tool gaps as recorded)")
+    if args.gap_context:
+        trace = gaps_with_context(trace, args.gap_context)
+        print(f"tool gaps × (prompt / mean prompt)^{args.gap_context:g}")
+    if shape is not None:
+        med, sig, share = shape
+        trace = gaps_reshaped(trace, med, sig, share)
+        print(f"tool gaps reshaped: lognormal ({med:g} s, σ {sig:g}), {share:.1%} past the cap")
     print(f"loaded {args.trace} in {time.perf_counter() - t0:.1f} s (subagents: {args.subagents})")
 
     policies = args.policies.split(",")
@@ -270,6 +358,7 @@ def main() -> int:
             model=args.model,
             capacity_blocks=args.capacity_blocks,
             policy_opts=opts.get(p, {}),
+            subagents=args.subagents,
         )
         for p in policies
         for n in sessions

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from replay.sim.runner import SimConfig
@@ -59,3 +60,40 @@ def test_a_malformed_opt_names_the_expected_form(pt):
     }
     with pytest.raises(SystemExit, match=r"--opt 'dense': expected POLICY:KEY=VALUE"):
         pt.parse_opts(["dense"])
+
+
+def test_reshaped_gaps_keep_their_order_and_put_the_share_past_the_cap(pt, small_corpus):
+    trace = pt.load_corpus(str(small_corpus), "skip")
+    before = [t.gap_before(i) for t in trace.trajectories for i in range(1, t.num_requests)]
+    shaped = pt.gaps_reshaped(trace, 10.0, 1.3, 0.25)
+    after = [t.gap_before(i) for t in shaped.trajectories for i in range(1, t.num_requests)]
+    assert len(after) == len(before) > 20
+    past = sum(g >= 300.0 for g in after) / len(after)
+    assert 0.25 <= past < 0.26  # the share, plus the lognormal's own rare tail past 300 s
+    # rank for rank: a gap longer than another stays at least as long
+    order = np.argsort(np.array(before), kind="stable")
+    assert (np.diff(np.array(after)[order]) >= 0).all()
+    short = sorted(g for g in after if g < 300.0)
+    assert 3.0 < short[len(short) // 2] < 30.0  # the lognormal's median, 10 s
+    assert [t.api_time.tolist() for t in shaped.trajectories] == [
+        t.api_time.tolist() for t in trace.trajectories
+    ]
+
+
+def test_gaps_with_context_lengthen_the_long_contexts_gaps(pt, small_corpus):
+    trace = pt.load_corpus(str(small_corpus), "skip")
+    scaled = pt.gaps_with_context(trace, 1.0)
+    t, u = trace.trajectories[0], scaled.trajectories[0]
+    i = int(t.input_tokens[1:].argmax()) + 1
+    j = int(t.input_tokens[1:].argmin()) + 1
+    ratio_i = u.gap_before(i) / max(t.gap_before(i), 1e-9)
+    ratio_j = u.gap_before(j) / max(t.gap_before(j), 1e-9)
+    assert t.gap_before(i) == 0 or t.gap_before(j) == 0 or ratio_i > ratio_j
+
+
+def test_a_malformed_gap_shape_names_the_expected_form(pt):
+    assert pt.parse_gap_shape("10,1.3,0.27") == (10.0, 1.3, 0.27)
+    with pytest.raises(SystemExit, match=r"--gap-shape '10,1.3': expected MEDIAN,SIGMA"):
+        pt.parse_gap_shape("10,1.3")
+    with pytest.raises(SystemExit, match=r"0 ≤ LONG_SHARE < 1"):
+        pt.parse_gap_shape("10,1.3,1.0")
