@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from replay.sim.cache import HybridCache, Handle
+from replay.sim.cache import Handle, HybridCache
 from replay.sim.keys import LineagePrefix
 from replay.sim.policies import POLICY_NAMES, make_policy
-
 from tests.unit.replay.sim.conftest import tiny_profile
 
 GOLDEN = Path(__file__).with_name("golden_cache_results.json")
@@ -140,10 +139,10 @@ def test_per_request_results_are_pinned(results: dict[str, Any], name: str) -> N
     for blocks in SIZES:
         key = f"{name}@{blocks}"
         got, ref = results[key], want[key]
-        cols = "resume ideal checkpoint resident kv reserved used_blocks".split()
+        cols = ["resume", "ideal", "checkpoint", "resident", "kv", "reserved", "used_blocks"]
         for i, (a, b) in enumerate(zip(got["requests"], ref["requests"], strict=True)):
             assert a == b, (
-                f"{key}, request {i}: {dict(zip(cols, a))} != pinned {dict(zip(cols, b))}"
+                f"{key}, request {i}: {dict(zip(cols, a, strict=True))} != pinned {dict(zip(cols, b, strict=True))}"
             )
         for field in ("evictions", "admission_refusals", "resident_blocks", "resident_states"):
             assert got[field] == ref[field], f"{key}: {field} {got[field]} != pinned {ref[field]}"
