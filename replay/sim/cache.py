@@ -118,8 +118,14 @@ class HybridCache:
             return True
         if self.state_slots is None:
             need = blocks + self.C * states
-            while self.capacity - self.used_blocks < need:
-                if not self.eviction.evict_one("any", now):
+            cap, C, evict = self.capacity, self.C, self.eviction.evict_one
+            while (
+                cap
+                - (self.resident_blocks + self.private_blocks)
+                - C * (self.resident_states + self.private_states)
+                < need
+            ):  # `used_blocks`, inlined: this loop runs once per eviction
+                if not evict("any", now):
                     return False
                 self.evictions += 1
             return True
@@ -313,11 +319,12 @@ class HybridCache:
         s.resident = False
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
-        s.block.rstates.remove(s)
-        b: Block | None = s.block
-        while b is not None and b is not self.root:
+        b = s.block
+        b.rstates.remove(s)
+        root = self.root
+        while b is not root:  # every block's parent chain ends at the root
             b.deps -= 1
-            b = b.parent
+            b = b.parent  # type: ignore[assignment]
 
     def exclusive_blocks(self, s: State) -> list[Block]:
         """Blocks only `s` needs: its terminal block and ancestors up to the first one that
@@ -347,15 +354,20 @@ class HybridCache:
     def nearest_ancestor_state(self, s: State) -> State | None:
         """The deepest resident checkpoint strictly before `s` on its path."""
         best: State | None = None
+        pos = s.pos
         for o in s.block.rstates:
-            if o.pos < s.pos and (best is None or o.pos > best.pos):
+            if o.pos < pos and (best is None or o.pos > best.pos):
                 best = o
         if best is not None:
             return best
         b = s.block.parent
-        while b is not None and b is not self.root:
-            if b.rstates:
-                return max(b.rstates, key=lambda o: o.pos)
+        root = self.root
+        while b is not None and b is not root:
+            rs = b.rstates
+            if rs:
+                if len(rs) == 1:
+                    return rs[0]
+                return max(rs, key=_pos)
             b = b.parent
         return None
 
@@ -363,6 +375,10 @@ class HybridCache:
         """Prefill seconds a request wanting `s` would repeat if it went."""
         a = self.nearest_ancestor_state(s)
         return self.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
+
+
+def _pos(s: State) -> int:
+    return s.pos
 
 
 def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:

@@ -213,6 +213,9 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
 
 def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
     """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
+    kids = parent.children
+    if not kids or (len(kids) == 1 and kids[0] is b):
+        return  # no sibling (the usual case): nothing to look up
     for p in list(parent.related(full)):
         if p is b or p.end >= b.end or p.live or any(s.live for s in p.rstates):
             continue
@@ -270,9 +273,9 @@ def _register_states(
         s.stamp = cache.L
         cache.resident_states += 1
         cache.live_resident[s.uid] = s
-        b: Block | None = blk
-        while b is not None and b is not cache.root:
+        b, root = blk, cache.root
+        while b is not root:  # every block's parent chain ends at the root
             b.deps += 1
-            b = b.parent
+            b = b.parent  # type: ignore[assignment]
         added.append(s)
     return added
