@@ -319,21 +319,18 @@ class HybridCache:
         s.resident = False
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
-        b = s.block
-        b.rstates.remove(s)
-        root = self.root
-        while b is not root:  # every block's parent chain ends at the root
+        s.block.rstates.remove(s)
+        for b in s.block.up:
             b.deps -= 1
-            b = b.parent  # type: ignore[assignment]
 
     def exclusive_blocks(self, s: State) -> list[Block]:
         """Blocks only `s` needs: its terminal block and ancestors up to the first one that
         another resident checkpoint or a live request needs."""
         out: list[Block] = []
-        b: Block | None = s.block
-        while b is not None and b is not self.root and b.resident and b.deps == 1 and b.live == 0:
+        for b in s.block.up:
+            if not b.resident or b.deps != 1 or b.live:
+                break
             out.append(b)
-            b = b.parent
         return out
 
     def drop_unit(self, s: State) -> int:
@@ -347,9 +344,12 @@ class HybridCache:
     def collect(self, b: Block | None) -> None:
         """Free blocks no checkpoint and no live request needs, from `b` upwards (policies
         that own KV through recovery units keep no orphan KV)."""
-        while b is not None and b is not self.root and b.resident and b.deps == 0 and b.live == 0:
-            self.drop_block(b)
-            b = b.parent
+        if b is None:
+            return
+        for a in b.up:
+            if not a.resident or a.deps or a.live:
+                break
+            self.drop_block(a)
 
     def nearest_ancestor_state(self, s: State) -> State | None:
         """The deepest resident checkpoint strictly before `s` on its path."""
@@ -360,15 +360,13 @@ class HybridCache:
                 best = o
         if best is not None:
             return best
-        b = s.block.parent
-        root = self.root
-        while b is not None and b is not root:
+        parent = s.block.parent
+        for b in parent.up if parent is not None else ():
             rs = b.rstates
             if rs:
                 if len(rs) == 1:
                     return rs[0]
                 return max(rs, key=_pos)
-            b = b.parent
         return None
 
     def restore_cost(self, s: State) -> float:

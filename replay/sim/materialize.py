@@ -273,9 +273,7 @@ def _register_states(
         s.stamp = cache.L
         cache.resident_states += 1
         cache.live_resident[s.uid] = s
-        b, root = blk, cache.root
-        while b is not root:  # every block's parent chain ends at the root
+        for b in blk.up:
             b.deps += 1
-            b = b.parent  # type: ignore[assignment]
         added.append(s)
     return added
