@@ -144,13 +144,15 @@ class HybridCache:
         self, prefix: Prefix, prompt_len: int, now: float, ideal_hint: int = 0
     ) -> ResumeInfo:
         """Where a request with this prompt would resume; changes nothing."""
-        B, n, key_at, nodes = self.B, prompt_len, prefix.key_at, self.nodes
+        B, n, nodes = self.B, prompt_len, self.nodes
         chain: list[Block] = []
         resident_run = True
         kv_pos = 0
         end = B
-        while end <= n:
-            b = nodes.get(key_at(end))
+        every = getattr(prefix, "keys_every", None)  # LineagePrefix: all keys in one pass
+        keys = every(B, n) if every is not None else (prefix.key_at(p) for p in range(B, n + 1, B))
+        for key in keys:
+            b = nodes.get(key)
             if b is None:
                 break
             chain.append(b)

@@ -99,7 +99,8 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
             cache.resident_blocks += 1
             cache.private_blocks -= 1
             h.reserved_blocks -= 1
-            _absorb_partials(cache, parent, b, prefix)
+            if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
+                _absorb_partials(cache, parent, b, prefix)
         b.last_use = now
         b.live += 1
         path.append(b)
@@ -193,9 +194,11 @@ def _materialize(
         if not b.resident and (keep_terminal or not partial):
             b.resident = True
             cache.resident_blocks += 1
-            _absorb_partials(cache, parent, b, full)
+            if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
+                _absorb_partials(cache, parent, b, full)
         elif b.resident and j >= absorb_from:
-            _absorb_partials(cache, parent, b, full)
+            if (k := parent.children) and (len(k) > 1 or k[0] is not b):
+                _absorb_partials(cache, parent, b, full)
         b.last_use = stamp
         path.append(b)
         parent = b
@@ -212,10 +215,8 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
 
 
 def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
-    """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
-    kids = parent.children
-    if not kids or (len(kids) == 1 and kids[0] is b):
-        return  # no sibling (the usual case): nothing to look up
+    """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`
+    (callers skip it when `parent` has no child but `b`, the usual case)."""
     for p in list(parent.related(full)):
         if p is b or p.end >= b.end or p.live or any(s.live for s in p.rstates):
             continue
