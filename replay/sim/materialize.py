@@ -196,9 +196,13 @@ def _materialize(
             cache.resident_blocks += 1
             if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
                 _absorb_partials(cache, parent, b, full)
-        elif b.resident and j >= absorb_from:
-            if (k := parent.children) and (len(k) > 1 or k[0] is not b):
-                _absorb_partials(cache, parent, b, full)
+        elif (
+            b.resident
+            and j >= absorb_from
+            and (k := parent.children)
+            and (len(k) > 1 or k[0] is not b)
+        ):
+            _absorb_partials(cache, parent, b, full)
         b.last_use = stamp
         path.append(b)
         parent = b
