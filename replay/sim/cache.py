@@ -124,8 +124,14 @@ class HybridCache:
             return True
         if self.state_slots is None:
             need = blocks + self.C * states
-            while self.capacity - self.used_blocks < need:
-                if not self.eviction.evict_one("any", now):
+            cap, C, evict = self.capacity, self.C, self.eviction.evict_one
+            while (
+                cap
+                - (self.resident_blocks + self.private_blocks)
+                - C * (self.resident_states + self.private_states)
+                < need
+            ):  # `used_blocks`, inlined: this loop runs once per eviction
+                if not evict("any", now):
                     return False
                 self.evictions += 1
             return True
@@ -144,13 +150,15 @@ class HybridCache:
         self, prefix: Prefix, prompt_len: int, now: float, ideal_hint: int = 0
     ) -> ResumeInfo:
         """Where a request with this prompt would resume; changes nothing."""
-        B, n, key_at, nodes = self.B, prompt_len, prefix.key_at, self.nodes
+        B, n, nodes = self.B, prompt_len, self.nodes
         chain: list[Block] = []
         resident_run = True
         kv_pos = 0
         end = B
-        while end <= n:
-            b = nodes.get(key_at(end))
+        every = getattr(prefix, "keys_every", None)  # LineagePrefix: all keys in one pass
+        keys = every(B, n) if every is not None else (prefix.key_at(p) for p in range(B, n + 1, B))
+        for key in keys:
+            b = nodes.get(key)
             if b is None:
                 break
             chain.append(b)
@@ -318,19 +326,17 @@ class HybridCache:
         self.resident_states -= 1
         self.live_resident.pop(s.uid, None)
         s.block.rstates.remove(s)
-        b: Block | None = s.block
-        while b is not None and b is not self.root:
+        for b in s.block.up:
             b.deps -= 1
-            b = b.parent
 
     def exclusive_blocks(self, s: State) -> list[Block]:
         """Blocks only `s` needs: its terminal block and ancestors up to the first one that
         another resident checkpoint or a live request needs."""
         out: list[Block] = []
-        b: Block | None = s.block
-        while b is not None and b is not self.root and b.resident and b.deps == 1 and b.live == 0:
+        for b in s.block.up:
+            if not b.resident or b.deps != 1 or b.live:
+                break
             out.append(b)
-            b = b.parent
         return out
 
     def drop_unit(self, s: State) -> int:
@@ -344,29 +350,39 @@ class HybridCache:
     def collect(self, b: Block | None) -> None:
         """Free blocks no checkpoint and no live request needs, from `b` upwards (policies
         that own KV through recovery units keep no orphan KV)."""
-        while b is not None and b is not self.root and b.resident and b.deps == 0 and b.live == 0:
-            self.drop_block(b)
-            b = b.parent
+        if b is None:
+            return
+        for a in b.up:
+            if not a.resident or a.deps or a.live:
+                break
+            self.drop_block(a)
 
     def nearest_ancestor_state(self, s: State) -> State | None:
         """The deepest resident checkpoint strictly before `s` on its path."""
         best: State | None = None
+        pos = s.pos
         for o in s.block.rstates:
-            if o.pos < s.pos and (best is None or o.pos > best.pos):
+            if o.pos < pos and (best is None or o.pos > best.pos):
                 best = o
         if best is not None:
             return best
-        b = s.block.parent
-        while b is not None and b is not self.root:
-            if b.rstates:
-                return max(b.rstates, key=lambda o: o.pos)
-            b = b.parent
+        parent = s.block.parent
+        for b in parent.up if parent is not None else ():
+            rs = b.rstates
+            if rs:
+                if len(rs) == 1:
+                    return rs[0]
+                return max(rs, key=_pos)
         return None
 
     def restore_cost(self, s: State) -> float:
         """Prefill seconds a request wanting `s` would repeat if it went."""
         a = self.nearest_ancestor_state(s)
         return self.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
+
+
+def _pos(s: State) -> int:
+    return s.pos
 
 
 def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:

@@ -73,13 +73,21 @@ class AllocationLRU(Eviction):
     def __init__(self, cache: HybridCache):
         super().__init__(cache)
         self.heaps: dict[Pool, list[tuple[Any, ...]]] = {"any": [], "kv": [], "state": []}
+        self._limit: dict[Pool, int] = dict.fromkeys(self.heaps, 1024)  # compaction trigger
         split = cache.state_slots is not None
         self._block_pool: Pool = "kv" if split else "any"
         self._state_pool: Pool = "state" if split else "any"
 
     def _push(self, obj: Block | State, depth: int, pool: Pool) -> None:
         obj.ver += 1
-        heapq.heappush(self.heaps[pool], (obj.last_use, -depth, next(self._seq), obj.ver, obj))
+        heap = self.heaps[pool]
+        heapq.heappush(heap, (obj.last_use, -depth, next(self._seq), obj.ver, obj))
+        if len(heap) > self._limit[pool]:
+            # Entries superseded by a later push would be skipped when popped: drop them
+            # (the pop order of the rest is unchanged, every entry being unique).
+            heap[:] = [e for e in heap if e[3] == e[4].ver]
+            heapq.heapify(heap)
+            self._limit[pool] = max(2 * len(heap), 1024)
 
     def on_state_released(self, s: State, now: float, used: bool = True) -> None:
         self._push(s, s.pos, self._state_pool)
@@ -116,13 +124,25 @@ class UnitLRU(Eviction):
     def __init__(self, cache: HybridCache):
         super().__init__(cache)
         self.heap: list[tuple[Any, ...]] = []
+        self._limit = 1024  # heap length that triggers a compaction
 
     def key(self, s: State, now: float) -> tuple[float, ...]:
         return (s.last_use,)
 
     def push(self, s: State, now: float) -> None:
         s.ver += 1
-        heapq.heappush(self.heap, (self.key(s, now), next(self._seq), s.ver, s))
+        # Flat entries (key..., seq, ver, state): same order as (key, seq, ...), cheaper to
+        # compare. Entries a later push made stale are dropped in bulk (`_compact`).
+        heapq.heappush(self.heap, (*self.key(s, now), next(self._seq), s.ver, s))
+        if len(self.heap) > self._limit:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop entries superseded by a later push of their state (they would be skipped
+        when popped; the pop order of the rest is unchanged: every entry's key is unique)."""
+        self.heap = [e for e in self.heap if e[-2] == e[-1].ver]
+        heapq.heapify(self.heap)
+        self._limit = max(2 * len(self.heap), 1024)
 
     def on_state_released(self, s: State, now: float, used: bool = True) -> None:
         self.push(s, now)
@@ -135,13 +155,15 @@ class UnitLRU(Eviction):
         """The minimum evictable unit with an up-to-date key (left out of the heap)."""
         heap = self.heap
         while heap:
-            key, _, ver, s = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            s, ver = entry[-1], entry[-2]
             if s.ver != ver or not s.resident or s.live:
                 continue
+            key = entry[:-3]
             fresh = self.key(s, now)
             if fresh != key:  # changed since it was pushed: re-file it
                 s.ver += 1
-                heapq.heappush(heap, (fresh, next(self._seq), s.ver, s))
+                heapq.heappush(heap, (*fresh, next(self._seq), s.ver, s))
                 continue
             return key, s
         return None
@@ -260,7 +282,7 @@ class GreedyDualSize(UnitLRU):
             return True
         key, victim = top
         victim.ver += 1
-        heapq.heappush(self.heap, (key, next(self._seq), victim.ver, victim))
+        heapq.heappush(self.heap, (*key, next(self._seq), victim.ver, victim))
         return self.key(s, now) > key
 
 

@@ -105,6 +105,17 @@ class LineagePrefix:
     def key_at(self, p: int) -> int:
         return (self.origins[bisect_left(self.bounds, p)] << _POS_BITS) | p
 
+    def keys_every(self, step: int, upto: int) -> list[int]:
+        """`key_at(p)` for p = step, 2·step, … ≤ min(upto, length), in one merge pass."""
+        out: list[int] = []
+        bounds, origins = self.bounds, self.origins
+        k, last = 0, min(upto, self.length)
+        for p in range(step, last + 1, step):
+            while bounds[k] < p:
+                k += 1
+            out.append((origins[k] << _POS_BITS) | p)
+        return out
+
     def common_prefix(self, other: LineagePrefix) -> int:
         """Length of the longest common prefix with `other` (exact under the lineage)."""
         lo, hi = 0, min(self.length, other.length)

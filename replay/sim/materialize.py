@@ -96,7 +96,8 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
             cache.resident_blocks += 1
             cache.private_blocks -= 1
             h.reserved_blocks -= 1
-            _absorb_partials(cache, parent, b, prefix)
+            if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
+                _absorb_partials(cache, parent, b, prefix)
         b.last_use = now
         b.live += 1
         path.append(b)
@@ -190,8 +191,14 @@ def _materialize(
         if not b.resident and (keep_terminal or not partial):
             b.resident = True
             cache.resident_blocks += 1
-            _absorb_partials(cache, parent, b, full)
-        elif b.resident and j >= absorb_from:
+            if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
+                _absorb_partials(cache, parent, b, full)
+        elif (
+            b.resident
+            and j >= absorb_from
+            and (k := parent.children)
+            and (len(k) > 1 or k[0] is not b)
+        ):
             _absorb_partials(cache, parent, b, full)
         b.last_use = stamp
         path.append(b)
@@ -209,7 +216,8 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
 
 
 def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
-    """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`."""
+    """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`
+    (callers skip it when `parent` has no child but `b`, the usual case)."""
     for p in list(parent.related(full)):
         if p is b or p.end >= b.end or p.live or any(s.live for s in p.rstates):
             continue
@@ -267,9 +275,7 @@ def _register_states(
         s.stamp = cache.L
         cache.resident_states += 1
         cache.live_resident[s.uid] = s
-        b: Block | None = blk
-        while b is not None and b is not cache.root:
+        for b in blk.up:
             b.deps += 1
-            b = b.parent
         added.append(s)
     return added

@@ -27,12 +27,16 @@ class Block:
         "rstates",
         "src",
         "states",
+        "up",
         "ver",
     )
 
     def __init__(self, key: int, parent: Block | None, index: int, end: int, src: Prefix | None):
         self.key = key
         self.parent = parent
+        # This block and its ancestors, nearest first, the root left out (a block's parent
+        # never changes): the walks to the root loop over it.
+        self.up: tuple[Block, ...] = (self, *parent.up) if parent is not None else ()
         self.index = index
         self.end = end
         self.src = src  # a sequence that holds this block's tokens (for exact common prefixes)

@@ -34,6 +34,18 @@ def test_lineage_prefix_follows_its_parent_up_to_the_shared_length():
     assert LineagePrefix(4, 50, a, 0).common_prefix(a) == 0
 
 
+def test_keys_every_matches_key_at_across_lineage_bounds():
+    """The lookup's one-pass block keys are the keys `key_at` gives, at every step."""
+    a = LineagePrefix(1, 100)
+    b = LineagePrefix(2, 160, a, 80)
+    c = LineagePrefix(3, 200, b, 120)
+    for seq in (a, b, c):
+        for step in (1, 7, 16, 40):
+            for upto in (0, 39, 80, 121, 500):
+                want = [seq.key_at(p) for p in range(step, min(upto, seq.length) + 1, step)]
+                assert seq.keys_every(step, upto) == want
+
+
 def _turn(cache, prompt, output, now):
     """What the emulator does per request, with token ids."""
     p = TokenPrefix(prompt, g=8)
