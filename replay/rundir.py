@@ -29,25 +29,22 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ValidationError
 
 from replay.records import (
     RECORD_FIELDS,
     REQUEST_SCHEMA,
-    SCHEMA_VERSION,
     RequestRecord,
     records_to_table,
 )
 from replay.redact import Scrubber
-
-# `degraded`: the run ended on time but an engine's error share in the window passed the
-# summary's threshold (analysis.summary.ERROR_FLAG); its numbers do not stand for the engine.
-RunStatus = Literal["running", "completed", "degraded", "interrupted", "failed"]
+from replay.rundir_models import READ, Manifest, RunStatus, RunSummary
 
 MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
@@ -212,15 +209,15 @@ def lock_holder(run_dir: Path) -> dict[str, Any] | None:
         os.close(fd)
 
 
-def run_status(run_dir: Path, manifest: dict[str, Any]) -> str:
+def run_status(run_dir: Path, manifest: Manifest) -> str:
     """The manifest's status, except that a `running` run nobody is writing any more (its
     lock is free, or its heartbeat is older than STALE_AFTER_S) reads `interrupted (stale)`."""
-    status = str(manifest.get("status") or "unknown")
+    status = str(manifest.status or "unknown")
     if status != "running":
         return status
     if (Path(run_dir) / LOCK).exists():
         return "running" if lock_holder(run_dir) is not None else "interrupted (stale)"
-    beat = manifest.get("heartbeat") or manifest.get("start")
+    beat = manifest.heartbeat or manifest.start
     try:
         when = dt.datetime.fromisoformat(str(beat))
     except ValueError:
@@ -263,13 +260,13 @@ class RunWriter:
     def __init__(
         self,
         run_dir: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         parquet_interval_s: float = 5.0,
         scrubber: Scrubber | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.scrubber = scrubber or Scrubber()
-        self.manifest = dict(manifest)
+        self.manifest = manifest.model_copy(deep=True)
         self._lock = RunLock(self.run_dir)
         self.parquet_interval_s = parquet_interval_s
         self._rows: list[dict[str, Any]] = []
@@ -291,29 +288,30 @@ class RunWriter:
         except BaseException:
             self._lock.release()
             raise
-        self.manifest.setdefault("schema_version", SCHEMA_VERSION)
-        self.manifest.setdefault("run_id", self.run_dir.name)
-        self.manifest.setdefault("start", utc_now())
-        self.manifest["status"] = "running"
+        m = self.manifest
+        m.run_id = m.run_id or self.run_dir.name
+        m.start = m.start or utc_now()
+        m.status = "running"
         if self._lock.stale_note:
-            self.manifest.setdefault("notes", []).append(self._lock.stale_note)
+            m.notes.append(self._lock.stale_note)
         self._write_manifest()
         self._journal = open(self.run_dir / JOURNAL, "ab")  # noqa: SIM115 - closed in close()
         return self
 
     def _write_manifest(self) -> None:
-        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(self.manifest))
+        data = self.manifest.model_dump(mode="json", exclude_none=True)
+        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(data))
 
-    def close(self, status: RunStatus = "completed", summary: dict[str, Any] | None = None) -> None:
+    def close(self, status: RunStatus = "completed", summary: RunSummary | None = None) -> None:
         if self._closed:
             return
         self.flush(force_parquet=True)
         if self._journal is not None:
             self._journal.close()
         if summary is not None:
-            write_json_atomic(self.run_dir / SUMMARY, summary)
-        self.manifest["status"] = status
-        self.manifest["end"] = utc_now()
+            self.write_summary(summary)
+        self.manifest.status = status
+        self.manifest.end = utc_now()
         self._write_manifest()
         self._closed = True
         self._lock.release()
@@ -352,14 +350,17 @@ class RunWriter:
         return len(self._rows) + len(self._pending)
 
     def update_manifest(self, **fields: Any) -> None:
-        self.manifest.update(fields)
+        """Set manifest fields (validated: an unknown or wrongly typed field is a
+        ValidationError, a bug of the producer) and rewrite the file."""
+        data = self.manifest.model_dump(exclude_unset=True)
+        self.manifest = Manifest.model_validate({**data, **fields})
         self._write_manifest()
 
     def write_server_metrics(self, table: pa.Table) -> None:
         write_table_atomic(self.run_dir / SERVER_METRICS, table)
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json_atomic(self.run_dir / SUMMARY, summary)
+    def write_summary(self, summary: RunSummary) -> None:
+        write_summary_file(self.run_dir, summary)
 
 
 # reading ---------------------------------------------------------------------------------
@@ -399,17 +400,62 @@ def _journal_lines(run_dir: Path) -> int:
     return data.count(b"\n")
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validate_file(path: Path, model: type[_M], data: Any, fix: str) -> _M:
+    """`data` read from `path` as `model` (unknown keys ignored: the read rule of
+    replay.rundir_models); RunDirError naming the file and the first bad field."""
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object, got {type(data).__name__}; {fix}")
+    try:
+        return model.model_validate(data, context={READ: True})
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] != "value_error":  # a value error's message shows the value itself
+            msg += f", got {err.get('input')!r}"
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise RunDirError(f"{path}: field '{field}': {msg}{more}; {fix}") from None
+
+
+def parse_manifest(path: Path, data: Any) -> Manifest:
+    """A manifest's parsed JSON, validated (see `_validate_file`)."""
+    return _validate_file(
+        path, Manifest, data, "fix or restore the file (README: Run directory (contract))"
+    )
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest.json, validated; RunDirError naming the file (and field)."""
     path = Path(run_dir) / MANIFEST
     try:
         data = orjson.loads(path.read_bytes())
-    except FileNotFoundError as e:
+    except (FileNotFoundError, NotADirectoryError) as e:
         raise RunDirError(f"{path}: missing; is {run_dir} a run directory?") from e
     except orjson.JSONDecodeError as e:
-        raise RunDirError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object")
-    return data
+        raise RunDirError(f"{path}: not valid JSON ({e}); fix or restore the file") from None
+    return parse_manifest(path, data)
+
+
+def read_summary(run_dir: Path) -> RunSummary | None:
+    """The run's summary.json, validated; None when there is none. RunDirError naming the
+    file (and field) when it is broken."""
+    path = Path(run_dir) / SUMMARY
+    fix = "delete it and run `replay report` to rebuild it"
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError as e:
+        raise RunDirError(f"{path}: not valid JSON ({e}); {fix}") from None
+    return _validate_file(path, RunSummary, data, fix)
+
+
+def write_summary_file(run_dir: Path, summary: RunSummary) -> None:
+    """Atomically write the run's summary.json (analysis.summary is its one producer)."""
+    write_json_atomic(Path(run_dir) / SUMMARY, summary.model_dump(mode="json"))
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:
@@ -442,14 +488,20 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 __all__ = [
     "REQUEST_SCHEMA",
+    "Manifest",
     "RunDirError",
     "RunLock",
     "RunLockedError",
+    "RunStatus",
+    "RunSummary",
     "RunWriter",
     "lock_holder",
     "new_run_id",
+    "parse_manifest",
     "read_journal",
     "read_manifest",
     "read_requests",
+    "read_summary",
     "run_status",
+    "write_summary_file",
 ]

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.runs import load_run
-from dashboards.combine import MEMBERS_KEY, combine, companions, workload_key
+from dashboards.combine import combine, companions, workload_key
 
 
 def _per_policy(root: Path, synth: dict[str, Any], seed: int = 3) -> None:
@@ -55,7 +55,7 @@ def test_combine_stacks_engines(tmp_path: Path, synth: dict) -> None:
     assert both.engines == ["flashstate", "vllm"]
     assert len(both.requests) == sum(len(r.requests) for r in runs)
     assert both.run_id == "flashstate-s3-seed3 + vllm-s3-seed3"
-    assert both.manifest[MEMBERS_KEY] == [str(r.path) for r in runs]
+    assert both.manifest.dashboard_members == [str(r.path) for r in runs]
     assert both.engine_info("vllm").gpus == 2
     assert combine(runs[:1]) is runs[0]
 

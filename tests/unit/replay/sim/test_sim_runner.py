@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from replay.rundir import read_manifest, read_requests
+from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, simulate, write_run
-from replay.sim.summary import SUMMARY_COLUMNS
 from replay.traces import load_trace
 
 
