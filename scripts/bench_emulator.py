@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.summary import summary_of_dir
 from replay.engines.adapters import make_adapter
 from replay.engines.emulator.config import EmulatorConfig
 from replay.engines.emulator.hashing import PrefixKeys
@@ -93,6 +94,7 @@ def bench_default() -> None:
             out_dir=Path(tmp) / "run",
             time_scale=d.time_scale,
             clock_scale=d.time_scale,
+            summarize=summary_of_dir,
         )
         outcome = asyncio.run(run_live(plan))
     wall = time.perf_counter() - t0

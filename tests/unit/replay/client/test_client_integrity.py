@@ -13,6 +13,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from analysis.summary import summary_of_dir
 from replay.cli import app
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
@@ -117,7 +118,7 @@ def test_the_clock_an_emulator_announces_is_adopted(
     res = _ok_run(engine_thread, trace, tmp_path / "r", "--duration-min", "0.6")
     assert res.exit_code == 0, res.output
     assert "announce time_scale 30" in res.output
-    cfg = read_manifest(tmp_path / "r")["config"]
+    cfg = read_manifest(tmp_path / "r").config
     assert cfg.clock_scale == 30.0 and cfg.time_scale == 30.0
     assert cfg.duration_s == pytest.approx(36.0)  # the emulator's clock, not wall seconds
 
@@ -197,6 +198,7 @@ async def test_an_engine_that_went_down_is_recorded_with_its_times(
         scrape_interval_s=0.5,
         flush_interval_s=0.2,
         health_interval_s=0.1,
+        summarize=summary_of_dir,
     )
     task = asyncio.create_task(run_live(plan))
     await asyncio.sleep(0.8)

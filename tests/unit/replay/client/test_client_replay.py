@@ -13,6 +13,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import PreflightFailed, RunPlan, check_engines, run_live
 from replay.rundir import read_manifest, read_requests
@@ -35,6 +36,7 @@ def plan_for(
     kw.setdefault("backoff_s", 0.05)
     kw.setdefault("scrape_interval_s", 0.5)
     kw.setdefault("flush_interval_s", 0.2)
+    kw.setdefault("summarize", summary_of_dir)  # what `replay run` hands the executor
     return RunPlan(engines=specs, trace=trace, workload=wl, out_dir=out, **kw)
 
 

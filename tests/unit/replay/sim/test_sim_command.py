@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.rundir import read_manifest
+from replay.rundir import read_manifest, read_summary
 from replay.sim.measures import SUMMARY_COLUMNS
 
 runner = CliRunner()
@@ -52,6 +52,14 @@ def test_sweep_writes_runs_summary_csv_and_json(small_corpus, tmp_path):
     man = read_manifest(out / "flashstate-s3-seed1")
     assert man.status == "completed" and man.config.capacity_blocks == 400
     assert man.command.startswith("replay ")
+    # summary.json is analysis.summary's (its one producer), on the same window as the row.
+    summary = read_summary(out / "flashstate-s3-seed1")
+    (row,) = [r for r in rows if (r["policy"], r["sessions"], r["seed"]) == ("flashstate", 3, 1)]
+    assert summary is not None and summary.window_source == "manifest config.window"
+    assert summary.engines["flashstate"]["hit_rate"] == pytest.approx(row["hit_rate"])
+    assert summary.engines["flashstate"]["working_set_ratio"] == pytest.approx(
+        row["working_set_ratio"]
+    )
 
 
 def test_worker_processes_give_the_same_rows(small_corpus, tmp_path):
