@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from analysis.slo import Slo
 from analysis.summary import summary_of_dir
 from replay.cli import app
 from replay.client.config import EngineSpec
@@ -60,6 +61,7 @@ def _plan(
         time_scale=X,
         clock_scale=X,  # records in the modelled clock, as `replay run` does for emulators
         summarize=summary_of_dir,
+        slo=Slo().model_dump(),  # `replay run` states the SLO in every manifest
         salt=salt,
         scrape_interval_s=1.0,
     )
