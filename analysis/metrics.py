@@ -299,11 +299,10 @@ def window_metrics(run: Run, window: Window | tuple[float, float] | None = None)
 
 def working_set_ratio(run: Run, engine: str) -> float:
     """Working set ÷ cache capacity, from summary.json (per engine) or the manifest."""
-    engines = (run.summary or {}).get("engines")
-    if isinstance(engines, dict) and isinstance(engines.get(engine), dict):
-        value = engines[engine].get("working_set_ratio")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+    entry = run.summary.engines.get(engine) if run.summary is not None else None
+    value = (entry.model_extra or {}).get("working_set_ratio") if entry is not None else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
     value = manifest_working_set_ratio(run.manifest, engine)
     return math.nan if value is None else value
 

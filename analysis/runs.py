@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,12 +26,13 @@ from replay.rundir import (
     MANIFEST,
     REQUESTS,
     SERVER_METRICS,
-    SUMMARY,
     RunDirError,
     read_manifest,
     read_requests,
+    read_summary,
     run_status,
 )
+from replay.rundir_models import Manifest, RunSummary
 
 # Columns that must hold numbers (or nulls); a string there means a broken writer.
 _NUMERIC = (
@@ -60,15 +59,15 @@ class Run:
     """One run directory, loaded."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     requests: pd.DataFrame
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None
     server_metrics: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
+        return self.manifest.run_id or self.path.name
 
     @property
     def engines(self) -> list[str]:
@@ -112,7 +111,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     requests = read_requests(run_dir)
     _check_columns(run_dir / REQUESTS, requests)
     run = Run(path=run_dir, manifest=manifest, requests=requests)
-    run.summary = _read_summary(run_dir / SUMMARY)
+    run.summary = read_summary(run_dir)
     run.server_metrics = _read_server_metrics(run_dir / SERVER_METRICS)
     missing = [e for e in run.engines if run.engine_info(e).gpus_assumed]
     if missing:
@@ -140,18 +139,6 @@ def _check_columns(path: Path, df: pd.DataFrame) -> None:
     if df["engine"].isna().any():
         row = int(df.index[df["engine"].isna()][0])
         raise RunDirError(f"{path}: column 'engine' is empty in row {row}")
-
-
-def _read_summary(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        data = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise RunDirError(f"{path}: not valid JSON ({e}); delete it and run `replay report`") from e
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object; delete it and run `replay report`")
-    return data
 
 
 def _read_server_metrics(path: Path) -> pd.DataFrame | None:

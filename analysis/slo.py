@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from replay.rundir_models import Manifest
+
 SLO_KEYS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl": "itl_s", "slowdown": "task_slowdown"}
 
 
@@ -89,10 +91,9 @@ def slo_from_dict(data: Any, where: str = "slo") -> Slo:
         raise SloError(f"{where}: field '{loc}': {err['msg']}") from None
 
 
-def manifest_slo(manifest: dict[str, Any]) -> tuple[Slo, str]:
+def manifest_slo(manifest: Manifest) -> tuple[Slo, str]:
     """The run's SLO (``config.slo``) and where it came from; defaults when absent or bad."""
-    cfg = manifest.get("config")
-    raw = cfg.get("slo") if isinstance(cfg, dict) else None
+    raw = manifest.config.slo
     if raw is None:
         return Slo(), "defaults"
     try:

@@ -1,9 +1,9 @@
-"""`summary.json`: per-engine window metrics as a JSON-able dict.
+"""`summary.json`: per-engine window metrics, as `replay.rundir_models.RunSummary`.
 
-Executors call `build_summary(run)` at the end of a run and write it with
-`RunWriter.write_summary`; `replay report` rewrites it. Keys this module does not compute but
-an executor put in an earlier summary (per engine: the simulator's `working_set_ratio`,
-`resident_checkpoints`, ...; or at the top level) are kept.
+This module is summary.json's one producer: `replay run` builds it at the end of a run
+(`summary_of_dir`, handed to the executor as `RunPlan.summarize`), `replay simulate` after
+each simulated run (`summarize_dir`), and `replay report` rewrites it. Per-engine keys an
+earlier summary holds that this module does not compute are kept.
 
 ```
 {"schema_version": 1, "run_id": ..., "window": [start_s, end_s], "window_source": ...,
@@ -28,9 +28,9 @@ from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
 from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
 from pricing import PricingError
-from replay.rundir import SUMMARY, write_json_atomic
+from replay.rundir import SUMMARY, write_summary_file
+from replay.rundir_models import RunSummary
 
-SUMMARY_SCHEMA_VERSION = 1
 OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
 # An engine whose error share in the window passes 5% is flagged (`error_flagged`) and a live
 # run ends `degraded`: its throughput and latency then measure the failures (an engine that
@@ -53,7 +53,6 @@ def error_note(name: str, error_rate: Any) -> str | None:
     return None
 
 
-_TOP_KEYS = {"schema_version", "run_id", "window", "window_source", "bin_s", "notes", "engines"}
 _SUMMARY_COLUMNS = {
     *ID_COLUMNS,
     *METRICS,
@@ -171,7 +170,7 @@ def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
 
 def build_summary(
     run: Run, window: Window | tuple[float, float] | None = None, bin_s: float = 60.0
-) -> dict[str, Any]:
+) -> RunSummary:
     """Per-engine window metrics with time-bin standard errors, ready for `summary.json`."""
     win = resolve_window(run, window)
     return summary_from_table(run, win, metrics_with_se(run, win, bin_s), bin_s)
@@ -179,19 +178,18 @@ def build_summary(
 
 def summary_from_table(
     run: Run, win: Window, table: pd.DataFrame, bin_s: float = 60.0
-) -> dict[str, Any]:
+) -> RunSummary:
     """The summary from an already computed `metrics_with_se` table (extra columns, such as
     pricing, are left out so every writer produces the same keys)."""
     table = _with_economics(table)
     keep = [c for c in table.columns if c in _SUMMARY_COLUMNS or c.endswith("_se")]
-    previous = (run.summary or {}).get("engines")
-    previous = previous if isinstance(previous, dict) else {}
+    previous = run.summary.engines if run.summary is not None else {}
     engines: dict[str, dict[str, Any]] = {}
     notes = list(run.notes)
     for row in table[keep].to_dict(orient="records"):
         name = str(row["engine"])
         old = previous.get(name)
-        kept: dict[str, Any] = old if isinstance(old, dict) else {}
+        kept = old.model_dump(mode="json") if old is not None else {}
         entry: dict[str, Any] = {k: v for k, v in kept.items() if k not in row}
         entry.update({str(k): _jsonable(v) for k, v in row.items() if k != "engine"})
         entry["overflow_flagged"] = bool((row["overflow_rate"] or 0) > OVERFLOW_FLAG)
@@ -203,35 +201,38 @@ def summary_from_table(
             notes.append(flagged)
         notes += run_warnings(name, entry)
         engines[name] = entry
-    # Top-level keys an executor wrote (the simulator's own row, ...) are kept as well.
-    extra = {k: v for k, v in (run.summary or {}).items() if k not in _TOP_KEYS}
-    return {
-        **extra,
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run.run_id,
-        "window": win.as_list(),
-        "window_source": win.source,
-        "bin_s": bin_s,
-        "notes": notes,
-        "engines": engines,
-    }
+    return RunSummary.model_validate(
+        {
+            "run_id": run.run_id,
+            "window": win.as_list(),
+            "window_source": win.source,
+            "bin_s": bin_s,
+            "notes": notes,
+            "engines": engines,
+        }
+    )
 
 
 def write_summary(
     run: Run,
     window: Window | tuple[float, float] | None = None,
-    summary: dict[str, Any] | None = None,
+    summary: RunSummary | None = None,
 ) -> Path:
     """Atomically (re)write the run's summary.json (built here unless given); its path."""
     summary = summary if summary is not None else build_summary(run, window)
-    path = run.path / SUMMARY
-    write_json_atomic(path, summary)
+    write_summary_file(run.path, summary)
     run.summary = summary
-    return path
+    return run.path / SUMMARY
 
 
-def summarize_dir(run_dir: str | Path) -> dict[str, Any]:
-    """Convenience for executors: load the run directory and write its summary.json."""
+def summary_of_dir(run_dir: Path) -> RunSummary:
+    """The summary of a run directory on its manifest's window, not written (`replay run`
+    hands this to the executor, which writes it with the run's last manifest update)."""
+    return build_summary(load_run(run_dir))
+
+
+def summarize_dir(run_dir: str | Path) -> RunSummary:
+    """Load the run directory and (re)write its summary.json; the summary."""
     run = load_run(run_dir)
     write_summary(run)
     assert run.summary is not None
@@ -240,10 +241,12 @@ def summarize_dir(run_dir: str | Path) -> dict[str, Any]:
 
 __all__ = [
     "ERROR_FLAG",
+    "RunSummary",
     "build_summary",
     "error_note",
     "run_warnings",
     "summarize_dir",
     "summary_from_table",
+    "summary_of_dir",
     "write_summary",
 ]

@@ -26,6 +26,7 @@ from analysis.runs import Run
 from analysis.saturation import QUEUE_METRICS, RUNNING_METRICS, gauge_series, saturation
 from analysis.slo import manifest_slo, request_within, share
 from analysis.tasks import task_metrics, task_table, window_tasks
+from replay.rundir_models import Manifest
 
 # Metrics a trace-timing simulation cannot know: its clock is the trace's, not an engine's.
 TRACE_TIMING_UNKNOWN = (
@@ -77,17 +78,15 @@ _COLUMNS = (
 )
 
 
-def run_clock(manifest: dict[str, Any]) -> str:
+def run_clock(manifest: Manifest) -> str:
     """ "trace" for a trace-timing simulation, else "engine" (live runs, engine timing)."""
-    cfg = manifest.get("config")
-    timing = cfg.get("timing") if isinstance(cfg, dict) else None
-    if manifest.get("executor") == "simulator" and timing in (None, "trace"):
+    if manifest.executor == "simulator" and manifest.config.timing in (None, "trace"):
         return "trace"
     return "engine"
 
 
-def is_live(manifest: dict[str, Any]) -> bool:
-    return manifest.get("executor") == "live"
+def is_live(manifest: Manifest) -> bool:
+    return manifest.executor == "live"
 
 
 def engine_verdicts(

@@ -9,21 +9,18 @@ one run with several engines. `companions` finds such siblings; `combine` stacks
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
-from analysis.runs import Run
+from analysis.runs import Run, RunDirError
+from replay.rundir import read_manifest
+from replay.rundir_models import EngineSummary, Manifest, RunSummary
 
-# Where a combined run lists its member directories (only in memory, never written).
-MEMBERS_KEY = "dashboard_members"
 
-
-def workload_key(manifest: dict[str, Any]) -> tuple[Any, ...] | None:
+def workload_key(manifest: Manifest) -> tuple[Any, ...] | None:
     """What makes two runs the same replay: sessions, seed, trace checksum and window.
     None when the manifest does not say enough to tell."""
     sessions = manifest_sessions(manifest)
@@ -31,17 +28,14 @@ def workload_key(manifest: dict[str, Any]) -> tuple[Any, ...] | None:
     _, sha = manifest_trace(manifest)
     if sessions is None or seed is None or sha is None:
         return None
-    config = manifest.get("config")
-    window = config.get("window") if isinstance(config, dict) else manifest.get("window")
-    return (sessions, seed, sha, repr(window))
+    return (sessions, seed, sha, repr(manifest.config.window))
 
 
-def _manifest(path: Path) -> dict[str, Any] | None:
+def _manifest(path: Path) -> Manifest | None:
     try:
-        data = orjson.loads((path / "manifest.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        return read_manifest(path)
+    except RunDirError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def companions(root: Path, name: str, names: list[str]) -> list[str]:
@@ -70,25 +64,28 @@ def companions(root: Path, name: str, names: list[str]) -> list[str]:
 def combine(runs: list[Run]) -> Run:
     """One run holding every member's engines: requests stacked, manifest engines joined,
     per-engine summary entries merged. The first member gives the window and the rest of the
-    manifest; `MEMBERS_KEY` lists the member directories."""
+    manifest; its `dashboard_members` lists the member directories (in memory only)."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
-    manifest = copy.deepcopy(first.manifest)
-    manifest["engines"] = [e for r in runs for e in (r.manifest.get("engines") or [])]
-    manifest["run_id"] = " + ".join(r.run_id for r in runs)
-    manifest[MEMBERS_KEY] = [str(r.path) for r in runs]
-    summary_engines: dict[str, Any] = {}
+    manifest = first.manifest.model_copy(
+        deep=True,
+        update={
+            "engines": [e for r in runs for e in r.manifest.engines],
+            "run_id": " + ".join(r.run_id for r in runs),
+            "dashboard_members": [str(r.path) for r in runs],
+        },
+    )
+    summary_engines: dict[str, EngineSummary] = {}
     for r in runs:
-        engines = (r.summary or {}).get("engines")
-        if isinstance(engines, dict):
-            summary_engines.update(engines)
+        if r.summary is not None:
+            summary_engines.update(r.summary.engines)
     metrics = [r.server_metrics for r in runs if r.server_metrics is not None]
     return Run(
         path=first.path,
         manifest=manifest,
         requests=pd.concat([r.requests for r in runs], ignore_index=True),
-        summary={"engines": summary_engines} if summary_engines else None,
+        summary=RunSummary(engines=summary_engines) if summary_engines else None,
         server_metrics=pd.concat(metrics, ignore_index=True) if metrics else None,
         notes=[n for r in runs for n in r.notes],
     )

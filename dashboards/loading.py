@@ -26,7 +26,7 @@ from analysis.metrics import resolve_window, window_metrics
 from analysis.runs import Run, RunDirError, load_run
 from analysis.sweeps import sweep_rows
 from analysis.verdicts import with_verdicts
-from dashboards.combine import MEMBERS_KEY, combine
+from dashboards.combine import combine
 from dashboards.paths import PathRefused, open_inside
 from dashboards.timeline import metrics_at
 
@@ -101,7 +101,9 @@ def _combined_cached(key: RunKey, _runs: list[Run]) -> Run:
 
 def run_key_of(runs: list[Run]) -> RunKey:
     return tuple(
-        (p, run_stamp(Path(p))) for r in runs for p in r.manifest.get(MEMBERS_KEY, [str(r.path)])
+        (p, run_stamp(Path(p)))
+        for r in runs
+        for p in (r.manifest.dashboard_members or [str(r.path)])
     )
 
 

@@ -11,216 +11,62 @@ runs/<run-id>/
   writer.lock             the one writer's pid and start time while a run is written
 ```
 
-A run directory has one writer: `RunLock` holds an exclusive `flock` on `writer.lock` for the
-run's life (the kernel releases it when the writer exits, however it exits) and writes the
-holder's pid and start time into it, so a second `replay run`/`--resume` is refused with a
-message naming the holder. A lock file that still names a writer but is not locked was left
-by a writer that died: the next writer takes it over and says so.
+A run directory has one writer, which holds `RunLock` (replay.rundir_lock, re-exported here)
+for the run's life. manifest.json and summary.json are read and written through their models
+(replay.rundir_models).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fcntl
 import os
 import secrets
-import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ValidationError
 
 from replay.records import (
     RECORD_FIELDS,
     REQUEST_SCHEMA,
-    SCHEMA_VERSION,
     RequestRecord,
     records_to_table,
 )
 from replay.redact import Scrubber
-
-# `degraded`: the run ended on time but an engine's error share in the window passed the
-# summary's threshold (analysis.summary.ERROR_FLAG); its numbers do not stand for the engine.
-RunStatus = Literal["running", "completed", "degraded", "interrupted", "failed"]
+from replay.rundir_lock import (
+    LOCK,
+    RunDirError,
+    RunLock,
+    RunLockedError,
+    lock_holder,
+    utc_now,
+)
+from replay.rundir_models import READ, Manifest, RunStatus, RunSummary
 
 MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
 JOURNAL = "requests.jsonl"
 SERVER_METRICS = "server_metrics.parquet"
 SUMMARY = "summary.json"
-LOCK = "writer.lock"
 # A `running` run whose writer holds no lock, or whose heartbeat (written every 5 s) is older
 # than this, was killed: it is shown as `interrupted (stale)`.
 STALE_AFTER_S = 60.0
 
 
-class RunDirError(Exception):
-    """A run directory that is missing, unreadable or malformed; the message names the file."""
-
-
-class RunLockedError(RunDirError):
-    """Another live process is writing the run directory."""
-
-
-@dataclass
-class _Held:
-    """One lock this process holds: its descriptor, how many RunLocks share it, and the
-    first acquire's stale note."""
-
-    fd: int
-    depth: int
-    note: str | None
-
-
-_HELD: dict[Path, _Held] = {}  # this process's locks, by the lock file's resolved path
-
-
-def _still_ours(held: _Held, path: Path) -> bool:
-    """False when the run directory was removed (and perhaps made again) since the lock was
-    taken: the held descriptor then locks a file that is gone."""
-    try:
-        a, b = os.fstat(held.fd), os.stat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-class RunLock:
-    """The exclusive writer lock of one run directory (see the module docstring).
-
-    `acquire()` creates the directory if needed; nested acquires in one process share the
-    lock. `stale_note` says when a dead writer's lock was taken over.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK
-        self.stale_note: str | None = None
-        self._created_dir = False
-        self._held: _Held | None = None
-
-    def acquire(self) -> RunLock:
-        key = self.path.resolve() if self.path.parent.exists() else self.path.absolute()
-        held = _HELD.get(key)
-        if held is not None and _still_ours(held, self.path):
-            held.depth += 1
-            self.stale_note, self._held = held.note, held
-            return self
-        if held is not None:  # its directory was removed: that lock guards nothing now
-            del _HELD[key]
-            os.close(held.fd)
-        self._created_dir = not self.run_dir.exists()
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise RunDirError(f"{self.run_dir}: cannot write the run directory ({e})") from e
-        for attempt in range(5):  # a reader probing the lock holds it for a moment
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == 4:
-                    holder = _read_holder(fd)
-                    os.close(fd)
-                    raise RunLockedError(_locked_message(self.run_dir, holder)) from None
-                time.sleep(0.05)
-        previous = _read_holder(fd)
-        if previous:
-            self.stale_note = (
-                f"took over the lock of a writer that died without releasing it (pid "
-                f"{previous.get('pid', '?')}, started {previous.get('start', '?')})"
-            )
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "start": utc_now()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
-        os.fsync(fd)
-        self._held = _HELD[self.path.resolve()] = _Held(fd, 1, self.stale_note)
-        return self
-
-    def release(self) -> None:
-        held, self._held = self._held, None
-        if held is None:
-            return
-        held.depth -= 1
-        if held.depth > 0:
-            return
-        key = next((k for k, v in _HELD.items() if v is held), None)
-        if key is None:
-            return  # dropped when its directory was removed (see acquire); fd closed there
-        del _HELD[key]
-        with contextlib.suppress(OSError):
-            os.ftruncate(held.fd, 0)  # an empty lock file: the writer ended cleanly
-        fcntl.flock(held.fd, fcntl.LOCK_UN)
-        os.close(held.fd)
-        if not self.run_dir.exists():
-            return
-        if self._created_dir and [p.name for p in self.run_dir.iterdir()] == [LOCK]:
-            # Nothing was written (a failed preflight): leave no empty run directory behind.
-            self.path.unlink(missing_ok=True)
-            self.run_dir.rmdir()
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
-
-
-def _read_holder(fd: int) -> dict[str, Any]:
-    try:
-        data = orjson.loads(os.pread(fd, 4096, 0) or b"{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _locked_message(run_dir: Path, holder: dict[str, Any]) -> str:
-    pid = holder.get("pid", "?")
-    host = holder.get("host")
-    where = f" on {host}" if host and host != socket.gethostname() else ""
-    return (
-        f"{run_dir} is being written by another replay process (pid {pid}{where}, started "
-        f"{holder.get('start', '?')}); a run directory has one writer. Wait for that run to "
-        f"end (or stop it: kill {pid}), then --resume it, or choose another --out"
-    )
-
-
-def lock_holder(run_dir: Path) -> dict[str, Any] | None:
-    """The live writer's {pid, host, start}, or None when no process holds the lock."""
-    path = Path(run_dir) / LOCK
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        if (held := _HELD.get(path.resolve())) is not None and _still_ours(held, path):
-            return _read_holder(fd) or {"pid": os.getpid()}
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd) or {"pid": "?"}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def run_status(run_dir: Path, manifest: dict[str, Any]) -> str:
+def run_status(run_dir: Path, manifest: Manifest) -> str:
     """The manifest's status, except that a `running` run nobody is writing any more (its
     lock is free, or its heartbeat is older than STALE_AFTER_S) reads `interrupted (stale)`."""
-    status = str(manifest.get("status") or "unknown")
+    status = str(manifest.status or "unknown")
     if status != "running":
         return status
     if (Path(run_dir) / LOCK).exists():
         return "running" if lock_holder(run_dir) is not None else "interrupted (stale)"
-    beat = manifest.get("heartbeat") or manifest.get("start")
+    beat = manifest.heartbeat or manifest.start
     try:
         when = dt.datetime.fromisoformat(str(beat))
     except ValueError:
@@ -234,10 +80,6 @@ def run_status(run_dir: Path, manifest: dict[str, Any]) -> str:
 def new_run_id(prefix: str = "run") -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -263,13 +105,13 @@ class RunWriter:
     def __init__(
         self,
         run_dir: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         parquet_interval_s: float = 5.0,
         scrubber: Scrubber | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.scrubber = scrubber or Scrubber()
-        self.manifest = dict(manifest)
+        self.manifest = manifest.model_copy(deep=True)
         self._lock = RunLock(self.run_dir)
         self.parquet_interval_s = parquet_interval_s
         self._rows: list[dict[str, Any]] = []
@@ -291,29 +133,30 @@ class RunWriter:
         except BaseException:
             self._lock.release()
             raise
-        self.manifest.setdefault("schema_version", SCHEMA_VERSION)
-        self.manifest.setdefault("run_id", self.run_dir.name)
-        self.manifest.setdefault("start", utc_now())
-        self.manifest["status"] = "running"
+        m = self.manifest
+        m.run_id = m.run_id or self.run_dir.name
+        m.start = m.start or utc_now()
+        m.status = "running"
         if self._lock.stale_note:
-            self.manifest.setdefault("notes", []).append(self._lock.stale_note)
+            m.notes.append(self._lock.stale_note)
         self._write_manifest()
         self._journal = open(self.run_dir / JOURNAL, "ab")  # noqa: SIM115 - closed in close()
         return self
 
     def _write_manifest(self) -> None:
-        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(self.manifest))
+        data = self.manifest.model_dump(mode="json", exclude_none=True)
+        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(data))
 
-    def close(self, status: RunStatus = "completed", summary: dict[str, Any] | None = None) -> None:
+    def close(self, status: RunStatus = "completed", summary: RunSummary | None = None) -> None:
         if self._closed:
             return
         self.flush(force_parquet=True)
         if self._journal is not None:
             self._journal.close()
         if summary is not None:
-            write_json_atomic(self.run_dir / SUMMARY, summary)
-        self.manifest["status"] = status
-        self.manifest["end"] = utc_now()
+            self.write_summary(summary)
+        self.manifest.status = status
+        self.manifest.end = utc_now()
         self._write_manifest()
         self._closed = True
         self._lock.release()
@@ -352,14 +195,17 @@ class RunWriter:
         return len(self._rows) + len(self._pending)
 
     def update_manifest(self, **fields: Any) -> None:
-        self.manifest.update(fields)
+        """Set manifest fields (validated: an unknown or wrongly typed field is a
+        ValidationError, a bug of the producer) and rewrite the file."""
+        data = self.manifest.model_dump(exclude_unset=True)
+        self.manifest = Manifest.model_validate({**data, **fields})
         self._write_manifest()
 
     def write_server_metrics(self, table: pa.Table) -> None:
         write_table_atomic(self.run_dir / SERVER_METRICS, table)
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json_atomic(self.run_dir / SUMMARY, summary)
+    def write_summary(self, summary: RunSummary) -> None:
+        write_summary_file(self.run_dir, summary)
 
 
 # reading ---------------------------------------------------------------------------------
@@ -399,17 +245,62 @@ def _journal_lines(run_dir: Path) -> int:
     return data.count(b"\n")
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validate_file(path: Path, model: type[_M], data: Any, fix: str) -> _M:
+    """`data` read from `path` as `model` (unknown keys ignored: the read rule of
+    replay.rundir_models); RunDirError naming the file and the first bad field."""
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object, got {type(data).__name__}; {fix}")
+    try:
+        return model.model_validate(data, context={READ: True})
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] != "value_error":  # a value error's message shows the value itself
+            msg += f", got {err.get('input')!r}"
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise RunDirError(f"{path}: field '{field}': {msg}{more}; {fix}") from None
+
+
+def parse_manifest(path: Path, data: Any) -> Manifest:
+    """A manifest's parsed JSON, validated (see `_validate_file`)."""
+    return _validate_file(
+        path, Manifest, data, "fix or restore the file (README: Run directory (contract))"
+    )
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest.json, validated; RunDirError naming the file (and field)."""
     path = Path(run_dir) / MANIFEST
     try:
         data = orjson.loads(path.read_bytes())
-    except FileNotFoundError as e:
+    except (FileNotFoundError, NotADirectoryError) as e:
         raise RunDirError(f"{path}: missing; is {run_dir} a run directory?") from e
     except orjson.JSONDecodeError as e:
-        raise RunDirError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object")
-    return data
+        raise RunDirError(f"{path}: not valid JSON ({e}); fix or restore the file") from None
+    return parse_manifest(path, data)
+
+
+def read_summary(run_dir: Path) -> RunSummary | None:
+    """The run's summary.json, validated; None when there is none. RunDirError naming the
+    file (and field) when it is broken."""
+    path = Path(run_dir) / SUMMARY
+    fix = "delete it and run `replay report` to rebuild it"
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError as e:
+        raise RunDirError(f"{path}: not valid JSON ({e}); {fix}") from None
+    return _validate_file(path, RunSummary, data, fix)
+
+
+def write_summary_file(run_dir: Path, summary: RunSummary) -> None:
+    """Atomically write the run's summary.json (analysis.summary is its one producer)."""
+    write_json_atomic(Path(run_dir) / SUMMARY, summary.model_dump(mode="json"))
 
 
 def read_requests(run_dir: Path) -> pd.DataFrame:
@@ -441,15 +332,22 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 
 __all__ = [
+    "LOCK",
     "REQUEST_SCHEMA",
+    "Manifest",
     "RunDirError",
     "RunLock",
     "RunLockedError",
+    "RunStatus",
+    "RunSummary",
     "RunWriter",
     "lock_holder",
     "new_run_id",
+    "parse_manifest",
     "read_journal",
     "read_manifest",
     "read_requests",
+    "read_summary",
     "run_status",
+    "write_summary_file",
 ]

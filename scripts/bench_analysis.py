@@ -24,6 +24,7 @@ from analysis.report.content import analyze
 from analysis.runs import load_run
 from replay.records import REQUEST_SCHEMA
 from replay.rundir import MANIFEST, REQUESTS, write_json_atomic, write_table_atomic
+from replay.rundir_models import Manifest
 
 ENGINES = (("flashstate", 0.85, 0.3), ("vllm", 0.45, 2.0), ("sglang", 0.25, 6.0))
 TARGET_S = 10.0
@@ -99,16 +100,17 @@ def synth_run(run_dir: Path, requests: int, seed: int = 0, sessions: int = 48) -
             arrays.append(pa.array(data, type=f.type, from_pandas=True))
     run_dir.mkdir(parents=True, exist_ok=True)
     write_table_atomic(run_dir / REQUESTS, pa.Table.from_arrays(arrays, schema=REQUEST_SCHEMA))
-    manifest = {
-        "schema_version": 1,
-        "run_id": run_dir.name,
-        "status": "completed",
-        "harness_version": "bench",
-        "trace": {"path": "synthetic", "sha256": "0" * 64},
-        "config": {"window": [900, 2700], "sessions": sessions, "seed": seed},
-        "engines": [{"name": e, "gpus": 2, "gpu_type": "B200"} for e, _, _ in ENGINES],
-    }
-    write_json_atomic(run_dir / MANIFEST, manifest)
+    manifest = Manifest.model_validate(
+        {
+            "run_id": run_dir.name,
+            "status": "completed",
+            "harness_version": "bench",
+            "trace": {"path": "synthetic", "sha256": "0" * 64},
+            "config": {"window": [900, 2700], "sessions": sessions, "seed": seed},
+            "engines": [{"name": e, "gpus": 2, "gpu_type": "B200"} for e, _, _ in ENGINES],
+        }
+    )
+    write_json_atomic(run_dir / MANIFEST, manifest.model_dump(mode="json", exclude_none=True))
     return run_dir
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 ENGINES = ("flashstate", "vllm", "sglang")
 # Per engine: typical hit rate, prefill speed (tokens/s of uncached prompt) and decode speed
@@ -170,7 +171,7 @@ def write_synthetic_run(
             {"name": e, "kind": "synthetic", "gpus": 2, "gpu_type": "B200"} for e in engines
         ],
     }
-    writer = RunWriter(run_dir, manifest).open()
+    writer = RunWriter(run_dir, Manifest.model_validate(manifest)).open()
     for row in rows:
         writer.add(row)
     writer.flush(force_parquet=True)

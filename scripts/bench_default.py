@@ -49,8 +49,10 @@ def live(run_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
     else:
         note = f"run {run_dir}"
     summary = json.loads((run_dir / "summary.json").read_text())
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    models = {e["name"]: e.get("engine_model") for e in manifest.get("engines", [])}
+    from replay.rundir import read_manifest
+
+    manifest = read_manifest(run_dir)
+    models = {e.name: e.engine_model for e in manifest.engines}
     print("engine model per engine (manifest):")
     for name, model in models.items():
         print(f"  {name}: {model}")

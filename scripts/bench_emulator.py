@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.summary import summary_of_dir
 from replay.emulator.config import EmulatorConfig
 from replay.emulator.hashing import PrefixKeys
 from replay.emulator.server import running_server
@@ -93,6 +94,7 @@ def bench_default() -> None:
             out_dir=Path(tmp) / "run",
             time_scale=d.time_scale,
             clock_scale=d.time_scale,
+            summarize=summary_of_dir,
         )
         outcome = asyncio.run(run_live(plan))
     wall = time.perf_counter() - t0

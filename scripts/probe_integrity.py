@@ -171,7 +171,7 @@ def probe_kill_and_concurrent_resume(tmp: Path) -> Path:
         harness.kill()
         return run
     kids = children(harness.pid)
-    urls = [e["url"] for e in read_manifest(run)["engines"]]
+    urls = [e.url or "" for e in read_manifest(run).engines]
     second = replay("run", "--resume", str(run), "--no-panel")
     message_case(
         "second --resume while the run goes is refused (pid, start time)",
@@ -200,7 +200,7 @@ def probe_kill_and_concurrent_resume(tmp: Path) -> Path:
     after = read_requests(run)
     journal = read_journal(run)
     man = read_manifest(run)
-    FIGURES["resume: status"] = man.get("status")
+    FIGURES["resume: status"] = man.status
     FIGURES["resume: records scheduled and written (both segments)"] = len(after)
     FIGURES["resume: duplicated record keys"] = int(after.duplicated(KEY).sum())
     FIGURES["resume: journal rows missing from requests.parquet (lost)"] = len(journal) - len(after)
@@ -210,7 +210,7 @@ def probe_kill_and_concurrent_resume(tmp: Path) -> Path:
     check(
         "the killed run resumes without duplicates; nothing recorded is lost", ok, said(res)[-200:]
     )
-    notes = " ".join(man.get("notes", []))
+    notes = " ".join(man.notes)
     check("the resume says it took over a dead writer's lock", "died without releasing" in notes)
     return run
 
@@ -228,20 +228,18 @@ def probe_engine_dies(tmp: Path) -> None:
     harness.wait(300)
     man = read_manifest(run)
     summary = json.loads(text_of(run / "summary.json") or '{"engines": {"vllm": {}}}')
-    downs = [e for e in man.get("events", []) if e.get("event") == "engine_down"]
-    FIGURES["dead emulator: restarts"] = man.get("emulator_restarts")
-    FIGURES["dead emulator: engine_down events"] = [(e["start_s"], e["end_s"]) for e in downs]
+    downs = [e for e in man.events if e.event == "engine_down"]
+    FIGURES["dead emulator: restarts"] = man.emulator_restarts
+    FIGURES["dead emulator: engine_down events"] = [(e.start_s, e.end_s) for e in downs]
     FIGURES["dead emulator: window error rate"] = summary["engines"]["vllm"].get("error_rate")
-    FIGURES["dead emulator: run status"] = man.get("status")
+    FIGURES["dead emulator: run status"] = man.status
     check("an emulator that dies is restarted (noted in the manifest)",
-          man.get("emulator_restarts") == {"vllm": 1})  # fmt: skip
-    check(
-        "engine_down is recorded with its times", len(downs) == 1 and downs[0]["end_s"] is not None
-    )
+          man.emulator_restarts == {"vllm": 1})  # fmt: skip
+    check("engine_down is recorded with its times", len(downs) == 1 and downs[0].end_s is not None)
     notes = " ".join(summary.get("notes", []))
     check("summary.json notes the outage", "engine down from" in notes and "restarted" in notes)
     check("status is degraded iff the error share passed 5%",
-          (man["status"] == "degraded") == ((summary["engines"]["vllm"]["error_rate"] or 0) > 0.05))  # fmt: skip
+          (man.status == "degraded") == ((summary["engines"]["vllm"]["error_rate"] or 0) > 0.05))  # fmt: skip
 
 
 def probe_clock(tmp: Path) -> None:
@@ -257,7 +255,7 @@ def probe_clock(tmp: Path) -> None:
         out = tmp / "clock"
         res = replay("run", "--endpoint", f"vllm={url}", "--sessions", "2", "--duration-min",
                      "3", "--out", str(out), "--no-panel")  # fmt: skip
-        cfg = read_manifest(out)["config"] if (out / "manifest.json").exists() else {}
+        cfg = read_manifest(out).config.model_dump() if (out / "manifest.json").exists() else {}
         FIGURES["--endpoint to serve-sim --time-scale 30: clock_scale recorded"] = cfg.get(
             "clock_scale"
         )

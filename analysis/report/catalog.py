@@ -386,7 +386,6 @@ def _runs_table(data: ReportData) -> Table:
     rows = []
     for a in data.runs:
         m = a.run.manifest
-        cfg = _dict(m.get("config"))
         rows.append(
             {
                 "run_id": a.run.run_id,
@@ -394,8 +393,8 @@ def _runs_table(data: ReportData) -> Table:
                 "sessions": manifest_sessions(m),
                 "seed": manifest_seed(m),
                 "window": f"{a.window.start_s:g}–{a.window.end_s:g} s",
-                "timing": cfg.get("timing") or m.get("executor") or "–",
-                "status": m.get("status") or "not recorded",
+                "timing": m.config.timing or m.executor or "–",
+                "status": m.status or "not recorded",
             }
         )
     return Table(

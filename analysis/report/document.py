@@ -42,16 +42,16 @@ def citation(a: RunAnalysis) -> dict[str, Any]:
     return {
         "run_id": a.run.run_id,
         "path": str(a.run.path),
-        "status": run_status(a.run.path, m) if m.get("status") else NOT_RECORDED,
+        "status": run_status(a.run.path, m) if m.status else NOT_RECORDED,
         "trace": trace or NOT_RECORDED,
         "trace_sha256": sha or NOT_RECORDED,
         "seed": NOT_RECORDED if seed is None else seed,
         "sessions": NOT_RECORDED if sessions is None else sessions,
         "window": f"{a.window.start_s:g}–{a.window.end_s:g} s ({a.window.source})",
-        "harness_version": m.get("harness_version") or NOT_RECORDED,
-        "command": m.get("command") or NOT_RECORDED,
-        "started": m.get("start") or NOT_RECORDED,
-        "ended": m.get("end") or NOT_RECORDED,
+        "harness_version": m.harness_version or NOT_RECORDED,
+        "command": m.command or NOT_RECORDED,
+        "started": m.start or NOT_RECORDED,
+        "ended": m.end or NOT_RECORDED,
         "engines": engines,
     }
 

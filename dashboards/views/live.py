@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import orjson
 import pandas as pd
 import streamlit as st
 
@@ -19,7 +18,7 @@ from dashboards.loading import RunUnavailable, load, run_metrics
 from dashboards.paths import PathRefused, open_inside, relative_name
 from dashboards.timeline import run_end_s
 from dashboards.views.common import available_runs, fmt, no_runs_message
-from replay.rundir import run_status
+from replay.rundir import RunDirError, read_manifest, run_status
 
 INTERVALS = (1, 2, 5, 10, 30)
 
@@ -29,11 +28,8 @@ def _running_first(root: Path, names: list[str]) -> list[str]:
 
     def running(name: str) -> bool:
         try:
-            return (
-                orjson.loads((root / name / "manifest.json").read_bytes()).get("status")
-                == "running"
-            )
-        except (OSError, ValueError, AttributeError):
+            return read_manifest(root / name).status == "running"
+        except RunDirError:
             return False
 
     return sorted(names, key=lambda n: not running(n))

@@ -6,7 +6,9 @@ pool), prompt builder (its own generated ids) and ideal-prefix index. Records re
 directory's journal within `flush_interval_s` of completing, so a killed run keeps all but the
 last second. The run ends after its duration (in-flight requests are cancelled and recorded
 `cancelled`), when `stop` is set (Ctrl-C: status `interrupted`), or when a session crashes
-(status `failed`). The summary comes from the analysis layer (`analysis.summary`).
+(status `failed`). The summary comes from `RunPlan.summarize`, which the command layer sets to
+the analysis layer's builder (`analysis.summary.summary_of_dir`): the executor never imports
+the layer that reads its output.
 
 Times in records are seconds from the run start in the engines' clock: wall seconds for real
 engines (`clock_scale` 1); for emulators started with `--time-scale X`, which run X times
@@ -38,7 +40,7 @@ from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
 from replay.engines.scrape import MetricsScraper
 from replay.prompts import PromptBuilder, TokenSpace
-from replay.records import SCHEMA_VERSION, records_to_table
+from replay.records import records_to_table
 from replay.redact import Scrubber, redact_url
 from replay.rundir import (
     REQUESTS,
@@ -48,6 +50,19 @@ from replay.rundir import (
     read_manifest,
     utc_now,
     write_table_atomic,
+)
+from replay.rundir_models import (
+    EngineEntry,
+    FidelityEntry,
+    Manifest,
+    RunConfig,
+    RunSummary,
+    Segment,
+    TraceInfo,
+    WorkloadCounts,
+)
+from replay.rundir_models import (
+    Limits as LimitRecord,
 )
 from replay.traces.model import Trace
 from replay.workload import Workload, WorkloadConfig
@@ -79,10 +94,13 @@ class RunPlan:
     flush_interval_s: float = 1.0
     parquet_interval_s: float = 15.0  # requests.parquet rebuilt off the loop this often
     salt: int | None = None
-    slo: dict[str, Any] | None = None  # analysis.slo.Slo as a dict; None: its defaults
+    slo: dict[str, float | None] | None = None  # analysis.slo.Slo as a dict; None: defaults
     trace_token_scale: float = 1.0  # the trace's own (replay.traces.scale)
     resume: bool = False
-    extra_manifest: dict[str, Any] = field(default_factory=dict)
+    emulated: bool | None = None  # every engine is an emulator this harness started
+    # Builds summary.json from the run directory at the end (the command layer passes
+    # analysis.summary.summary_of_dir); None: the run writes no summary.
+    summarize: Callable[[Path], RunSummary] | None = None
     health_interval_s: float = 1.0  # engine_down events are timed to this
     # Emulators this harness owns and restarts when they die: name -> restarts so far.
     restarts: Callable[[], dict[str, int]] | None = None
@@ -124,24 +142,24 @@ async def check_engines(plan: RunPlan) -> list[PreflightReport]:
     )
 
 
-def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "kind": spec.kind,
-        "url": redact_url(spec.url),
-        "model": rep.model,
-        "gpus": spec.gpus,
-        "gpu_type": spec.gpu_type,
-        "server_version": rep.server_version,
-        "flags": [f"{k}={v}" for k, v in sorted(rep.server_info.items()) if k != "engine_model"],
+def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> EngineEntry:
+    return EngineEntry(
+        name=spec.name,
+        kind=spec.kind,
+        url=redact_url(spec.url),
+        model=rep.model,
+        gpus=spec.gpus,
+        gpu_type=spec.gpu_type,
+        server_version=rep.server_version,
+        flags=[f"{k}={v}" for k, v in sorted(rep.server_info.items()) if k != "engine_model"],
         # An emulator's engine model (replay.sim.engine): clock, budgets, capacity, scale.
-        "engine_model": rep.server_info.get("engine_model"),
-        "block_size": rep.block_size,
-        "context_tokens": spec.context_tokens or rep.context_tokens,
-        "vocab_size": spec.vocab_size,
-        "preflight": {c.name: c.ok for c in rep.checks},
-        "preflight_warnings": preflight_warnings(rep),
-    }
+        engine_model=rep.server_info.get("engine_model"),
+        block_size=rep.block_size,
+        context_tokens=spec.context_tokens or rep.context_tokens,
+        vocab_size=spec.vocab_size,
+        preflight={c.name: c.ok for c in rep.checks},
+        preflight_warnings=preflight_warnings(rep),
+    )
 
 
 class ScaleConflict(ValueError):
@@ -219,57 +237,51 @@ def scrubber_for(engines: list[EngineSpec]) -> Scrubber:
     return Scrubber.for_engines([e.url for e in engines], envs)
 
 
-def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> dict[str, Any]:
+def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> Manifest:
     w, x = plan.workload, plan.time_scale
     c = plan.clock_scale  # records' seconds per wall second
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "executor": "live",
-        "command": scrubber_for(plan.engines).text(plan.command or shlex.join(sys.argv)),
-        "harness_version": replay.__version__,
-        "trace": {
-            "path": plan.trace.source,
-            "sha256": plan.trace.sha256,
-            "format": plan.trace.format,
-            "trajectories": len(plan.trace.trajectories),
-            "token_scale": plan.trace_token_scale,
-        },
-        "seed": w.seed,
-        "config": {
-            "sessions": w.sessions,
-            "duration_s": w.duration_s / x * c,
-            "window": [w.window[0] / x * c, w.window[1] / x * c],
-            "time_scale": x,
-            "clock_scale": c,
-            "token_scale": token_scale(reports),
-            "seed": w.seed,
-            "gap_cap_s": w.gap_cap_s,
-            "warmup_s": w.warmup_s,
-            "start_range": [w.start_lo, w.start_hi],
-            "subagents": w.subagents,
-            "replayed_duration_s": w.duration_s,
-            "replayed_window": list(w.window),
-            "salt": salt,
-            "retries": plan.retries,
-            "backoff_s": plan.backoff_s,
-            "limits": {
-                "request_timeout_s": plan.limits.request_timeout_s,
-                "first_token_timeout_s": plan.limits.first_token_timeout_s,
-                "stall_timeout_s": plan.limits.stall_timeout_s,
-            },
-            "scrape_interval_s": plan.scrape_interval_s,
-            "slo": plan.slo if plan.slo is not None else _default_slo(),
-        },
-        "engines": [_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
-        **plan.extra_manifest,
-    }
-
-
-def _default_slo() -> dict[str, Any]:
-    """The SLO defaults (analysis.slo), stated in every manifest so a report never guesses."""
-    from analysis.slo import Slo
-
-    return Slo().model_dump()
+    return Manifest(
+        executor="live",
+        command=scrubber_for(plan.engines).text(plan.command or shlex.join(sys.argv)),
+        harness_version=replay.__version__,
+        trace=TraceInfo(
+            path=plan.trace.source,
+            sha256=plan.trace.sha256,
+            format=plan.trace.format,
+            trajectories=len(plan.trace.trajectories),
+            token_scale=plan.trace_token_scale,
+        ),
+        seed=w.seed,
+        config=RunConfig(
+            sessions=w.sessions,
+            duration_s=w.duration_s / x * c,
+            window=(w.window[0] / x * c, w.window[1] / x * c),
+            time_scale=x,
+            clock_scale=c,
+            token_scale=token_scale(reports),
+            seed=w.seed,
+            gap_cap_s=w.gap_cap_s,
+            warmup_s=w.warmup_s,
+            start_range=(w.start_lo, w.start_hi),
+            subagents=w.subagents,
+            replayed_duration_s=w.duration_s,
+            replayed_window=w.window,
+            salt=salt,
+            retries=plan.retries,
+            backoff_s=plan.backoff_s,
+            limits=LimitRecord(
+                request_timeout_s=plan.limits.request_timeout_s,
+                first_token_timeout_s=plan.limits.first_token_timeout_s,
+                stall_timeout_s=plan.limits.stall_timeout_s,
+            ),
+            scrape_interval_s=plan.scrape_interval_s,
+            # The command layer states the SLO (analysis.slo's defaults at least), so a
+            # report never guesses; None leaves analysis to its defaults.
+            slo=plan.slo,
+        ),
+        engines=[_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
+        emulated=plan.emulated,
+    )
 
 
 def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:
@@ -293,14 +305,13 @@ def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:
     return elapsed, {s: ordinals.get(s, 0) for s in range(sessions)}
 
 
-def _summary(run_dir: Path) -> dict[str, Any]:
+def _summary(plan: RunPlan) -> RunSummary | None:
+    if plan.summarize is None:
+        return None
     try:
-        from analysis.runs import load_run
-        from analysis.summary import build_summary
-
-        return build_summary(load_run(run_dir))
+        return plan.summarize(plan.out_dir)
     except Exception as e:  # the records are safe; a summary bug must not lose the run
-        return {"error": f"summary not built: {type(e).__name__}: {e}"}
+        return RunSummary(error=f"summary not built: {type(e).__name__}: {e}")
 
 
 async def run_live(
@@ -322,9 +333,9 @@ async def run_live(
     elapsed0 = 0.0
     if plan.resume:
         old = read_manifest(plan.out_dir)
-        segments = list(old.get("segments", [{"start": old.get("start"), "salt": None}]))
-        segments.append({"start": utc_now(), "salt": salt})
-        manifest = {**old, "segments": segments, "status": "running"}
+        segments = list(old.segments) or [Segment(start=old.start)]
+        segments.append(Segment(start=utc_now(), salt=salt))
+        manifest = old.model_copy(update={"segments": segments, "status": "running"})
         elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
     # The journal is flushed every second on the loop's thread (cheap); requests.parquet is
     # rebuilt in a worker thread (`_refresh_parquet`): rebuilding it from tens of thousands of
@@ -366,7 +377,8 @@ async def run_live(
         clock_scale=plan.clock_scale,
     )
     scrape_stop = asyncio.Event()
-    events0 = list(manifest.get("events") or [])  # a resumed run keeps its earlier events
+    # A resumed run keeps its earlier events.
+    events0 = [e.model_dump() for e in manifest.events]
     watch = EngineWatch(
         {s.name: s.url or "" for s in plan.engines if s.kind != "openai"},
         t0,
@@ -421,15 +433,18 @@ async def run_live(
         _record_faults(writer, plan, events0 + watch.events + _missed_outages(plan, watch))
         reuse = reuse_counts(plan.trace, runners)
         writer.update_manifest(workload=reuse)
-        summary = _summary(plan.out_dir)
-        if note := reuse_note(reuse):
-            summary.setdefault("notes", []).append(note)
-        writer.manifest["replay_fidelity"] = replay_fidelity(summary)
-        if status == "completed" and _degraded(summary):
-            status = "degraded"
+        summary = _summary(plan)
+        if summary is not None:
+            if note := reuse_note(reuse):
+                summary.notes.append(note)
+            writer.manifest.replay_fidelity = replay_fidelity(summary)
+            if status == "completed" and _degraded(summary):
+                status = "degraded"
         writer.close(status, summary)
         sys.setswitchinterval(switch)
-    return RunOutcome(plan.out_dir, status, summary, writer.num_records, reports, stats)
+    # The outcome carries summary.json's content (what the final table reads).
+    out = summary.model_dump(mode="json") if summary is not None else None
+    return RunOutcome(plan.out_dir, status, out, writer.num_records, reports, stats)
 
 
 def _record_faults(writer: RunWriter, plan: RunPlan, events: list[dict[str, Any]]) -> None:
@@ -465,44 +480,42 @@ def _missed_outages(plan: RunPlan, watch: EngineWatch) -> list[dict[str, Any]]:
     return out
 
 
-def _degraded(summary: dict[str, Any]) -> bool:
-    engines = summary.get("engines")
-    return isinstance(engines, dict) and any(
-        isinstance(m, dict) and m.get("error_flagged") for m in engines.values()
-    )
+def _degraded(summary: RunSummary) -> bool:
+    return any(e.error_flagged for e in summary.engines.values())
 
 
-def replay_fidelity(summary: dict[str, Any]) -> dict[str, Any]:
+def replay_fidelity(summary: RunSummary) -> dict[str, FidelityEntry]:
     """The manifest's "Replay fidelity" record, per engine: the drift counts and the
     warm-start check from the summary (analysis.fidelity), so the manifest alone says how
     faithfully the run replayed the trace."""
-    engines = summary.get("engines") if isinstance(summary.get("engines"), dict) else {}
-    keys = ("warm_start_hit_rate", "warm_start_excess_hit_rate", "warm_start_flagged")
-    return {
-        name: {"drift": e.get("drift"), **{k: e.get(k) for k in keys}}
-        for name, e in (engines or {}).items()
-        if isinstance(e, dict)
-    }
+    keys = ("drift", "warm_start_hit_rate", "warm_start_excess_hit_rate", "warm_start_flagged")
+    out: dict[str, FidelityEntry] = {}
+    for name, e in summary.engines.items():
+        extra = e.model_extra or {}
+        out[name] = FidelityEntry.model_validate({k: extra.get(k) for k in keys})
+    return out
 
 
-def reuse_counts(trace: Trace, runners: dict[str, EngineSessions]) -> dict[str, Any]:
+def reuse_counts(trace: Trace, runners: dict[str, EngineSessions]) -> WorkloadCounts:
     """How many trajectories each engine started, and how many replayed a trajectory the
     run had replayed before (each such replay is its own conversation: other tokens)."""
-    return {
-        "trajectories": len(trace.trajectories),
-        "assignments": {n: r.stats.assignments for n, r in runners.items()},
-        "reused_assignments": {n: r.stats.reused_assignments for n, r in runners.items()},
-    }
+    return WorkloadCounts(
+        trajectories=len(trace.trajectories),
+        assignments={n: r.stats.assignments for n, r in runners.items()},
+        reused_assignments={n: r.stats.reused_assignments for n, r in runners.items()},
+    )
 
 
-def reuse_note(reuse: dict[str, Any]) -> str | None:
+def reuse_note(reuse: WorkloadCounts) -> str | None:
     """The run's note when it had to replay trajectories again (None when it did not)."""
-    reused = max(reuse["reused_assignments"].values(), default=0)
+    by_engine = reuse.reused_assignments
+    reused = max(by_engine.values(), default=0) if isinstance(by_engine, dict) else 0
     if not reused:
         return None
-    started = max(reuse["assignments"].values(), default=0)
+    started_by = reuse.assignments
+    started = max(started_by.values(), default=0) if isinstance(started_by, dict) else 0
     return (
-        f"the trace's {reuse['trajectories']} trajectories were not enough: up to {reused} of "
+        f"the trace's {reuse.trajectories} trajectories were not enough: up to {reused} of "
         f"{started} trajectories started replayed one again (as its own conversation, with "
         f"its own tokens); a trace with more trajectories avoids it"
     )

@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from analysis.summary import run_warnings, summary_of_dir
 from replay.client.config import (
     ConfigError,
     EngineSpec,
@@ -293,7 +294,9 @@ async def _drive(
         style = "green" if r.ok else "red"
         err_console.print(f"[{style}]{escape(r.message())}[/]", highlight=False)
         for w in preflight_warnings(r):
-            err_console.print(f"[bold yellow]warning:[/] {escape(r.url)}: {escape(w)}", highlight=False)
+            err_console.print(
+                f"[bold yellow]warning:[/] {escape(r.url)}: {escape(w)}", highlight=False
+            )
     if not all(r.ok for r in reports):
         return None
     adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict
@@ -325,17 +328,19 @@ def _specs_from_manifest(
         man = read_manifest(run_dir)
     except RunDirError as e:
         fail(f"--resume: {e}")
-    if man.get("status") in ("completed", "degraded"):
-        how = "completed" if man.get("status") == "completed" else "ended (degraded)"
+    if man.status in ("completed", "degraded"):
+        how = "completed" if man.status == "completed" else "ended (degraded)"
         fail(f"--resume {run_dir}: that run {how}; nothing to resume")
-    cfg = man.get("config") or {}
+    # The resume code reads the settings by name (missing ones fall back to the defaults).
+    cfg: dict[str, Any] = man.config.model_dump(exclude_none=True)
     specs = []
-    for entry in man.get("engines") or []:
-        keep = {k: entry.get(k) for k in EngineSpec.model_fields if entry.get(k) is not None}
-        if man.get("emulated"):
+    for entry in man.engines:
+        given = entry.model_dump(exclude_none=True)
+        keep = {k: v for k, v in given.items() if k in EngineSpec.model_fields}
+        if man.emulated:
             keep.pop("url", None)
         specs.append(EngineSpec.model_validate(keep))
-    trace = (man.get("trace") or {}).get("path")
+    trace = man.trace.path if man.trace is not None else None
     if not specs or not trace:
         fail(f"--resume {run_dir}: manifest.json lacks its engines or trace; cannot resume")
     if endpoint:
@@ -344,7 +349,7 @@ def _specs_from_manifest(
         except ConfigError as e:
             fail(str(e))
         unknown = [n for n in given if n not in {s.name for s in specs}]
-        if unknown or man.get("emulated"):
+        if unknown or man.emulated:
             fail(
                 f"--resume {run_dir}: --endpoint may only give the URL of an engine of that run "
                 f"({', '.join(s.name for s in specs)}); the engines cannot change on resume"
@@ -587,8 +592,9 @@ def register(app: typer.Typer) -> None:
             retries=retries,
             resume=resume is not None,
             trace_token_scale=tokens,
-            extra_manifest={"emulated": emulated},
+            emulated=emulated,
             slo=slo_cfg,
+            summarize=summary_of_dir,
         )
         if len(loaded.trajectories) < wcfg.sessions:
             err_console.print(
@@ -627,8 +633,6 @@ def register(app: typer.Typer) -> None:
         if outcome is None:
             fail("preflight failed: fix the engines above, then run again; nothing was sent")
         console.print(_final_table(outcome))
-        from analysis.summary import run_warnings
-
         engines_out = (outcome.summary or {}).get("engines") or {}
         warnings = [w for n, m in engines_out.items() for w in run_warnings(n, m)]
         for w in warnings:

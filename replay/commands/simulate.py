@@ -1,4 +1,7 @@
-"""`replay simulate`: sweep cache policies × session counts × seeds over a trace on a CPU."""
+"""`replay simulate`: sweep cache policies × session counts × seeds over a trace on a CPU.
+
+Each simulated run is written as a run directory (`replay.sim.sweep`), then its summary.json
+is built here by `analysis.summary` (the executor never imports analysis)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from analysis.summary import summarize_dir
 from replay.commands.common import console, err_console, fail
 from replay.profiles import ProfileError, load_profile
 from replay.rundir import RunDirError, new_run_id
@@ -168,6 +172,9 @@ def register(app: typer.Typer) -> None:
             task = progress.add_task("", total=len(configs))
 
             def advance(res: SimResult) -> None:
+                # summary.json's one producer is analysis.summary (the run table, the
+                # report and the dashboard read the same figures).
+                summarize_dir(out_dir / res.config.run_name)
                 s = res.summary
                 progress.update(
                     task,

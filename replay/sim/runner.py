@@ -8,18 +8,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import replay
 from replay.profiles import ModelProfile, load_profile
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
+from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
 from replay.sim.cache import ResumeInfo
 from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.engine import EngineCore, admission_for
 from replay.sim.engine_cache import Resume, SimCache, cache_settings
 from replay.sim.executors import EngineExecutor, TraceExecutor
+from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.sim.policy_base import engine_cache_blocks
 from replay.sim.scale import scaled_profile
-from replay.sim.summary import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace
 from replay.workload import SubagentMode, Workload, WorkloadConfig
 
@@ -194,44 +196,45 @@ def write_run(
     cfg = result.config
     profile = load_profile(cfg.model)
     s = result.summary
-    manifest = {
-        "command": command,
-        "executor": "simulator",
-        "config": {
-            **asdict(cfg),
-            "window": list(cfg.window),
-            # The cache as simulated, never null: the blocks the working set is divided by,
-            # the block size in the trace's tokens, and the full-size block it stands for.
-            "capacity_blocks": s["capacity_blocks"],
-            "block_tokens": s["block_tokens"],
-            "full_size_block_tokens": s["full_size_block_tokens"],
-            "requested_capacity_blocks": cfg.capacity_blocks,
-        },
-        "workload": {
-            "subagents": cfg.subagents,
-            "assignments": s["assignments"],
-            "trajectories_replayed": s["trajectories_replayed"],
-            "reused_assignments": s["reused_assignments"],
-            # The source's pressure measure (time average over the window, ÷ capacity).
-            "working_set_ratio": s["working_set_ratio"],
-        },
-        "trace": {"path": trace_source, "sha256": trace_sha256, "token_scale": cfg.token_scale},
-        "seed": cfg.seed,
-        "engines": [
+    manifest = Manifest(
+        command=command,
+        executor="simulator",
+        harness_version=replay.__version__,
+        config=RunConfig.model_validate(
             {
-                "name": cfg.policy,
-                "kind": "sim",
-                "url": None,
-                "model": profile.model,
-                "gpus": profile.gpus,
-                "gpu_type": profile.gpu_type,
-                "server_version": None,
-                "flags": cfg.policy_opts,
+                **asdict(cfg),
+                # The cache as simulated, never null: the blocks the working set is divided
+                # by, the block size in the trace's tokens, and the full-size block.
+                "capacity_blocks": s["capacity_blocks"],
+                "block_tokens": s["block_tokens"],
+                "full_size_block_tokens": s["full_size_block_tokens"],
+                "requested_capacity_blocks": cfg.capacity_blocks,
             }
+        ),
+        workload=WorkloadCounts(
+            subagents=cfg.subagents,
+            assignments=s["assignments"],
+            trajectories_replayed=s["trajectories_replayed"],
+            reused_assignments=s["reused_assignments"],
+            # The source's pressure measure (time average over the window, ÷ capacity).
+            working_set_ratio=s["working_set_ratio"],
+        ),
+        trace=TraceInfo(path=trace_source, sha256=trace_sha256, token_scale=cfg.token_scale),
+        seed=cfg.seed,
+        engines=[
+            EngineEntry(
+                name=cfg.policy,
+                kind="sim",
+                model=profile.model,
+                gpus=profile.gpus,
+                gpu_type=profile.gpu_type,
+                flags=[f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())],
+            )
         ],
-    }
+    )
+    # summary.json is the command layer's (analysis.summary, its one producer); the
+    # simulator's own figures are the sweep's summary.csv row (replay.sim.measures).
     with RunWriter(run_dir, manifest) as w:
         for rec in result.records:
             w.add(rec)
-        w.write_summary({"engines": {cfg.policy: result.summary}, "simulator": result.summary})
     return run_dir

@@ -15,8 +15,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, SimResult, simulate, write_run
-from replay.sim.summary import SUMMARY_COLUMNS
 from replay.traces.model import Trace
 
 

@@ -14,6 +14,7 @@ from analysis.report import build_report
 from analysis.report.export import export_static
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -37,7 +38,7 @@ def _run_dir(tmp_path: Path) -> Path:
         "engines": [{"name": "flashstate", "gpus": 2}, {"name": "vllm", "gpus": 2}],
         "trace": {"path": "sample", "sha256": "cd" * 32},
     }
-    with RunWriter(run_dir, manifest) as w:
+    with RunWriter(run_dir, Manifest.model_validate(manifest)) as w:
         for engine, hit in (("flashstate", 0.9), ("vllm", 0.4)):
             for i in range(40):
                 t = 5.0 * i

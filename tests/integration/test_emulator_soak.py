@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
 from replay.emulator.config import EmulatorConfig, FaultConfig
@@ -141,6 +142,7 @@ def test_soak_500_sessions_with_faults_loses_no_record(tmp_path: Path) -> None:
             out_dir=tmp_path / "run",
             time_scale=TIME_SCALE,
             clock_scale=TIME_SCALE,
+            summarize=summary_of_dir,
             limits=Limits(stall_timeout_s=1.5, first_token_timeout_s=60, request_timeout_s=120),
             retries=2,
             backoff_s=0.2,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
 from replay.emulator.defaults import DefaultRun, sample_token_scale
@@ -71,6 +72,7 @@ def _twin(tmp_path: Path) -> dict[str, tuple[dict[str, float], dict[str, float]]
             out_dir=tmp_path / "live",
             time_scale=TIME_SCALE,
             clock_scale=TIME_SCALE,
+            summarize=summary_of_dir,
         )
         outcome = asyncio.run(run_live(plan))
     assert outcome.status == "completed"

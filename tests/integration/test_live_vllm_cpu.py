@@ -95,14 +95,14 @@ def test_replay_run_rewrites_live_output_exactly(vllm_cpu: Any, tmp_path: Path) 
     ), proc.stderr
 
     man = read_manifest(out)
-    (eng,) = man["engines"]
-    assert eng["block_size"] == vllm_cpu.block_size == 128
-    assert eng["model"] == vllm_cpu.model and man["status"] == "completed"
+    (eng,) = man.engines
+    assert eng.block_size == vllm_cpu.block_size == 128
+    assert eng.model == vllm_cpu.model and man.status == "completed"
 
     df = read_requests(out).sort_values("scheduled_s")
     ok = df[df.status == "ok"]
     assert len(ok) >= 6, df[["status", "error"]].to_string()
-    block = eng["block_size"]
+    block = eng.block_size
     checked = 0
     for _, g in ok.groupby("session"):
         rows = g.to_dict("records")

@@ -161,12 +161,6 @@ def test_summary_of_a_live_run_agrees(
     _same(priced, summaries["embedded"], "embedded: price --json vs summary.json")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay simulate writes summary.json in the simulator's own shape (no prices; "
-    "its output rate counts whole requests, analysis' the tokens inside the window): the "
-    "typed summary of issue 16 (helper 16a) writes it through analysis; drop this mark then",
-)
 def test_summary_of_a_simulated_run_agrees(
     runs: dict[str, list[Path]], summaries: dict[str, Numbers]
 ) -> None:

@@ -98,7 +98,7 @@ def test_sigkill_leaves_no_emulator_and_a_second_writer_is_refused(
     procs.append(harness)
     wait_for(lambda: _records(run) >= 10, 120, "the first records", log)
     kids = children(harness.pid)
-    urls = [e["url"] for e in read_manifest(run)["engines"]]
+    urls = [e.url for e in read_manifest(run).engines]
     assert len(kids) == 2 and all(listening(u) for u in urls)
 
     second = subprocess.run(
@@ -123,8 +123,8 @@ def test_sigkill_leaves_no_emulator_and_a_second_writer_is_refused(
     procs.append(resumed)
     assert resumed.wait(180) in (0, 1), (tmp_path / "resume.log").read_text()[-3000:]
     man = read_manifest(run)
-    assert man["status"] in ("completed", "degraded") and len(man["segments"]) == 2
-    assert "died without releasing it" in " ".join(man.get("notes", []))
+    assert man.status in ("completed", "degraded") and len(man.segments) == 2
+    assert "died without releasing it" in " ".join(man.notes)
     after = read_requests(run)
     assert len(after) > len(before) and not after.duplicated(KEY).any()
     # Every journal row is in the rebuilt parquet file: nothing recorded was lost.
@@ -147,13 +147,13 @@ def test_an_emulator_that_dies_is_restarted_and_recorded(
     os.kill(child, signal.SIGKILL)
     assert harness.wait(180) in (0, 1), log.read_text()[-3000:]
     man = read_manifest(run)
-    assert man["emulator_restarts"] == {"vllm": 1}
-    downs = [e for e in man["events"] if e["event"] == "engine_down"]
-    assert len(downs) == 1 and downs[0]["engine"] == "vllm"
-    assert downs[0]["end_s"] is not None and downs[0]["end_s"] > downs[0]["start_s"]
+    assert man.emulator_restarts == {"vllm": 1}
+    downs = [e for e in man.events if e.event == "engine_down"]
+    assert len(downs) == 1 and downs[0].engine == "vllm"
+    assert downs[0].end_s is not None and downs[0].end_s > downs[0].start_s
     summary = orjson.loads((run / "summary.json").read_bytes())
     notes = " ".join(summary["notes"])
     assert "vllm: engine down from" in notes and "restarted it 1 time(s)" in notes
-    assert man["status"] in ("completed", "degraded")
+    assert man.status in ("completed", "degraded")
     # The restarted emulator (same port) ended with the run.
-    assert not listening(man["engines"][0]["url"])
+    assert not listening(man.engines[0].url)

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from analysis.slo import Slo
+from analysis.summary import summary_of_dir
 from replay.cli import app
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunOutcome, RunPlan, run_live
@@ -58,6 +60,8 @@ def _plan(
         out_dir=out,
         time_scale=X,
         clock_scale=X,  # records in the modelled clock, as `replay run` does for emulators
+        summarize=summary_of_dir,
+        slo=Slo().model_dump(),  # `replay run` states the SLO in every manifest
         salt=salt,
         scrape_interval_s=1.0,
     )

@@ -7,7 +7,8 @@ function, or under `if TYPE_CHECKING:`.
 Layers, top to bottom:
 - the command line: `replay.cli`, `replay.__main__`, `replay.commands.*` (only it prints with
   rich); nothing else imports it;
-- `dashboards`: reads `analysis`, `pricing` and the run directory's contract (`replay.rundir`);
+- `dashboards`: reads `analysis`, `pricing` and the run directory's contract (`replay.rundir`,
+  its models in `replay.rundir_models`);
 - `analysis`: reads run directories; never imports the executors that write them
   (`replay.client`, `replay.engines`, `replay.emulator`, `replay.sim`, `replay.traces`);
 - `pricing`: imports nothing of ours;
@@ -38,12 +39,7 @@ EXECUTORS = ("replay.client", "replay.engines", "replay.emulator", "replay.sim",
 
 # Known while other branches of issue 16 land; the lead removes each once its branch is merged.
 KNOWN_CYCLES: set[frozenset[str]] = set()
-KNOWN_ARROWS = {
-    # 16a: the typed run directory (orchestrate writes the summary through analysis).
-    ("replay.client.orchestrate", "analysis.runs"),
-    ("replay.client.orchestrate", "analysis.slo"),
-    ("replay.client.orchestrate", "analysis.summary"),
-}
+KNOWN_ARROWS: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -207,9 +203,12 @@ def _arrow_rules(e: Edge) -> str | None:
     if src.startswith("analysis") and _under(dst, (*EXECUTORS, "dashboards")):
         return "analysis reads run directories, never the executors that write them"
     if src.startswith("dashboards") and not _under(
-        dst, ("dashboards", "analysis", "pricing", "replay.rundir")
+        dst, ("dashboards", "analysis", "pricing", "replay.rundir", "replay.rundir_models")
     ):
-        return "dashboards read only analysis, pricing and the run directory (replay.rundir)"
+        return (
+            "dashboards read only analysis, pricing and the run directory "
+            "(replay.rundir, replay.rundir_models)"
+        )
     if _under(src, EXECUTORS) and _under(dst, ("analysis", "dashboards")):
         return "an executor never imports the layers that read its output"
     client = ("replay.client", "replay.engines")

@@ -10,6 +10,7 @@ import pytest
 
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 
 class RunBuilder:
@@ -66,7 +67,7 @@ class RunBuilder:
         run_dir = self.root / name
         man = {"engines": [{"name": "a", "gpus": 1}, {"name": "b", "gpus": 2}]}
         man.update(manifest)
-        with RunWriter(run_dir, man) as writer:
+        with RunWriter(run_dir, Manifest.model_validate(man)) as writer:
             for row in self.rows:
                 writer.add(row)
         return run_dir

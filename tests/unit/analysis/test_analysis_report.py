@@ -326,11 +326,15 @@ def test_faults_and_a_stale_run_are_flagged_in_the_report(builder: Builder, tmp_
     assert summary["engines"]["a"]["error_flagged"] and not summary["engines"]["b"]["error_flagged"]
 
 
+@pytest.mark.rundir_unchecked
 def test_a_wrong_typed_manifest_window_is_shown_whole(builder: Builder, tmp_path: Path) -> None:
     """Brackets in a message are text, not console markup ("a window is , got 'abc'")."""
     b = builder()
     b.req("a", 5.0)
-    run_dir = b.write("w", config={"window": "abc"})
+    run_dir = b.write("w")
+    data = json.loads((run_dir / "manifest.json").read_text())
+    data["config"] = {"window": "abc"}
+    (run_dir / "manifest.json").write_text(json.dumps(data))
     for argv in (["report", str(run_dir), "--out", str(tmp_path / "rep")], ["price", str(run_dir)]):
         res = CliRunner().invoke(app, argv)
         assert res.exit_code == 2

@@ -43,7 +43,7 @@ def test_growing_ttft_is_saturated_and_steady_is_not(builder: Callable[[], RunBu
     _steady(b, "a", growth=5.0)  # +50 s over the window, median ≈ 27 s: it more than doubled
     _steady(b, "b", growth=0.0)
     run = load_run(b.write(config={"window": WINDOW}))
-    s = build_summary(run)["engines"]
+    s = build_summary(run).engines
     assert s["a"]["saturated"] is True
     assert s["a"]["saturation"]["source"] == "records"
     assert s["a"]["saturation"]["ttft_trend"]["growth_s"] == pytest.approx(49.2, abs=1.0)
@@ -86,7 +86,7 @@ def test_tasks_latency_slowdown_and_tokens(builder: Callable[[], RunBuilder]) ->
     # Main chain 2 → 50 s live; the trace: 4 + 6 s of requests + the 30 s gap held equal.
     assert x["slowdown"] == pytest.approx(48.0 / 40.0)
     assert x["requests"] == 3 and x["output_tokens"] == 30  # priming left out
-    e = build_summary(run)["engines"]["a"]
+    e = build_summary(run).engines["a"]
     assert e["tasks_finished"] == 1 and e["task_latency_p50_s"] == 58.0
     assert e["task_slowdown_p50"] == pytest.approx(1.2)
     assert e["slo_task_share"] == 1.0  # 1.2 ≤ 2
@@ -99,13 +99,13 @@ def test_slo_shares_follow_the_manifest(builder: Callable[[], RunBuilder]) -> No
     strict = build_summary(
         load_run(b.write("strict", config={"window": WINDOW, "slo": {"ttft_s": 1.0}}))
     )
-    assert loose["engines"]["a"]["slo_request_share"] == 1.0
-    assert loose["engines"]["a"]["slo"]["source"] == "defaults"
-    s = strict["engines"]["a"]
+    assert loose.engines["a"]["slo_request_share"] == 1.0
+    assert loose.engines["a"]["slo"]["source"] == "defaults"
+    s = strict.engines["a"]
     assert s["slo_request_share"] == 0.0 and s["goodput_output_tokens_per_min_per_gpu"] == 0.0
     assert s["profit_per_gpu_hour_at_goodput"] == pytest.approx(-8.6)  # nothing sold
-    assert loose["engines"]["a"]["goodput_output_tokens_per_min_per_gpu"] == pytest.approx(
-        loose["engines"]["a"]["output_tokens_per_min_per_gpu"]
+    assert loose.engines["a"]["goodput_output_tokens_per_min_per_gpu"] == pytest.approx(
+        loose.engines["a"]["output_tokens_per_min_per_gpu"]
     )
 
 
@@ -133,12 +133,12 @@ def test_drift_counts_mismatches_and_exact_continuations(
         if i % 2:
             b.rows[-1].output_tokens = 5
     run_dir = b.write(config={"window": [0, 100]}, executor="live")
-    s = build_summary(load_run(run_dir))["engines"]
+    s = build_summary(load_run(run_dir)).engines
     assert s["a"]["drift"]["flagged"] is False and s["a"]["drift"]["output_mismatches"] == 0
     d = s["b"]["drift"]
     assert d["flagged"] is True and d["output_mismatches"] == 5 and d["output_delta_mean"] == -2.5
     assert d["continuation_exact_share"] == 0.5 and len(d["reasons"]) == 2
-    assert any("b: replay drifted" in n for n in build_summary(load_run(run_dir))["notes"])
+    assert any("b: replay drifted" in n for n in build_summary(load_run(run_dir)).notes)
 
 
 def test_warm_start_excess_is_hits_beyond_the_ideal(builder: Callable[[], RunBuilder]) -> None:
@@ -146,7 +146,7 @@ def test_warm_start_excess_is_hits_beyond_the_ideal(builder: Callable[[], RunBui
     b.req("a", 0.0, prompt=1000, cached=0, ideal=0).req("a", 5.0, prompt=1000, cached=900,
                                                         ideal=900)  # fmt: skip
     b.req("b", 0.0, prompt=1000, cached=800, ideal=0)  # hit what this run never computed
-    s = build_summary(load_run(b.write(config={"window": [300, 600]})))["engines"]
+    s = build_summary(load_run(b.write(config={"window": [300, 600]}))).engines
     assert s["a"]["warm_start_hit_rate"] == pytest.approx(0.45)
     assert s["a"]["warm_start_excess_hit_rate"] == 0 and not s["a"]["warm_start_flagged"]
     assert s["b"]["warm_start_excess_hit_rate"] == pytest.approx(0.8)
@@ -158,7 +158,7 @@ def test_trace_timing_simulation_marks_throughput_and_latency_unknown(
 ) -> None:
     b = _steady(builder(), "a", growth=0.0)
     run_dir = b.write(config={"window": WINDOW, "timing": "trace"}, executor="simulator")
-    e = build_summary(load_run(run_dir))["engines"]["a"]
+    e = build_summary(load_run(run_dir)).engines["a"]
     assert e["saturated"] is None and e["saturation"]["verdict"] == "n/a"
     for key in (
         "output_tokens_per_min_per_gpu",

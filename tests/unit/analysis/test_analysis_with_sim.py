@@ -4,7 +4,6 @@ paper's definitions)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ def test_metrics_match_the_simulators_summary(tmp_path: Path) -> None:
     cfg = sim_runner.SimConfig(
         policy="vllm", sessions=4, seed=0, duration_s=1200.0, window=(300.0, 1200.0)
     )
-    run_dir = sim_runner.write_run(sim_runner.simulate(trace, cfg), tmp_path / "run")
-    run = load_run(run_dir)
-    own = json.loads((run_dir / "summary.json").read_text())["engines"]["vllm"]
+    result = sim_runner.simulate(trace, cfg)
+    run = load_run(sim_runner.write_run(result, tmp_path / "run"))
+    own = result.summary  # the simulator's own row (replay.sim.measures)
     m = window_metrics(run).set_index("engine").loc["vllm"]
     assert m["window_start_s"] == 300.0 and m["gpus"] == 2
     assert m["requests"] == own["requests"] > 0

@@ -11,7 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis.runs import load_run
-from dashboards.combine import MEMBERS_KEY, combine, companions, workload_key
+from dashboards.combine import combine, companions, workload_key
+from replay.rundir_models import Manifest
 
 
 def _per_policy(root: Path, synth: dict[str, Any], seed: int = 3) -> None:
@@ -42,7 +43,7 @@ def test_no_companions_without_a_trace_checksum(tmp_path: Path, synth: dict) -> 
     data = json.loads(manifest.read_text())
     del data["trace"]
     manifest.write_text(json.dumps(data))
-    assert workload_key(data) is None
+    assert workload_key(Manifest.model_validate(data)) is None
     names = ["sweep/flashstate-s3-seed3", "sweep/sglang-s3-seed3", "sweep/vllm-s3-seed3"]
     assert companions(tmp_path, "sweep/vllm-s3-seed3", names) == []
     assert companions(tmp_path, "sweep/flashstate-s3-seed3", names) == ["sweep/sglang-s3-seed3"]
@@ -55,7 +56,7 @@ def test_combine_stacks_engines(tmp_path: Path, synth: dict) -> None:
     assert both.engines == ["flashstate", "vllm"]
     assert len(both.requests) == sum(len(r.requests) for r in runs)
     assert both.run_id == "flashstate-s3-seed3 + vllm-s3-seed3"
-    assert both.manifest[MEMBERS_KEY] == [str(r.path) for r in runs]
+    assert both.manifest.dashboard_members == [str(r.path) for r in runs]
     assert both.engine_info("vllm").gpus == 2
     assert combine(runs[:1]) is runs[0]
 

@@ -255,6 +255,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.rundir_unchecked  # broken runs on purpose
 @pytest.mark.parametrize("page", ["replay", "pricing_whatif", "sessions"])
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_broken_run_gets_a_message_not_a_traceback(
@@ -270,6 +271,7 @@ def test_broken_run_gets_a_message_not_a_traceback(
     assert BROKEN[name] in errors[0]
 
 
+@pytest.mark.rundir_unchecked  # broken runs on purpose
 def test_compare_skips_broken_runs_with_a_warning(tmp_path: Path, synth: dict) -> None:
     _broken_runs(tmp_path, synth)
     at = page_test("compare", tmp_path).run()
@@ -279,6 +281,7 @@ def test_compare_skips_broken_runs_with_a_warning(tmp_path: Path, synth: dict) -
     assert set(at.dataframe[0].value["run_id"]) == {"ok"}
 
 
+@pytest.mark.rundir_unchecked  # broken runs on purpose
 def test_live_broken_run_says_it_retries(tmp_path: Path, synth: dict) -> None:
     _broken_runs(tmp_path, synth)
     at = page_test("live", tmp_path).run()

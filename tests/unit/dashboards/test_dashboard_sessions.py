@@ -9,6 +9,7 @@ import pytest
 from analysis.runs import load_run
 from dashboards.sessions import TURN_COLUMNS, session_overview, session_turns
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 
 def _row(session: int, turn: int, **kw: Any) -> dict[str, Any]:
@@ -38,7 +39,9 @@ def _row(session: int, turn: int, **kw: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    w = RunWriter(tmp_path / "run", {"engines": [{"name": "vllm", "gpus": 1}]}).open()
+    w = RunWriter(
+        tmp_path / "run", Manifest.model_validate({"engines": [{"name": "vllm", "gpus": 1}]})
+    ).open()
     w.add(_row(0, 0, priming=True))  # warms the context; not measured
     w.add(_row(0, 2))
     w.add(_row(0, 1))  # written out of order: the page sorts by scheduled time

@@ -19,6 +19,7 @@ from dashboards.timeline import (
     versus_best_other,
 )
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 
 def _row(
@@ -52,7 +53,7 @@ def _row(
 def tiny_run(tmp_path: Path) -> Path:
     """Two engines, three requests each, done at 10/20/30 s (a) and 12/24/36 s (b)."""
     manifest = {"engines": [{"name": "a", "gpus": 1}, {"name": "b", "gpus": 2}]}
-    w = RunWriter(tmp_path / "run", manifest).open()
+    w = RunWriter(tmp_path / "run", Manifest.model_validate(manifest)).open()
     for i in range(3):
         w.add(_row("a", i, 10.0 * i, 10.0 * i + 1, 10.0 * (i + 1), cached_tokens=900))
         w.add(_row("b", i, 12.0 * i, 12.0 * i + 2, 12.0 * (i + 1)))

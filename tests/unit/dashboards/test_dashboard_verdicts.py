@@ -13,11 +13,15 @@ from analysis.verdicts import with_verdicts
 from dashboards.verdicts import unknown_notes, verdict_table, warnings
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 
 def _write(root: Path, name: str, manifest: dict[str, object]) -> Path:
     """Engine "busy": TTFT grows 5 s a minute (records-based saturation); "idle": steady."""
-    with RunWriter(root / name, {"engines": [{"name": "busy"}, {"name": "idle"}], **manifest}) as w:
+    with RunWriter(
+        root / name,
+        Manifest.model_validate({"engines": [{"name": "busy"}, {"name": "idle"}], **manifest}),
+    ) as w:
         for engine, growth in (("busy", 5.0), ("idle", 0.0)):
             for i in range(60):
                 t = i * 10.0

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from replay.cli import app
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
+from replay.rundir_models import Manifest
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "pricing"
 DEMO_POINT = [
@@ -128,7 +129,9 @@ def record(
 
 def write_run(root: Path, engines: list[dict[str, Any]], records: list[RequestRecord]) -> Path:
     run_dir = root / "run-1"
-    with RunWriter(run_dir, {"engines": engines, "config": {"window": [0, 60]}}) as w:
+    with RunWriter(
+        run_dir, Manifest.model_validate({"engines": engines, "config": {"window": [0, 60]}})
+    ) as w:
         for r in records:
             w.add(r)
     return run_dir

@@ -26,6 +26,7 @@ from replay.rundir import (
     run_status,
     utc_now,
 )
+from replay.rundir_models import Manifest
 
 HOLD = (
     "import sys, time\n"
@@ -62,7 +63,7 @@ def test_a_second_writer_is_refused_with_the_holders_pid_and_start(
     msg = str(err.value)
     assert f"pid {holder.pid}, started 20" in msg and "a run directory has one writer" in msg
     with pytest.raises(RunLockedError):
-        RunWriter(tmp_path / "run", {}).open(resume=True)
+        RunWriter(tmp_path / "run", Manifest()).open(resume=True)
     assert lock_holder(tmp_path / "run")["pid"] == holder.pid  # type: ignore[index]
 
 
@@ -71,14 +72,14 @@ def test_a_dead_writers_lock_is_taken_over_and_said_so(
 ) -> None:
     run = tmp_path / "run"
     (run / "manifest.json").write_text(json.dumps({"status": "running", "heartbeat": utc_now()}))
-    assert run_status(run, {"status": "running", "heartbeat": utc_now()}) == "running"
+    assert run_status(run, Manifest(status="running", heartbeat=utc_now())) == "running"
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(10)
     # Killed: the heartbeat is fresh, but nobody holds the lock any more.
     assert lock_holder(run) is None
-    assert run_status(run, {"status": "running", "heartbeat": utc_now()}) == "interrupted (stale)"
-    w = RunWriter(run, {"command": "test"}).open(resume=True)
-    assert f"pid {holder.pid}" in w.manifest["notes"][0] and "died" in w.manifest["notes"][0]
+    assert run_status(run, Manifest(status="running", heartbeat=utc_now())) == "interrupted (stale)"
+    w = RunWriter(run, Manifest(command="test")).open(resume=True)
+    assert f"pid {holder.pid}" in w.manifest.notes[0] and "died" in w.manifest.notes[0]
     w.close("completed")
     assert (run / LOCK).read_text() == ""  # a clean end leaves an empty lock file
 
@@ -86,11 +87,11 @@ def test_a_dead_writers_lock_is_taken_over_and_said_so(
 def test_a_lock_is_released_on_close_and_nested_in_one_process(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with RunLock(run):
-        w = RunWriter(run, {}).open()  # the same process: shares the lock
+        w = RunWriter(run, Manifest()).open()  # the same process: shares the lock
         w.close()
         assert lock_holder(run) is not None  # still held by the outer lock
     assert lock_holder(run) is None
-    RunWriter(run, {}, parquet_interval_s=0).open(resume=True).close()
+    RunWriter(run, Manifest(), parquet_interval_s=0).open(resume=True).close()
 
 
 def test_a_failed_start_leaves_no_empty_run_directory(tmp_path: Path) -> None:
@@ -100,14 +101,14 @@ def test_a_failed_start_leaves_no_empty_run_directory(tmp_path: Path) -> None:
 
 
 def test_stale_by_heartbeat_when_there_is_no_lock_file(tmp_path: Path) -> None:
-    old = {"status": "running", "heartbeat": "2020-01-01T00:00:00+00:00"}
+    old = Manifest(status="running", heartbeat="2020-01-01T00:00:00+00:00")
     assert run_status(tmp_path, old) == "interrupted (stale)"
-    assert run_status(tmp_path, {"status": "running", "heartbeat": utc_now()}) == "running"
-    assert run_status(tmp_path, {"status": "completed"}) == "completed"
+    assert run_status(tmp_path, Manifest(status="running", heartbeat=utc_now())) == "running"
+    assert run_status(tmp_path, Manifest(status="completed")) == "completed"
 
 
 def test_a_damaged_journal_line_is_named(tmp_path: Path) -> None:
-    w = RunWriter(tmp_path / "run", {}).open()
+    w = RunWriter(tmp_path / "run", Manifest()).open()
     w.add({"engine": "vllm", "status": "ok", "prompt_tokens": 1})
     w.close()
     journal = tmp_path / "run" / "requests.jsonl"

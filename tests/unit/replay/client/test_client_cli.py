@@ -42,10 +42,10 @@ def test_replay_run_writes_the_run_directory(
     assert res.exit_code == 0, res.output
     assert "hit rate" in res.output and "run directory" in res.output
     man = read_manifest(out)
-    assert man["status"] == "completed"
-    assert man["config"]["sessions"] == 2 and man["config"]["window"] == [0.0, 1.2]
-    assert man["trace"]["sha256"] and man["engines"][0]["url"] == engine_thread.url
-    assert "api_key" not in orjson.dumps(man).decode().lower()
+    assert man.status == "completed"
+    assert man.config.sessions == 2 and man.config.window == (0.0, 1.2)
+    assert man.trace.sha256 and man.engines[0].url == engine_thread.url
+    assert "api_key" not in man.model_dump_json().lower()
     df = read_requests(out)
     assert len(df) > 5 and set(df.engine) == {"vllm"}
     assert (out / "summary.json").exists() and (out / "server_metrics.parquet").exists()
@@ -63,8 +63,8 @@ def test_config_file_engines(engine_thread: Any, helpers: Any, tmp_path: Path) -
     )
     res = run("--config", str(cfg), "--trace", trace, "--out", str(tmp_path / "r"), "--no-panel")
     assert res.exit_code == 0, res.output
-    (eng,) = read_manifest(tmp_path / "r")["engines"]
-    assert (eng["name"], eng["gpus"], eng["gpu_type"]) == ("base", 2, "B200")
+    (eng,) = read_manifest(tmp_path / "r").engines
+    assert (eng.name, eng.gpus, eng.gpu_type) == ("base", 2, "B200")
 
 
 def test_failing_preflight_stops_before_the_run(
@@ -195,7 +195,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_everything(
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
     assert "replay run --resume" in stdout
-    assert read_manifest(out)["status"] == "interrupted"
+    assert read_manifest(out).status == "interrupted"
     assert (out / "summary.json").exists() and len(read_requests(out)) > 0
 
 
@@ -217,16 +217,16 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     man = read_manifest(out)
-    assert man["emulated"] is True and man["status"] == "completed"
-    assert man["engines"][0]["url"].startswith("http://127.0.0.1:")
-    assert man["config"]["clock_scale"] == man["config"]["time_scale"] == 30.0
+    assert man.emulated is True and man.status == "completed"
+    assert man.engines[0].url.startswith("http://127.0.0.1:")
+    assert man.config.clock_scale == man.config.time_scale == 30.0
     # the emulators stand for GLM-5.3-Flash on 2×B200 replaying the 1/16-size sample
-    assert (man["engines"][0]["gpus"], man["engines"][0]["gpu_type"]) == (2, "B200")
-    assert man["config"]["token_scale"] == 16.0
+    assert (man.engines[0].gpus, man.engines[0].gpu_type) == (2, "B200")
+    assert man.config.token_scale == 16.0
     # the sample's own scale, the subagent mode, and no trajectory replayed twice
-    assert man["trace"]["token_scale"] == 16.0 and man["config"]["subagents"] == "concurrent"
-    assert man["workload"]["reused_assignments"] == {"vllm": 0}
-    assert man["workload"]["trajectories"] == 160
+    assert man.trace.token_scale == 16.0 and man.config.subagents == "concurrent"
+    assert man.workload.reused_assignments == {"vllm": 0}
+    assert man.workload.trajectories == 160
     assert len(read_requests(out)) > 0
 
 
@@ -261,7 +261,7 @@ def test_slo_is_recorded_and_shown(engine_thread: Any, helpers: Any, tmp_path: P
         "--slo", "ttft=1.5,slowdown=none",
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    slo = read_manifest(out)["config"]["slo"]
+    slo = read_manifest(out).config.slo
     assert slo == {"ttft_s": 1.5, "e2e_s": None, "itl_s": 0.175, "task_slowdown": None}
     for row in ("saturated", "task latency p50 s", "SLO requests", "goodput out tok/min/GPU"):
         assert row in res.output

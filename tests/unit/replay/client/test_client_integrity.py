@@ -13,6 +13,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from analysis.summary import summary_of_dir
 from replay.cli import app
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
@@ -96,7 +97,7 @@ def test_without_a_window_the_last_two_thirds_of_the_run_are_measured(
     res = _ok_run(engine_thread, trace, tmp_path / "r", "--duration-min", "0.03")
     assert res.exit_code == 0, res.output
     assert "measuring window 0.01-0.03 min (none given: the last two thirds" in res.output
-    assert read_manifest(tmp_path / "r")["config"]["window"] == pytest.approx([0.6, 1.8])
+    assert read_manifest(tmp_path / "r").config.window == pytest.approx([0.6, 1.8])
 
 
 def test_a_window_after_the_run_names_both_flags(helpers: Any, tmp_path: Path) -> None:
@@ -117,9 +118,9 @@ def test_the_clock_an_emulator_announces_is_adopted(
     res = _ok_run(engine_thread, trace, tmp_path / "r", "--duration-min", "0.6")
     assert res.exit_code == 0, res.output
     assert "announce time_scale 30" in res.output
-    cfg = read_manifest(tmp_path / "r")["config"]
-    assert cfg["clock_scale"] == 30.0 and cfg["time_scale"] == 30.0
-    assert cfg["duration_s"] == pytest.approx(36.0)  # the emulator's clock, not wall seconds
+    cfg = read_manifest(tmp_path / "r").config
+    assert cfg.clock_scale == 30.0 and cfg.time_scale == 30.0
+    assert cfg.duration_s == pytest.approx(36.0)  # the emulator's clock, not wall seconds
 
 
 def test_a_clock_that_conflicts_with_time_scale_is_an_error(
@@ -165,8 +166,8 @@ def test_a_planted_key_reaches_no_file_of_the_run(
     assert len(errors) and errors.str.len().max() < 700  # truncated, and scrubbed
     if kind == "vllm":  # the adapter keeps the body: it was echoed, and scrubbed
         assert "Basic ***" in errors.iloc[0] and "as ***:***: bad request" in errors.iloc[0]
-        assert read_manifest(out)["engines"][0]["url"].startswith("http://***@127.0.0.1:")
-    assert read_manifest(out)["status"] == "degraded"  # every request failed
+        assert read_manifest(out).engines[0].url.startswith("http://***@127.0.0.1:")
+    assert read_manifest(out).status == "degraded"  # every request failed
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["engines"]["eng"]["error_flagged"] is True
 
@@ -197,6 +198,7 @@ async def test_an_engine_that_went_down_is_recorded_with_its_times(
         scrape_interval_s=0.5,
         flush_interval_s=0.2,
         health_interval_s=0.1,
+        summarize=summary_of_dir,
     )
     task = asyncio.create_task(run_live(plan))
     await asyncio.sleep(0.8)
@@ -205,8 +207,8 @@ async def test_an_engine_that_went_down_is_recorded_with_its_times(
     await fake_engine.start(port)
     outcome = await task
     man = read_manifest(tmp_path / "r")
-    (down,) = [e for e in man["events"] if e["event"] == "engine_down"]
-    assert down["engine"] == "vllm" and 0.5 < down["start_s"] < down["end_s"] < 2.5
+    (down,) = [e for e in man.events if e.event == "engine_down"]
+    assert down.engine == "vllm" and 0.5 < down.start_s < down.end_s < 2.5
     rate = outcome.summary["engines"]["vllm"]["error_rate"]
     assert outcome.status == ("degraded" if rate > 0.05 else "completed")
     assert any("vllm: engine down from" in n for n in outcome.summary["notes"])

@@ -13,6 +13,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import PreflightFailed, RunPlan, check_engines, run_live
 from replay.rundir import read_manifest, read_requests
@@ -35,6 +36,7 @@ def plan_for(
     kw.setdefault("backoff_s", 0.05)
     kw.setdefault("scrape_interval_s", 0.5)
     kw.setdefault("flush_interval_s", 0.2)
+    kw.setdefault("summarize", summary_of_dir)  # what `replay run` hands the executor
     return RunPlan(engines=specs, trace=trace, workload=wl, out_dir=out, **kw)
 
 
@@ -69,7 +71,7 @@ async def test_continuation_turns_hit_everything_the_engine_computed(
             checked += 1
     assert checked > 10
     man = read_manifest(tmp_path / "r")
-    assert man["status"] == "completed" and man["engines"][0]["block_size"] == 16
+    assert man.status == "completed" and man.engines[0].block_size == 16
     summary = orjson.loads((tmp_path / "r" / "summary.json").read_bytes())
     eng = summary["engines"]["vllm"]
     assert eng["hit_rate"] > 0.5 and eng["ideal_hit_rate"] >= eng["hit_rate"]
@@ -159,7 +161,7 @@ async def test_subagents_inline_run_in_the_parents_slot_or_are_skipped(
         plan_for({"vllm": ("vllm", fake_engine.url)}, h.trace_of(parent), out, workload=wl)
     )
     df = read_requests(out).sort_values("sent_s")
-    assert read_manifest(out)["config"]["subagents"] == mode
+    assert read_manifest(out).config.subagents == mode
     if mode == "skip":
         assert set(df.agent) == {"main"}
         return
@@ -292,7 +294,7 @@ async def test_stop_interrupts_cleanly_and_resume_continues_the_run(
     stop.set()
     first = await task
     assert first.status == "interrupted"
-    assert read_manifest(tmp_path / "r")["status"] == "interrupted"
+    assert read_manifest(tmp_path / "r").status == "interrupted"
     assert (tmp_path / "r" / "summary.json").exists()
     n1 = len(read_requests(tmp_path / "r"))
     last1 = read_requests(tmp_path / "r").scheduled_s.max()
@@ -304,7 +306,7 @@ async def test_stop_interrupts_cleanly_and_resume_continues_the_run(
     later = df.iloc[n1:]
     assert later.scheduled_s.min() >= last1 - 0.05  # the clock continues, not restarts
     man = read_manifest(tmp_path / "r")
-    assert man["status"] == "completed" and len(man["segments"]) == 2
+    assert man.status == "completed" and len(man.segments) == 2
 
 
 async def test_a_failing_preflight_stops_the_run_before_anything_is_written(
@@ -367,6 +369,6 @@ async def test_records_are_readable_while_the_run_goes_on(
     await asyncio.sleep(1.2)
     mid = pd.read_parquet(tmp_path / "r" / "requests.parquet")  # rebuilt mid-run, off the loop
     assert len(mid) > 0 and not task.done()
-    assert read_manifest(tmp_path / "r")["status"] == "running"
+    assert read_manifest(tmp_path / "r").status == "running"
     await task
     assert len(read_requests(tmp_path / "r")) >= len(mid)

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.rundir import read_manifest
-from replay.sim.summary import SUMMARY_COLUMNS
+from replay.rundir import read_manifest, read_summary
+from replay.sim.measures import SUMMARY_COLUMNS
 
 runner = CliRunner()
 SHORT = ["--duration-min", "20", "--window", "5-20", "--capacity-blocks", "400"]
@@ -50,8 +50,16 @@ def test_sweep_writes_runs_summary_csv_and_json(small_corpus, tmp_path):
     assert len(table) == 8
     assert float(table[0]["hit_rate"]) == pytest.approx(rows[0]["hit_rate"])
     man = read_manifest(out / "flashstate-s3-seed1")
-    assert man["status"] == "completed" and man["config"]["capacity_blocks"] == 400
-    assert man["command"].startswith("replay ")
+    assert man.status == "completed" and man.config.capacity_blocks == 400
+    assert man.command.startswith("replay ")
+    # summary.json is analysis.summary's (its one producer), on the same window as the row.
+    summary = read_summary(out / "flashstate-s3-seed1")
+    (row,) = [r for r in rows if (r["policy"], r["sessions"], r["seed"]) == ("flashstate", 3, 1)]
+    assert summary is not None and summary.window_source == "manifest config.window"
+    assert summary.engines["flashstate"]["hit_rate"] == pytest.approx(row["hit_rate"])
+    assert summary.engines["flashstate"]["working_set_ratio"] == pytest.approx(
+        row["working_set_ratio"]
+    )
 
 
 def test_worker_processes_give_the_same_rows(small_corpus, tmp_path):
@@ -214,8 +222,8 @@ def test_scaled_trace_is_applied_and_recorded(small_corpus, tmp_path):
     assert row["token_scale"] == 16 and row["block_tokens"] == 272
     assert row["subagents"] == "skip" and row["working_set_ratio"] > 0
     m = read_manifest(out / "vllm-s2-seed0")
-    assert m["config"]["capacity_blocks"] == 400 and m["config"]["token_scale"] == 16
-    assert m["workload"]["subagents"] == "skip"
+    assert m.config.capacity_blocks == 400 and m.config.token_scale == 16
+    assert m.workload.subagents == "skip"
 
 
 def test_an_undeclared_scaled_looking_trace_needs_the_flag(tmp_path):

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from replay.rundir import read_manifest
+from replay.sim.measures import WorkingSet
 from replay.sim.runner import SimConfig, simulate, write_run
-from replay.sim.summary import WorkingSet
 from replay.traces import load_trace
 from replay.traces.model import Trace
 from replay.traces.synth import SynthConfig, write_synth
@@ -80,12 +80,12 @@ def test_reused_trajectories_are_counted_and_start_cold(trace: Trace) -> None:
 def test_manifest_records_the_effective_cache_and_scale(trace: Trace, tmp_path: Path) -> None:
     res = simulate(trace, SimConfig("vllm", 2, token_scale=16, subagents="skip", **SHORT))
     m = read_manifest(write_run(res, tmp_path / "run"))
-    cfg = m["config"]
-    assert cfg["capacity_blocks"] == res.summary["capacity_blocks"] > 0
-    assert cfg["block_tokens"] == 272 and cfg["full_size_block_tokens"] == 4352
-    assert cfg["token_scale"] == 16 and m["trace"]["token_scale"] == 16
-    assert m["workload"]["subagents"] == "skip" and m["workload"]["reused_assignments"] == 0
-    assert m["workload"]["working_set_ratio"] == res.summary["working_set_ratio"] > 0
+    cfg = m.config
+    assert cfg.capacity_blocks == res.summary["capacity_blocks"] > 0
+    assert cfg.block_tokens == 272 and cfg.full_size_block_tokens == 4352
+    assert cfg.token_scale == 16 and m.trace.token_scale == 16
+    assert m.workload.subagents == "skip" and m.workload.reused_assignments == 0
+    assert m.workload.working_set_ratio == res.summary["working_set_ratio"] > 0
 
 
 def test_a_scaled_trace_has_the_working_set_of_its_full_size_original(tmp_path: Path) -> None:

@@ -1,5 +1,7 @@
-"""One simulated run's figures: the `summary.csv` row (hit rates, the miss split, occupancy,
-and in engine timing TTFT, latency and throughput per GPU), from its request records."""
+"""What the simulator measures while it runs: cache occupancy samples (`Occupancy`), the
+source's working set (`WorkingSet`), and one run's row of the sweep's `summary.csv`
+(`summarize`: hit rates, the miss split, occupancy, and in engine timing TTFT, latency and
+throughput per GPU). A run directory's summary.json is analysis.summary's, not this row."""
 
 from __future__ import annotations
 
