@@ -72,7 +72,9 @@ def test_the_end_position_counts_what_the_report_counts(tmp_path: Path) -> None:
     """A request still in flight when the run stopped (no done_s) is counted at the run's
     end, as the report counts it (its first token was in the window); and with a stop (the
     measured window's end) the window is the report's even when the slider runs past it."""
-    w = RunWriter(tmp_path / "run", {"engines": [{"name": "a", "gpus": 1}]}).open()
+    w = RunWriter(
+        tmp_path / "run", Manifest.model_validate({"engines": [{"name": "a", "gpus": 1}]})
+    ).open()
     w.add(_row("a", 0, 0.0, 1.0, 10.0))
     w.add(_row("a", 1, 10.0, 12.0, math.nan, status="cancelled", output_tokens=0))
     w.add(_row("a", 2, 14.0, 15.0, 40.0))
