@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.economics import engine_economics
+from analysis.economics import PRICE_COLUMNS, engine_economics
 from analysis.manifest import Window
 from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
 from analysis.runs import Run, load_run
@@ -116,19 +116,7 @@ def _jsonable(value: Any) -> Any:
 
 # Columns `engine_economics` adds; a report's own sheet is replaced by the default's so
 # that every writer of summary.json produces the same keys and values.
-_PRICE_COLUMNS = (
-    "sheet",
-    "gpu",
-    "gpu_rate_per_hour",
-    "user_cost_per_m_input",
-    "revenue_per_gpu_hour",
-    "profit_per_gpu_hour",
-    "break_even_gpu_rate",
-    "break_even_hit_rate",
-    "user_cost_per_task",
-    "revenue_per_gpu_hour_at_goodput",
-    "profit_per_gpu_hour_at_goodput",
-)
+_PRICE_COLUMNS = ("sheet", "gpu", *PRICE_COLUMNS)
 
 
 def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
