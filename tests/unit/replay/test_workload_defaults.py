@@ -104,6 +104,12 @@ def test_replay_simulate_takes_the_workload_config(
     assert (cfg.subagents, cfg.warmup_s) == (W.subagents, warmup)
 
 
+def test_trace_stats_cap_gaps_as_the_replay_does() -> None:
+    from replay.traces.stats import GAP_CAP_S
+
+    assert GAP_CAP_S == W.gap_cap_s
+
+
 def test_sim_config_defaults_are_the_workload_configs() -> None:
     cfg = SimConfig(policy="vllm", sessions=1)
     assert (cfg.duration_s, cfg.window, cfg.seed) == (W.duration_s, W.window, W.seed)
@@ -128,8 +134,8 @@ def test_the_embedded_default_file_repeats_none_of_the_workload_defaults() -> No
     ],
     ids=lambda p: p.relative_to(ROOT).as_posix(),
 )
-def test_no_default_duration_or_window_is_written_out_again(path: Path) -> None:
-    """2700 s / 900 s (45 / 15 minutes) live only in WorkloadConfig."""
+def test_no_default_duration_window_or_gap_cap_is_written_out_again(path: Path) -> None:
+    """2700 s / 900 s (45 / 15 minutes) and the 300 s gap cap live only in WorkloadConfig."""
     code = path.read_text()
-    found = re.findall(r"(?<![\w.])(?:2700|900)(?:\.0)?(?![\w.])", code)
+    found = re.findall(r"(?<![\w.])(?:2700|900|300)(?:\.0)?(?![\w.])", code)
     assert not found, f"{path.relative_to(ROOT)} repeats the workload's defaults: {found}"
