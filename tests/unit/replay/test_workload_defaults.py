@@ -107,7 +107,7 @@ def test_replay_simulate_takes_the_workload_config(
 def test_trace_stats_cap_gaps_as_the_replay_does() -> None:
     from replay.traces.stats import GAP_CAP_S
 
-    assert GAP_CAP_S == W.gap_cap_s
+    assert W.gap_cap_s == GAP_CAP_S
 
 
 def test_sim_config_defaults_are_the_workload_configs() -> None:
