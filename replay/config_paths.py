@@ -22,3 +22,8 @@ def project_root() -> Path:
 def config_subdir(kind: str) -> Path:
     """`configs/<kind>/` (engines, models, workloads, pricing)."""
     return config_dir() / kind
+
+
+def shipped_config_subdir(kind: str) -> Path:
+    """`configs/<kind>/` as shipped beside the package (whatever REPLAY_CONFIG_DIR says)."""
+    return _REPO_CONFIGS / kind

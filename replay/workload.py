@@ -43,10 +43,17 @@ SUBAGENT_MODES: tuple[str, ...] = ("concurrent", "inline", "skip")
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
-    """Replay settings. Times are seconds of the replayed (unscaled) clock."""
+    """Replay settings. Times are seconds of the replayed (unscaled) clock.
 
-    sessions: int
-    duration_s: float = 2700.0
+    The one place the replay's defaults live (the paper's benchmark, README "Replay rules"):
+    `replay run` (with endpoints and embedded), `replay simulate`, the simulator's `SimConfig`
+    and the embedded default's loader (`replay.emulator.defaults`) all take theirs from these
+    fields (`DEFAULT_WORKLOAD`) and `TIMED_WARMUP_S`; `configs/workloads/default.yaml` names
+    only the embedded default's own choices (engines, trace, model, time scale, blocks)."""
+
+    sessions: int = 48
+    duration_s: float = 2700.0  # 45 minutes
+    # Minutes 15-45: the last two thirds of the run (replay.windows, the paper's window).
     window: tuple[float, float] = (900.0, 2700.0)
     gap_cap_s: float = 300.0
     start_lo: float = 0.25
@@ -83,6 +90,15 @@ class WorkloadConfig:
             )
 
 
+# The defaults every command reads (WorkloadConfig's docstring).
+DEFAULT_WORKLOAD = WorkloadConfig()
+# The warm-up of a timed replay (`replay run`, with endpoints or embedded, and `replay simulate
+# --timing engine`): session s sends its priming request s·120/48 s after the start, so 48 cold
+# priming prefills (≈ 4 s of engine time each) do not reach the engine as one burst. The plain
+# workload (and trace-timed simulation) keeps WorkloadConfig's 0: no stagger.
+TIMED_WARMUP_S = 120.0
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One request to send: its index in the trajectory, the capped tool gap to wait after
@@ -117,8 +133,8 @@ class Assignment:
     ordinal: int
     trajectory: Trajectory
     start: int
-    gap_cap_s: float = 300.0
-    subagents: SubagentMode = "concurrent"
+    gap_cap_s: float = DEFAULT_WORKLOAD.gap_cap_s
+    subagents: SubagentMode = DEFAULT_WORKLOAD.subagents
     reuse: int = 0
     delay_s: float = 0.0  # wait before the first request (the warm-up stagger)
 

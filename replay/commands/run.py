@@ -46,24 +46,21 @@ from replay.redact import MASK, redact_url
 from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest
 from replay.userpaths import PathProblem, check_out_dir
 from replay.windows import WindowError, resolve_window_min
-from replay.workload import WorkloadConfig, WorkloadError
+from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S, WorkloadConfig, WorkloadError
 
-# The paper's workload: 48 sessions, 45 minutes, minutes 15-45 measured, gaps capped at 300 s.
-# No window given: the last two thirds of --duration-min (replay.windows), 15-45 of 45.
+# The paper's workload, as the workload config defines it (replay.workload: its one place).
+# No window given: the last two thirds of --duration-min (replay.windows), which for the
+# default duration is the workload config's window.
+_W = DEFAULT_WORKLOAD
 DEFAULTS: dict[str, Any] = {
-    "sessions": 48,
-    "duration_min": 45.0,
+    "sessions": _W.sessions,
+    "duration_min": _W.duration_s / 60,
     "window": None,
-    "time_scale": 1.0,
-    "seed": 0,
-    "gap_cap_s": 300.0,
-    # Warm-up: session s sends its priming request s·120/48 s after the start (replay.workload),
-    # so 48 cold priming prefills (≈ 4 s of engine time each) do not arrive as one burst.
-    "warmup_s": 120.0,
+    "time_scale": 1.0,  # real engines run in real time (the embedded default: its file's)
+    "seed": _W.seed,
+    "gap_cap_s": _W.gap_cap_s,
+    "warmup_s": TIMED_WARMUP_S,
 }
-# The embedded default (no endpoints) when the emulators' settings file cannot be read: the
-# emulators run this many times faster than the GPU they model and the workload keeps pace.
-EMBEDDED_TIME_SCALE = 30.0
 
 
 def _pick(flag: Any, file_value: Any, key: str, defaults: dict[str, Any]) -> Any:
@@ -73,10 +70,8 @@ def _pick(flag: Any, file_value: Any, key: str, defaults: dict[str, Any]) -> Any
 def _embedded_defaults() -> tuple[dict[str, Any], Any]:
     """The embedded default's settings (configs/workloads/default.yaml, owned by the
     emulators) as flag defaults, and the settings object the emulators are built from."""
-    try:
-        from replay.emulator.defaults import DefaultRunError, load_default_run
-    except ImportError:
-        return {**DEFAULTS, "time_scale": EMBEDDED_TIME_SCALE, "engines": None, "trace": None}, None
+    from replay.emulator.defaults import DefaultRunError, load_default_run
+
     try:
         d = load_default_run()
     except DefaultRunError as e:
@@ -417,16 +412,27 @@ def register(app: typer.Typer) -> None:
         trace: str | None = typer.Option(
             None, "--trace", help="Trace file, folder or hf:owner/name (default: the sample)."
         ),
-        sessions: int | None = typer.Option(None, "--sessions", help="Concurrent sessions (48)."),
-        duration_min: float | None = typer.Option(
-            None, "--duration-min", help="Run length in minutes of the trace's clock (45)."
+        sessions: int | None = typer.Option(
+            None, "--sessions", help=f"Concurrent sessions ({_W.sessions})."
         ),
-        window: str | None = typer.Option(None, "--window", help="Measured minutes A-B (15-45)."),
+        duration_min: float | None = typer.Option(
+            None,
+            "--duration-min",
+            help=f"Run length in minutes of the trace's clock ({_W.duration_s / 60:g}).",
+        ),
+        window: str | None = typer.Option(
+            None,
+            "--window",
+            help=f"Measured minutes A-B ({_W.window[0] / 60:g}-{_W.window[1] / 60:g}: the "
+            "last two thirds of the run).",
+        ),
         time_scale: float | None = typer.Option(
             None, "--time-scale", help="Replay X times faster: gaps and duration divided by X."
         ),
-        seed: int | None = typer.Option(None, "--seed", help="Workload seed (0)."),
-        gap_cap_s: float | None = typer.Option(None, "--gap-cap-s", help="Tool-gap cap (300)."),
+        seed: int | None = typer.Option(None, "--seed", help=f"Workload seed ({_W.seed})."),
+        gap_cap_s: float | None = typer.Option(
+            None, "--gap-cap-s", help=f"Tool-gap cap ({_W.gap_cap_s:g})."
+        ),
         out: Path | None = typer.Option(None, "--out", help="Run directory (runs/<run-id>)."),  # noqa: B008
         resume: Path | None = typer.Option(  # noqa: B008
             None, "--resume", help="Continue an interrupted run directory."
@@ -506,15 +512,17 @@ def register(app: typer.Typer) -> None:
         if resume is not None:
             if emulated:
                 settings = _embedded_defaults()[1]
-            n_sessions = int(manifest_cfg.get("sessions", DEFAULTS["sessions"]))
-            duration_s = float(manifest_cfg.get("replayed_duration_s", 2700.0))
-            win_s = tuple(manifest_cfg.get("replayed_window", (900.0, 2700.0)))
-            scale = float(manifest_cfg.get("time_scale", 1.0))
+            # A setting the manifest lacks is the workload config's default (a manifest from
+            # before the warm-up existed ran without one: WorkloadConfig's 0).
+            n_sessions = int(manifest_cfg.get("sessions", _W.sessions))
+            duration_s = float(manifest_cfg.get("replayed_duration_s", _W.duration_s))
+            win_s = tuple(manifest_cfg.get("replayed_window", _W.window))
+            scale = float(manifest_cfg.get("time_scale", DEFAULTS["time_scale"]))
             user_scale = scale  # an engine announcing another clock is a conflict
-            run_seed = int(manifest_cfg.get("seed", 0))
-            cap = float(manifest_cfg.get("gap_cap_s", 300.0))
-            subagents = subagents or str(manifest_cfg.get("subagents", "concurrent"))
-            warmup = float(manifest_cfg.get("warmup_s", 0.0))
+            run_seed = int(manifest_cfg.get("seed", _W.seed))
+            cap = float(manifest_cfg.get("gap_cap_s", _W.gap_cap_s))
+            subagents = subagents or str(manifest_cfg.get("subagents", _W.subagents))
+            warmup = float(manifest_cfg.get("warmup_s", _W.warmup_s))
         else:
             n_sessions = _pick(sessions, fc and fc.sessions, "sessions", defaults)
             minutes = float(_pick(duration_min, fc and fc.duration_min, "duration_min", defaults))
@@ -539,7 +547,7 @@ def register(app: typer.Typer) -> None:
             )
             run_seed = int(_pick(seed, fc and fc.seed, "seed", defaults))
             cap = float(_pick(gap_cap_s, fc and fc.gap_cap_s, "gap_cap_s", defaults))
-            warmup = float(defaults.get("warmup_s", DEFAULTS["warmup_s"]))
+            warmup = float(defaults["warmup_s"])
             trace = trace or (fc and fc.trace) or defaults.get("trace") or None
         if scale <= 0:
             fail(f"--time-scale must be positive (got {scale})")
@@ -551,7 +559,7 @@ def register(app: typer.Typer) -> None:
                 window=(float(win_s[0]), float(win_s[1])),
                 gap_cap_s=cap,
                 seed=run_seed,
-                subagents=subagents or "concurrent",  # type: ignore[arg-type]
+                subagents=subagents or _W.subagents,  # type: ignore[arg-type]
                 warmup_s=min(warmup, duration_s / 2),
             )
         except WorkloadError as e:

@@ -25,7 +25,15 @@ from replay.sim.sweep import RayError, plan, run_sweep
 from replay.traces import TraceError, load_trace
 from replay.traces.scale import TraceScaleError, resolve_token_scale
 from replay.windows import WindowError, resolve_window_min, seconds
-from replay.workload import SUBAGENT_MODES, WorkloadConfig, WorkloadError
+from replay.workload import (
+    DEFAULT_WORKLOAD,
+    SUBAGENT_MODES,
+    TIMED_WARMUP_S,
+    WorkloadConfig,
+    WorkloadError,
+)
+
+_W = DEFAULT_WORKLOAD  # the replay's defaults live in the workload config
 
 
 def parse_policies(text: str) -> list[str]:
@@ -68,7 +76,9 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(1, "--seeds", min=1, help="Seeds 0..N-1 per point."),
         model: str = typer.Option("glm-5.3-flash", "--model", help="Profile in configs/models."),
         timing: str = typer.Option("trace", "--timing", help="trace | engine"),
-        duration_min: float = typer.Option(45.0, "--duration-min", help="Run length, minutes."),
+        duration_min: float = typer.Option(
+            _W.duration_s / 60, "--duration-min", help="Run length, minutes."
+        ),
         window: str | None = typer.Option(
             None, "--window", help="Measured minutes A-B (default: the last two thirds)."
         ),
@@ -87,13 +97,14 @@ def register(app: typer.Typer) -> None:
             "--warmup-s",
             min=0.0,
             help="Spread the sessions' first requests over this many seconds "
-            "(default: 120 with --timing engine, as `replay run`; 0 with trace timing).",
+            f"(default: {TIMED_WARMUP_S:g} with --timing engine, as `replay run`; "
+            f"{_W.warmup_s:g} with trace timing).",
         ),
         ray: str | None = typer.Option(
             None, "--ray", help="Ray cluster address ('local' starts one here)."
         ),
         subagents: str = typer.Option(
-            "concurrent",
+            _W.subagents,
             "--subagents",
             help="concurrent (child sessions beside the parent) | inline (in the parent's "
             "slot, the parent waiting) | skip (left out, as the source's simulation).",
@@ -116,7 +127,10 @@ def register(app: typer.Typer) -> None:
         win = parse_window(window, duration_min)
         if subagents not in SUBAGENT_MODES:
             fail(f"--subagents: '{subagents}' is not one of {', '.join(SUBAGENT_MODES)}")
-        warmup = warmup_s if warmup_s is not None else (120.0 if timing == "engine" else 0.0)
+        if warmup_s is not None:
+            warmup = warmup_s
+        else:
+            warmup = TIMED_WARMUP_S if timing == "engine" else _W.warmup_s
         try:
             load_profile(model)
         except ProfileError as e:

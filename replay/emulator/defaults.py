@@ -1,6 +1,9 @@
 """The embedded default: what `replay run` with engines but no endpoints replays, and how.
 
-Settings live in `configs/workloads/default.yaml` (documented there). The bundled sample
+Its own choices (engines, trace, model, time scale, blocks) live in
+`configs/workloads/default.yaml` (documented there), and only there; the workload it replays
+(sessions, duration, window, warm-up, seed) is `replay.workload`'s defaults unless that file
+names a value. The bundled sample
 trace has its token lengths divided by `token_scale` so a laptop can replay it; the engine
 model runs it at full-size cost (`replay.sim.scale`, `replay.sim.clock`), so the 48-session
 working-set pressure and step times of the paper's demo are reproduced. The trace declares
@@ -14,8 +17,11 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replay.config_paths import config_subdir
+from replay.config_paths import config_subdir, shipped_config_subdir
 from replay.emulator.config import EmulatorConfig
+from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S
+
+_W = DEFAULT_WORKLOAD
 
 
 class DefaultRunError(ValueError):
@@ -23,27 +29,33 @@ class DefaultRunError(ValueError):
 
 
 class DefaultRun(BaseModel):
-    """The embedded default's settings (`configs/workloads/default.yaml`)."""
+    """The embedded default's settings (`configs/workloads/default.yaml`): its own choices,
+    which the file must name, and the workload, which defaults to `replay.workload`'s."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    engines: list[str] = Field(default=["flashstate", "vllm", "sglang"])
-    trace: str = Field(default="sample", description="'sample': the bundled sample trace")
-    model: str = Field(default="glm-5.3-flash", description="model profile of every emulator")
+    engines: list[str] = Field(description="one emulator per engine")
+    trace: str = Field(description="'sample': the bundled sample trace")
+    model: str = Field(description="model profile of every emulator")
     # The trace's own token_scale (replay.traces.scale) is the source of truth; a value here
     # must agree with it (None: say nothing).
     token_scale: float | None = Field(
         default=None, ge=1.0, description="must match the trace's declared token_scale"
     )
     blocks: int | None = Field(default=None, gt=0, description="cache blocks per engine")
-    sessions: int = Field(default=48, gt=0)
-    duration_min: float = Field(default=45.0, gt=0)
-    window: tuple[float, float] = Field(default=(15.0, 45.0), description="minutes")
-    warmup_s: float = Field(
-        default=120.0, ge=0, description="the sessions' first requests are spread over this"
+    time_scale: float = Field(gt=0, description="emulators and tool gaps run this much faster")
+    # The workload: replay.workload's defaults unless the file names a value.
+    sessions: int = Field(default=_W.sessions, gt=0)
+    duration_min: float = Field(default=_W.duration_s / 60, gt=0)
+    window: tuple[float, float] = Field(
+        default=(_W.window[0] / 60, _W.window[1] / 60), description="minutes"
     )
-    time_scale: float = Field(default=30.0, gt=0, description="emulators and tool gaps")
-    seed: int = 0
+    warmup_s: float = Field(
+        default=TIMED_WARMUP_S,
+        ge=0,
+        description="the sessions' first requests are spread over this",
+    )
+    seed: int = _W.seed
 
     def emulator_configs(self, token_scale: float | None = None) -> list[EmulatorConfig]:
         """One emulator per engine, each with its own policy, on a free loopback port, for
@@ -71,10 +83,11 @@ def default_run_path() -> Path:
 
 
 def load_default_run(path: Path | None = None) -> DefaultRun:
-    """The embedded default's settings (built-in defaults where the file is silent)."""
+    """The embedded default's settings (the workload's defaults where the file is silent).
+    No such file (a REPLAY_CONFIG_DIR without one): the file shipped with the project."""
     path = path or default_run_path()
     if not path.exists():
-        return DefaultRun()
+        path = shipped_config_subdir("workloads") / "default.yaml"
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:

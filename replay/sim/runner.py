@@ -23,7 +23,7 @@ from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.sim.policy_base import engine_cache_blocks
 from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
-from replay.workload import SubagentMode, Workload, WorkloadConfig
+from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
 
 Timing = Literal["trace", "engine"]
 TIMINGS: tuple[str, ...] = ("trace", "engine")
@@ -31,23 +31,24 @@ TIMINGS: tuple[str, ...] = ("trace", "engine")
 
 @dataclass(frozen=True)
 class SimConfig:
-    """What one simulated run replays, and how."""
+    """What one simulated run replays, and how. The workload's settings default to the
+    workload config's (`replay.workload.DEFAULT_WORKLOAD`, their one place)."""
 
     policy: str
     sessions: int
-    seed: int = 0
+    seed: int = DEFAULT_WORKLOAD.seed
     model: str = "glm-5.3-flash"
     timing: Timing = "trace"
-    duration_s: float = 2700.0
-    window: tuple[float, float] = (900.0, 2700.0)
+    duration_s: float = DEFAULT_WORKLOAD.duration_s
+    window: tuple[float, float] = DEFAULT_WORKLOAD.window
     policy_opts: dict[str, Any] = field(default_factory=dict)
     capacity_blocks: int | None = None  # None: the policy's (the profile's engine cache)
-    subagents: SubagentMode = "concurrent"
+    subagents: SubagentMode = DEFAULT_WORKLOAD.subagents
     # The trace's token lengths were divided by this (`replay.traces.scale`): the profile
     # and the policy's token-valued options are scaled alike, so a scaled context takes as
     # many blocks and costs as much as its full-size original.
     token_scale: float = 1.0
-    warmup_s: float = 0.0  # the first priming requests are spread over this (WorkloadConfig)
+    warmup_s: float = DEFAULT_WORKLOAD.warmup_s  # first priming requests spread over this
 
     @property
     def run_name(self) -> str:

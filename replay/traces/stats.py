@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from replay.traces.model import Trace, Trajectory
+from replay.workload import DEFAULT_WORKLOAD
 
-GAP_CAP_S = 300.0
+GAP_CAP_S = DEFAULT_WORKLOAD.gap_cap_s  # the replay's cap, so the stats say what a replay waits
 GAP_PERCENTILES = (50, 90, 99)
 
 

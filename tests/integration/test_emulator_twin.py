@@ -20,7 +20,7 @@ import pytest
 from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
-from replay.emulator.defaults import DefaultRun, sample_token_scale
+from replay.emulator.defaults import load_default_run, sample_token_scale
 from replay.emulator.launch import start_emulator_group
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace, sample_path
@@ -56,7 +56,14 @@ def _twin(tmp_path: Path) -> dict[str, tuple[dict[str, float], dict[str, float]]
     """Per engine: (measured by an emulated live run, predicted by the simulator)."""
     trace = load_trace(sample_path())
     scale = sample_token_scale()
-    d = DefaultRun(engines=ENGINES, time_scale=TIME_SCALE, token_scale=scale, blocks=BLOCKS)
+    d = load_default_run().model_copy(
+        update={
+            "engines": ENGINES,
+            "time_scale": TIME_SCALE,
+            "token_scale": scale,
+            "blocks": BLOCKS,
+        }
+    )
     wc = WorkloadConfig(
         sessions=SESSIONS, duration_s=DURATION_S, window=WINDOW, seed=0, warmup_s=WARMUP_S
     )

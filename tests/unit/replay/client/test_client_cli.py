@@ -277,19 +277,24 @@ def test_a_default_file_scale_that_contradicts_the_sample_is_refused(
     import typer
 
     from replay.commands.run import _trace_scale
-    from replay.emulator.defaults import DefaultRun
+    from replay.emulator.defaults import load_default_run
     from replay.traces import load_trace, sample_path
 
+    shipped = load_default_run()
+
+    def with_scale(scale: float) -> object:
+        return shipped.model_copy(update={"token_scale": scale})
+
     sample = load_trace(sample_path())
-    assert _trace_scale(sample, None, DefaultRun(token_scale=16), True) == 16
-    assert _trace_scale(sample, None, DefaultRun(), True) == 16
+    assert _trace_scale(sample, None, with_scale(16), True) == 16
+    assert _trace_scale(sample, None, shipped, True) == 16
     with pytest.raises(typer.Exit):
-        _trace_scale(sample, None, DefaultRun(token_scale=8), True)
+        _trace_scale(sample, None, with_scale(8), True)
     assert "token_scale (configs/workloads/default.yaml) 8 contradicts trace" in " ".join(
         capsys.readouterr().err.split()
     )
     with pytest.raises(typer.Exit):
-        _trace_scale(sample, 8, DefaultRun(token_scale=16), True)
+        _trace_scale(sample, 8, with_scale(16), True)
     assert "--token-scale 8 contradicts token_scale 16" in " ".join(capsys.readouterr().err.split())
 
 

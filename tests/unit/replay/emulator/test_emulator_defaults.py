@@ -9,7 +9,6 @@ import pytest
 
 from replay.emulator.config import EmulatorConfig, make_cache
 from replay.emulator.defaults import (
-    DefaultRun,
     DefaultRunError,
     default_run_path,
     load_default_run,
@@ -55,11 +54,16 @@ def test_shipped_default_file_loads_and_takes_the_samples_own_scale_of_16() -> N
     assert all(c.token_scale == 16 and c.time_scale == d.time_scale and c.port == 0 for c in cfgs)
 
 
+OWN_CHOICES = "engines: [vllm]\ntrace: sample\nmodel: glm-5.3-flash\ntime_scale: 30\n"
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("sessions: 0\n", "field 'sessions'"),
-        ("nonsense: 1\n", "field 'nonsense'"),
+        (OWN_CHOICES + "sessions: 0\n", "field 'sessions'"),
+        (OWN_CHOICES + "nonsense: 1\n", "field 'nonsense'"),
+        ("engines: [vllm]\ntrace: sample\nmodel: glm-5.3-flash\n", "field 'time_scale'"),
+        ("sessions: 32\n", "field 'engines': Field required"),
         ("- a\n- b\n", "expected a mapping"),
         ("sessions: [\n", "not valid YAML"),
     ],
@@ -67,6 +71,8 @@ def test_shipped_default_file_loads_and_takes_the_samples_own_scale_of_16() -> N
 def test_a_bad_default_file_names_the_file_and_field(
     tmp_path: Path, text: str, needle: str
 ) -> None:
+    """The embedded default's own choices (engines, trace, model, time scale) live only in
+    its file, so a file without one is refused naming it."""
     path = tmp_path / "default.yaml"
     path.write_text(text)
     with pytest.raises(DefaultRunError, match=r"default\.yaml") as err:
@@ -74,8 +80,22 @@ def test_a_bad_default_file_names_the_file_and_field(
     assert needle in str(err.value)
 
 
-def test_missing_file_gives_the_built_in_defaults(tmp_path: Path) -> None:
-    assert load_default_run(tmp_path / "none.yaml") == DefaultRun()
+def test_missing_file_gives_the_shipped_file(tmp_path: Path) -> None:
+    assert load_default_run(tmp_path / "none.yaml") == load_default_run(default_run_path())
+
+
+def test_the_workload_not_named_in_the_file_is_the_workload_configs(tmp_path: Path) -> None:
+    from replay.workload import DEFAULT_WORKLOAD as W
+    from replay.workload import TIMED_WARMUP_S
+
+    path = tmp_path / "default.yaml"
+    path.write_text(OWN_CHOICES)
+    d = load_default_run(path)
+    assert (d.sessions, d.duration_min * 60, d.seed) == (W.sessions, W.duration_s, W.seed)
+    assert (d.window[0] * 60, d.window[1] * 60) == W.window
+    assert d.warmup_s == TIMED_WARMUP_S
+    path.write_text(OWN_CHOICES + "sessions: 32\n")  # a value the file names wins
+    assert load_default_run(path).sessions == 32
 
 
 def test_cache_settings_scale_token_options_and_resize_sglang_pools() -> None:
