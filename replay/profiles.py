@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir
 
+# The profile everything runs on unless told otherwise: the paper's hybrid model
+# (configs/models/glm-5.3-flash.yaml).
+DEFAULT_MODEL = "glm-5.3-flash"
+
 
 class ProfileError(Exception):
     """A profile that is missing or malformed; the message names the file and field."""

@@ -42,6 +42,7 @@ from replay.client.orchestrate import (
 from replay.client.panel import panel, progress_line
 from replay.commands.common import console, err_console, fail
 from replay.engines.adapters import Limits
+from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.redact import MASK, redact_url
 from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest
 from replay.userpaths import PathProblem, check_out_dir
@@ -157,10 +158,8 @@ def _emulated_gpus(spec: EngineSpec, settings: Any) -> dict[str, Any]:
     metrics and prices divide by the profile's GPUs unless the engine's config said otherwise."""
     if spec.gpus != 1 or spec.gpu_type:
         return {}
-    from replay.profiles import ProfileError, load_profile
-
     try:
-        profile = load_profile(getattr(settings, "model", None) or "glm-5.3-flash")
+        profile = load_profile(getattr(settings, "model", None) or DEFAULT_MODEL)
     except ProfileError:
         return {}
     return {"gpus": profile.gpus, "gpu_type": profile.gpu_type}

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from analysis.summary import summarize_dir
 from replay.commands.common import console, err_console, fail
-from replay.profiles import ProfileError, load_profile
+from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.rundir import RunDirError, new_run_id
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         ),
         sessions: str = typer.Option(..., "--sessions", help="Comma list, e.g. 16,32,48."),
         seeds: int = typer.Option(1, "--seeds", min=1, help="Seeds 0..N-1 per point."),
-        model: str = typer.Option("glm-5.3-flash", "--model", help="Profile in configs/models."),
+        model: str = typer.Option(DEFAULT_MODEL, "--model", help="Profile in configs/models."),
         timing: str = typer.Option("trace", "--timing", help="trace | engine"),
         duration_min: float = typer.Option(
             _W.duration_s / 60, "--duration-min", help="Run length, minutes."

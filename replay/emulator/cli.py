@@ -23,7 +23,7 @@ from replay.emulator.config import (
     make_cache,
 )
 from replay.emulator.launch import READY_PREFIX
-from replay.profiles import ProfileError
+from replay.profiles import DEFAULT_MODEL, ProfileError
 
 Fail = Callable[[str], NoReturn]
 Say = Callable[[str], None]
@@ -110,7 +110,7 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
     @app.command("serve-sim")
     def serve_sim(
         engine: str = typer.Option(..., "--engine", help="flashstate, vllm or sglang"),
-        model: str = typer.Option("glm-5.3-flash", "--model", help="model profile name or YAML"),
+        model: str = typer.Option(DEFAULT_MODEL, "--model", help="model profile name or YAML"),
         port: int = typer.Option(8000, "--port", help="port to listen on (0: any free port)"),
         host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
         time_scale: float = typer.Option(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from replay.profiles import ModelProfile, load_profile
+from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
 from replay.sim.clock import StepClock
 from replay.sim.engine import Admission, admission_for
 from replay.sim.engine_cache import EngineCache, engine_cache
@@ -74,7 +74,7 @@ class EmulatorConfig(BaseModel):
     policy: str | None = Field(
         default=None, description="cache policy (replay.sim name); default: the engine's own"
     )
-    model: str = Field(default="glm-5.3-flash", description="model profile name or YAML path")
+    model: str = Field(default=DEFAULT_MODEL, description="model profile name or YAML path")
     served_model_name: str | None = Field(
         default=None, description="model id in /v1/models and responses; default: the profile name"
     )

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from replay.emulator.config import EmulatorConfig, FaultConfig
 from replay.lifeline import PARENT_ENV
+from replay.profiles import DEFAULT_MODEL
 
 READY_PREFIX = "serve-sim ready:"
 _READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
@@ -205,7 +206,7 @@ class EmulatorGroup:
 def emulator_configs(
     engines: Sequence[str],
     *,
-    model: str = "glm-5.3-flash",
+    model: str = DEFAULT_MODEL,
     time_scale: float = 1.0,
     blocks: int | None = None,
     block_tokens: int | None = None,
@@ -238,7 +239,7 @@ def emulator_configs(
 def start_emulators(
     engines: Sequence[str] | Sequence[EmulatorConfig],
     *,
-    model: str = "glm-5.3-flash",
+    model: str = DEFAULT_MODEL,
     time_scale: float = 1.0,
     blocks: int | None = None,
     block_tokens: int | None = None,
@@ -280,7 +281,7 @@ def start_emulators(
 def start_emulator_group(
     engines: Sequence[str] | Sequence[EmulatorConfig],
     *,
-    model: str = "glm-5.3-flash",
+    model: str = DEFAULT_MODEL,
     time_scale: float = 1.0,
     blocks: int | None = None,
     block_tokens: int | None = None,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import replay
-from replay.profiles import ModelProfile, load_profile
+from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
 from replay.records import RequestRecord
 from replay.rundir import RunWriter
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
@@ -37,7 +37,7 @@ class SimConfig:
     policy: str
     sessions: int
     seed: int = DEFAULT_WORKLOAD.seed
-    model: str = "glm-5.3-flash"
+    model: str = DEFAULT_MODEL
     timing: Timing = "trace"
     duration_s: float = DEFAULT_WORKLOAD.duration_s
     window: tuple[float, float] = DEFAULT_WORKLOAD.window
