@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replay.engines.adapters import adapter_kinds
 from replay.redact import redact_url
 from replay.userpaths import PathProblem, read_text_file
-from replay.windows import WindowError, parse_window_min
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
 KIND_BY_NAME = {"vllm": "vllm", "flashstate": "flashstate", "sglang": "sglang", "openai": "openai"}
@@ -188,11 +187,3 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
             "or none (then emulators are started)"
         )
     return specs
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """`A-B` in minutes to (start_min, end_min) (the one parser: `replay.windows`)."""
-    try:
-        return parse_window_min(text, "--window")
-    except WindowError as e:
-        raise ConfigError(str(e)) from None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.client.config import ConfigError, engines_from_flags, load_config_file, parse_window
+from replay.client.config import ConfigError, engines_from_flags, load_config_file
 
 
 def test_endpoints_name_their_engines_and_kinds() -> None:
@@ -76,13 +76,3 @@ def test_bad_config_files_name_the_file_and_field(tmp_path: Path, text: str, mes
 def test_missing_config_file() -> None:
     with pytest.raises(ConfigError, match="file not found"):
         load_config_file(Path("/nonexistent/engines.yaml"))
-
-
-@pytest.mark.parametrize("text", ["15", "a-b", "30-15"])
-def test_bad_window(text: str) -> None:
-    with pytest.raises(ConfigError, match="--window"):
-        parse_window(text)
-
-
-def test_window_minutes() -> None:
-    assert parse_window("15-45") == (15.0, 45.0)
