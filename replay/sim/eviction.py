@@ -358,12 +358,24 @@ def branches(cache: HybridCache, s: State) -> int:
 def _sub_branches(b: Block, cap: int) -> int:
     n = 0
     for c in b.children:
-        if c.deps <= 0:
+        d = c.deps
+        if d <= 0:
             continue
-        if c.rstates or c.deps == 1:  # one checkpoint below: one branch, no need to look
+        if d == 1 or c.rstates:  # one checkpoint below: one branch, no need to look
             n += 1
         else:
-            n += _sub_branches(c, cap - n)
+            # Down a chain of only children, a loop instead of a call per block (the count
+            # of a block with one child is that child's).
+            while len(c.children) == 1:
+                x = c.children[0]
+                d = x.deps
+                if d <= 0 or d == 1 or x.rstates:
+                    break
+                c = x
+            if len(c.children) == 1:
+                n += 1 if d > 0 else 0
+            else:
+                n += _sub_branches(c, cap - n)
         if n >= cap:
             return n
     return n
