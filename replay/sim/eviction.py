@@ -103,9 +103,9 @@ class AllocationLRU(Eviction):
                 self._push(b, b.end, pool)
 
     def evict_one(self, pool: Pool, now: float) -> bool:
-        heap = self.heaps[pool]
+        heap, pop = self.heaps[pool], heapq.heappop
         while heap:
-            *_, ver, obj = heapq.heappop(heap)
+            _, _, _, ver, obj = pop(heap)  # (last_use, -depth, seq, ver, obj), see `_push`
             if obj.ver != ver or not obj.resident or obj.live:
                 continue
             if isinstance(obj, Block):
