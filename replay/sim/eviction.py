@@ -103,9 +103,9 @@ class AllocationLRU(Eviction):
                 self._push(b, b.end, pool)
 
     def evict_one(self, pool: Pool, now: float) -> bool:
-        heap = self.heaps[pool]
+        heap, pop = self.heaps[pool], heapq.heappop
         while heap:
-            *_, ver, obj = heapq.heappop(heap)
+            _, _, _, ver, obj = pop(heap)  # (last_use, -depth, seq, ver, obj), see `_push`
             if obj.ver != ver or not obj.resident or obj.live:
                 continue
             if isinstance(obj, Block):
@@ -190,14 +190,6 @@ class GreedyDualSize(UnitLRU):
         self._anc: State | None = None
         self.timers: list[tuple[float, int, State]] = []
 
-    def density(self, s: State) -> float:
-        """Prefill seconds saved per block held: restore cost / blocks evicting it frees
-        (the fallback it found is kept in `_anc` for the caller)."""
-        c = self.cache
-        a = self._anc = c.nearest_ancestor_state(s)
-        cost = c.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
-        return cost / (c.C + len(c.exclusive_blocks(s)))
-
     def key(self, s: State, now: float) -> tuple[float, ...]:
         prio = s.stamp + s.density
         if not self.tiers:
@@ -210,10 +202,48 @@ class GreedyDualSize(UnitLRU):
     def push(self, s: State, now: float) -> None:
         # Density and shape change only when checkpoints come or go around `s`, and those
         # events push `s` again; so they are computed here, not at every comparison.
-        s.density = self.density(s)
+        # The density: prefill seconds saved per block held, i.e. the restore cost from the
+        # nearest resident ancestor checkpoint (kept in `_anc` for the caller) over the blocks
+        # evicting it frees. That search, `exclusive_blocks`, `branches` and `key` are inlined
+        # here: every checkpoint added, released or evicted pushes it and its fallback.
+        c = self.cache
+        blk = s.block
+        pos = s.pos
+        a: State | None = None
+        for o in blk.rstates:  # `nearest_ancestor_state`
+            if o.pos < pos and (a is None or o.pos > a.pos):
+                a = o
+        if a is None:
+            parent = blk.parent
+            for b in parent.up if parent is not None else ():
+                rs = b.rstates
+                if rs:
+                    a = rs[0] if len(rs) == 1 else max(rs, key=_pos)
+                    break
+        self._anc = a
+        excl = 0  # `len(exclusive_blocks(s))`
+        for b in blk.up:
+            if not b.resident or b.deps != 1 or b.live:
+                break
+            excl += 1
+        cost = c.profile.prefill_seconds(a.pos if a is not None else 0, pos)
+        s.density = density = cost / (c.C + excl)
+        s.ver += 1
         if self.tiers:
-            s.inner = branches(self.cache, s) == 1
-        super().push(s, now)
+            inner = False  # `branches(c, s) == 1`
+            for o in blk.rstates:
+                if o.pos > pos:
+                    inner = True
+                    break
+            else:
+                inner = _sub_branches(blk, 2) == 1
+            s.inner = inner
+            tier = 0.0 if inner or now - s.last_use >= self.idle_s else 1.0
+            heapq.heappush(self.heap, (tier, s.stamp + density, next(self._seq), s.ver, s))
+        else:
+            heapq.heappush(self.heap, (s.stamp + density, next(self._seq), s.ver, s))
+        if len(self.heap) > self._limit:
+            self._compact()
         if self.tiers and not s.inner and not s.timer:  # only a leaf can idle into a demotion
             s.timer = True
             heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
@@ -313,6 +343,10 @@ class Marconi(GreedyDualSize):
         return True
 
 
+def _pos(s: State) -> int:
+    return s.pos
+
+
 def branches(cache: HybridCache, s: State) -> int:
     """How many nearest deeper checkpoints hang below `s` (0: a leaf, ≥2: a branch point)."""
     for o in s.block.rstates:
@@ -324,12 +358,24 @@ def branches(cache: HybridCache, s: State) -> int:
 def _sub_branches(b: Block, cap: int) -> int:
     n = 0
     for c in b.children:
-        if c.deps <= 0:
+        d = c.deps
+        if d <= 0:
             continue
-        if c.rstates or c.deps == 1:  # one checkpoint below: one branch, no need to look
+        if d == 1 or c.rstates:  # one checkpoint below: one branch, no need to look
             n += 1
         else:
-            n += _sub_branches(c, cap - n)
+            # Down a chain of only children, a loop instead of a call per block (the count
+            # of a block with one child is that child's).
+            while len(c.children) == 1:
+                x = c.children[0]
+                d = x.deps
+                if d <= 0 or d == 1 or x.rstates:
+                    break
+                c = x
+            if len(c.children) == 1:
+                n += 1 if d > 0 else 0
+            else:
+                n += _sub_branches(c, cap - n)
         if n >= cap:
             return n
     return n

@@ -78,26 +78,26 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     h.prefilled = True
     B, nodes, prefix, known = cache.B, cache.nodes, h.prefix, h.known
     parent = cache.root
-    path: list[Block] = []
-    for j in range(h.prompt_len // B):
+    n_full = h.prompt_len // B
+    path: list[Block] = known[:n_full]  # the lookup's blocks: pinned and stamped, no lookup
+    for b in path:
+        if not b.resident and h.reserved_blocks > 0:
+            _take_reserved(cache, h, parent, b)
+        b.last_use = now
+        b.live += 1
+        parent = b
+    for j in range(len(path), n_full):
         end = (j + 1) * B
-        if j < len(known):
-            b: Block | None = known[j]
-            key = 0
-        else:
-            key = prefix.key_at(end)
-            b = nodes.get(key)
-        if b is None:
+        key = prefix.key_at(end)
+        found = nodes.get(key)
+        if found is None:
             b = Block(key, parent, j, end, prefix)
             nodes[key] = b
             parent.add_child(b, prefix)
+        else:
+            b = found
         if not b.resident and h.reserved_blocks > 0:
-            b.resident = True
-            cache.resident_blocks += 1
-            cache.private_blocks -= 1
-            h.reserved_blocks -= 1
-            if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
-                _absorb_partials(cache, parent, b, prefix)
+            _take_reserved(cache, h, parent, b)
         b.last_use = now
         b.live += 1
         path.append(b)
@@ -128,6 +128,16 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
     if last is not None and last.resident and hold:
         last.live += 1
         h.held_state = last
+
+
+def _take_reserved(cache: HybridCache, h: Handle, parent: Block, b: Block) -> None:
+    """A prompt block becomes resident in one of the blocks `reserve` held for it."""
+    b.resident = True
+    cache.resident_blocks += 1
+    cache.private_blocks -= 1
+    h.reserved_blocks -= 1
+    if (k := parent.children) and (len(k) > 1 or k[0] is not b):  # a sibling
+        _absorb_partials(cache, parent, b, h.prefix)
 
 
 def _tail_block(cache: HybridCache, h: Handle, parent: Block, now: float) -> Block:
