@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from replay.field_errors import first_field_error
 from replay.rundir_models import Manifest
 
 SLO_KEYS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl": "itl_s", "slowdown": "task_slowdown"}
@@ -86,9 +87,7 @@ def slo_from_dict(data: Any, where: str = "slo") -> Slo:
     try:
         return Slo.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise SloError(f"{where}: field '{loc}': {err['msg']}") from None
+        raise SloError(f"{where}: {first_field_error(e)}") from None
 
 
 def manifest_slo(manifest: Manifest) -> tuple[Slo, str]:

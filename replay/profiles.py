@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir
+from replay.field_errors import first_field_error
 
 # The profile everything runs on unless told otherwise: the paper's hybrid model
 # (configs/models/glm-5.3-flash.yaml).
@@ -143,6 +144,4 @@ def load_profile(name_or_path: str | Path) -> ModelProfile:
     try:
         return ModelProfile.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise ProfileError(f"{path}: field '{loc}': {first['msg']}") from e
+        raise ProfileError(f"{path}: {first_field_error(e)}") from e

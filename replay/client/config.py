@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.engines.adapters import adapter_kinds
+from replay.field_errors import first_field_error
 from replay.redact import redact_url
 from replay.userpaths import PathProblem, read_text_file
 
@@ -123,9 +124,7 @@ def load_config_file(path: Path) -> FileConfig:
     try:
         cfg = FileConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"--config {path}: field '{loc}': {err['msg']}") from None
+        raise ConfigError(f"--config {path}: {first_field_error(e)}") from None
     if not cfg.engines:
         raise ConfigError(f"--config {path}: field 'engines': list at least one engine")
     names = [e.name for e in cfg.engines]

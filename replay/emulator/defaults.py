@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir, shipped_config_subdir
 from replay.emulator.config import EmulatorConfig
+from replay.field_errors import first_field_error
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S
 
 _W = DEFAULT_WORKLOAD
@@ -97,9 +98,7 @@ def load_default_run(path: Path | None = None) -> DefaultRun:
     try:
         return DefaultRun.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise DefaultRunError(f"{path}: field '{loc}': {err['msg']}") from e
+        raise DefaultRunError(f"{path}: {first_field_error(e)}") from e
 
 
 def embedded_emulator_configs(
