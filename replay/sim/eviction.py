@@ -331,14 +331,28 @@ class Marconi(GreedyDualSize):
         return True
 
     def evict_one(self, pool: Pool, now: float) -> bool:
-        cands = [s for s in self.cache.live_resident.values() if s.live == 0]
+        # The least utility (ties: the oldest uid) over the unpinned resident units, in two
+        # plain loops: the normalisers, then the utilities (a scan per eviction).
+        cands: list[State] = []
+        t0 = emax = 0.0
+        for s in self.cache.live_resident.values():
+            if s.live == 0:
+                if not cands or s.last_use < t0:
+                    t0 = s.last_use
+                if not cands or s.density > emax:
+                    emax = s.density
+                cands.append(s)
         if not cands:
             return False
-        t0 = min(s.last_use for s in cands)
         span = max(now - t0, 1e-9)
-        emax = max(max(s.density for s in cands), 1e-12)
+        emax = max(emax, 1e-12)
         a = self.alpha
-        victim = min(cands, key=lambda s: ((s.last_use - t0) / span + a * s.density / emax, s.uid))
+        victim = cands[0]
+        best = (victim.last_use - t0) / span + a * victim.density / emax
+        for s in cands:
+            u = (s.last_use - t0) / span + a * s.density / emax
+            if u < best or (u == best and s.uid < victim.uid):
+                best, victim = u, s
         self.cache.drop_unit(victim)
         return True
 
