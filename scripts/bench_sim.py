@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from replay.sim import compiled
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_sweep
@@ -70,6 +71,7 @@ def main() -> int:
         f"loaded {src}: {trace.num_requests:,} requests in {time.perf_counter() - t0:.1f} s "
         "(not counted in the simulation times below)"
     )
+    print(f"cache model: {compiled.MODE}")
 
     worst = 0.0
     for pol in args.policies.split(","):

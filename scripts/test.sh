@@ -13,6 +13,8 @@ echo "== pytest"
 export REPLAY_REQUIRE_VLLM=1
 # ... and the peer clients (.venv-peers): their tests must run too.
 export REPLAY_REQUIRE_PEERS=1
+# ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.
+export REPLAY_REQUIRE_SIM_BUILD=1
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 if [[ $rc == 5 ]]; then

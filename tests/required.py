@@ -1,7 +1,7 @@
 """Skip a test whose optional part is missing, unless the run requires that part.
 
-`scripts/test.sh` installs the CPU vLLM and the peer clients and sets `REPLAY_REQUIRE_VLLM=1` /
-`REPLAY_REQUIRE_PEERS=1`: there a missing part is a failure, never a quiet skip."""
+`scripts/test.sh` installs the CPU vLLM and the peer clients, builds the compiled cache model, and
+sets `REPLAY_REQUIRE_VLLM=1` / `REPLAY_REQUIRE_PEERS=1` / `REPLAY_REQUIRE_SIM_BUILD=1`: there a missing part is a failure, never a quiet skip."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 VLLM = "REPLAY_REQUIRE_VLLM"
 PEERS = "REPLAY_REQUIRE_PEERS"
+SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/build_sim.py)
 
 
 def missing(message: str, required_by: str = VLLM) -> NoReturn:

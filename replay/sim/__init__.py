@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from replay.sim.cache import CacheError, Handle, HybridCache, ResumeInfo
-from replay.sim.keys import LineagePrefix, Prefix, TokenPrefix
-from replay.sim.policies import POLICY_NAMES, Policy, PolicyError, make_policy
+from replay.sim.compiled import use_build
+
+use_build(__path__)  # the compiled cache modules, when built from these sources (see there)
+
+from replay.sim.cache import CacheError, Handle, HybridCache, ResumeInfo  # noqa: E402
+from replay.sim.keys import LineagePrefix, Prefix, TokenPrefix  # noqa: E402
+from replay.sim.policies import POLICY_NAMES, Policy, PolicyError, make_policy  # noqa: E402
 
 __all__ = [
     "POLICY_NAMES",

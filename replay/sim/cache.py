@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from replay.profiles import ModelProfile
 from replay.sim.keys import Prefix
 from replay.sim.materialize import finish_request
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["CacheError", "Handle", "HybridCache", "ResumeInfo"]
 
 
+# Compiled (`replay.sim.compiled`), yet open to interpreted subclasses: vLLM's own manager
+# is driven through one (`replay.sim.native.vllm_cache`).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HybridCache:
     """Blocks and checkpoints in a prefix tree, with memory accounting and a pluggable policy.
 
@@ -124,14 +129,14 @@ class HybridCache:
             return True
         if self.state_slots is None:
             need = blocks + self.C * states
-            cap, C, evict = self.capacity, self.C, self.eviction.evict_one
+            cap, C, ev = self.capacity, self.C, self.eviction
             while (
                 cap
                 - (self.resident_blocks + self.private_blocks)
                 - C * (self.resident_states + self.private_states)
                 < need
             ):  # `used_blocks`, inlined: this loop runs once per eviction
-                if not evict("any", now):
+                if not ev.evict_one("any", now):  # a native call when compiled
                     return False
                 self.evictions += 1
             return True

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from replay.sim.keys import Prefix
 from replay.sim.nodes import Block, State
 
@@ -68,6 +70,7 @@ class Handle:
     prefilled: bool = False
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of a built-in exception
 class CacheError(RuntimeError):
     """Misuse of the cache API (a bug in the caller, not bad input)."""
 

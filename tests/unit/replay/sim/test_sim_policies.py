@@ -127,7 +127,7 @@ def test_leaf_last_ranks_every_inner_state_below_every_leaf(make_profile, turn):
     # plain GDS would take the tiny leaf first; leaf-last takes an inner state
     eq7 = GreedyDualSize(cache)
     assert min(states, key=lambda s: eq7.key(s, now)).pos == 9
-    cache.make_room(cache.free_blocks() + 1, 0, now)
+    cache.make_room(int(cache.free_blocks()) + 1, 0, now)
     assert cache.lookup(_prefix_of(cache, 9), 9, now).resume_pos == 9
 
 
