@@ -78,10 +78,20 @@ class AllocationLRU(Eviction):
         self._block_pool: Pool = "kv" if split else "any"
         self._state_pool: Pool = "state" if split else "any"
 
-    def _push(self, obj: Block | State, depth: int, pool: Pool) -> None:
-        obj.ver += 1
+    # Entries are (last_use, -depth, seq, ver, object): least recently used first, deepest
+    # first on a tie; typed pushes and checks per kind (a compiled build reads a union's
+    # fields through Python's generic attribute lookup).
+    def _push_state(self, s: State) -> None:
+        s.ver += 1
+        self._file(self._state_pool, (s.last_use, -s.pos, next(self._seq), s.ver, s))
+
+    def _push_block(self, b: Block) -> None:
+        b.ver += 1
+        self._file(self._block_pool, (b.last_use, -b.end, next(self._seq), b.ver, b))
+
+    def _file(self, pool: Pool, entry: tuple[Any, ...]) -> None:
         heap = self.heaps[pool]
-        heapq.heappush(heap, (obj.last_use, -depth, next(self._seq), obj.ver, obj))
+        heapq.heappush(heap, entry)
         if len(heap) > self._limit[pool]:
             # Entries superseded by a later push would be skipped when popped: drop them
             # (the pop order of the rest is unchanged, every entry being unique).
@@ -90,27 +100,30 @@ class AllocationLRU(Eviction):
             self._limit[pool] = max(2 * len(heap), 1024)
 
     def on_state_released(self, s: State, now: float, used: bool = True) -> None:
-        self._push(s, s.pos, self._state_pool)
+        self._push_state(s)
 
     def on_states_added(self, states: list[State], now: float) -> None:
         for s in states:
-            self._push(s, s.pos, self._state_pool)
+            self._push_state(s)
 
     def after_release(self, path: list[Block], now: float) -> None:
-        pool = self._block_pool
         for b in path:
             if b.resident and b.live == 0:
-                self._push(b, b.end, pool)
+                self._push_block(b)
 
     def evict_one(self, pool: Pool, now: float) -> bool:
         heap, pop = self.heaps[pool], heapq.heappop
         while heap:
-            _, _, _, ver, obj = pop(heap)  # (last_use, -depth, seq, ver, obj), see `_push`
-            if obj.ver != ver or not obj.resident or obj.live:
-                continue
+            entry = pop(heap)
+            ver: int = entry[3]
+            obj: Block | State = entry[4]
             if isinstance(obj, Block):
+                if obj.ver != ver or not obj.resident or obj.live:
+                    continue
                 self.cache.drop_block(obj)
             else:
+                if obj.ver != ver or not obj.resident or obj.live:
+                    continue
                 self.cache.drop_state(obj)
             return True
         return False
