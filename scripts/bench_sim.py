@@ -2,6 +2,10 @@
 profile in `trace` timing (target: at most 1 s of simulation on one core, issue 14; loading
 is timed apart), then a sweep's wall time.
 
+Runs the cache model as `replay.sim` loads it: the compiled build (`scripts/build_sim.py`, made
+by setup) when it matches the sources, else interpreted; the line after loading says which
+(`REPLAY_SIM_INTERPRETED=1` times the interpreted modules).
+
 Synthesizes the corpus (393 trajectories, the published corpus's statistics) into
 `.corpus/` on first use, or takes `--trace`. Prints requests simulated per second for each
 policy asked, CPU seconds against the target, and the wall time of a policies × sessions
