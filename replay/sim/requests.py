@@ -12,6 +12,9 @@ from replay.sim.keys import Prefix
 from replay.sim.nodes import Block, State
 
 
+# Open to interpreted subclasses in the compiled build: vLLM's own cache manager extends both
+# (`replay.sim.native.vllm_cache`).
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class ResumeInfo:
     """Where a request can resume, and why not further (positions in tokens).
@@ -47,6 +50,7 @@ class ResumeInfo:
         return self.resident_pos - self.resume_pos
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Handle:
     """A live request: what it pins and what memory it holds privately until `finish`."""

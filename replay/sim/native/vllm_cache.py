@@ -45,12 +45,14 @@ if TYPE_CHECKING:
     from replay.sim.policy_base import Policy
 
 
-@dataclass(slots=True)
+# No `slots=True` here: over a compiled base (`replay.sim.compiled`) it would declare the
+# inherited fields again as slots that shadow the base's own, which compiled code reads.
+@dataclass
 class NativeInfo(ResumeInfo):
     rid: str = ""
 
 
-@dataclass(slots=True)
+@dataclass
 class NativeHandle(Handle):
     rid: str = ""
     info: ResumeInfo | None = None
