@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replay.config_paths import config_subdir
+from replay.config_paths import config_subdir, read_yaml_mapping
 from replay.field_errors import first_field_error
 
 # The profile everything runs on unless told otherwise: the paper's hybrid model
@@ -134,12 +133,7 @@ def load_profile(name_or_path: str | Path) -> ModelProfile:
     if not path.exists():
         known = ", ".join(list_profiles()) or "none"
         raise ProfileError(f"model profile '{name_or_path}' not found ({path}); known: {known}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of profile fields")
+    data = read_yaml_mapping(path, ProfileError, "profile fields")
     data.setdefault("name", path.stem)
     try:
         return ModelProfile.model_validate(data)

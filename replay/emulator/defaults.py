@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replay.config_paths import config_subdir, shipped_config_subdir
+from replay.config_paths import config_subdir, read_yaml_mapping, shipped_config_subdir
 from replay.emulator.config import EmulatorConfig
 from replay.field_errors import first_field_error
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S
@@ -89,12 +88,7 @@ def load_default_run(path: Path | None = None) -> DefaultRun:
     path = path or default_run_path()
     if not path.exists():
         path = shipped_config_subdir("workloads") / "default.yaml"
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise DefaultRunError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise DefaultRunError(f"{path}: expected a mapping of settings")
+    data = read_yaml_mapping(path, DefaultRunError, "settings")
     try:
         return DefaultRun.model_validate(data)
     except ValidationError as e:
