@@ -10,25 +10,19 @@ import pytest
 
 from replay.emulator.hashing import PrefixKeys, generated_ids
 from replay.emulator.runner import MIN_SLEEP_S, EngineRunner
-from replay.profiles import ModelProfile
 from replay.sim.clock import StepClock
 from replay.sim.engine import EngineCore, Sequence
 from replay.sim.kv_lru import KVLRUCache
+from tests.profiles import engine_profile
 
-PROFILE = ModelProfile(
-    name="tiny",
-    model="tiny",
-    gpus=1,
-    block_tokens=64,
-    blocks_per_engine=100,
-    checkpoint_blocks=1,
-    prefill_cost_d=1e-4,
-    prefill_cost_e=0.0,
+# The engine tests' profile with this file's clock and batch: 20 ms steps, no per-sequence
+# cost, eight sequences, ModelProfile's own prefill caps (8,704 per request, 16,384 a step).
+PROFILE = engine_profile(
     decode_s_per_step=0.02,
     decode_s_per_seq=0.0,
-    chunk_tokens=256,
     max_batch=8,
-    vocab_size=32000,
+    prefill_cap_tokens=8704,
+    max_batched_tokens=16384,
 )
 
 

@@ -12,28 +12,7 @@ from replay.sim.clock import StepClock
 from replay.sim.engine import EngineCore, Sequence
 from replay.sim.engine_cache import engine_cache
 from replay.sim.kv_lru import KVLRUCache
-
-
-def _profile(**kw: object) -> ModelProfile:
-    base: dict[str, object] = dict(
-        name="tiny",
-        model="tiny",
-        gpus=1,
-        block_tokens=64,
-        blocks_per_engine=100,
-        checkpoint_blocks=1,
-        prefill_cost_d=1e-4,
-        prefill_cost_e=0.0,
-        decode_s_per_step=0.01,
-        decode_s_per_seq=0.001,
-        chunk_tokens=256,
-        prefill_cap_tokens=256,
-        max_batched_tokens=4096,
-        max_batch=4,
-        vocab_size=32000,
-    )
-    base.update(kw)
-    return ModelProfile.model_validate(base)
+from tests.profiles import engine_profile
 
 
 def _core(
@@ -72,7 +51,7 @@ def _run(core: EngineCore, limit: int = 10_000, t: float = 0.0) -> float:
 
 
 def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
-    p = _profile()
+    p = engine_profile()
     core = _core(p, KVLRUCache(64, 100))
     seq, sink = _seq(1, 600, 5)
     core.add(seq)
@@ -90,7 +69,7 @@ def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
 
 
 def test_chunks_end_on_block_boundaries_unless_they_finish_the_prompt() -> None:
-    core = _core(_profile(prefill_cap_tokens=200), KVLRUCache(64, 100))
+    core = _core(engine_profile(prefill_cap_tokens=200), KVLRUCache(64, 100))
     seq, _ = _seq(1, 500, 1)
     core.add(seq)
     ends = []
@@ -103,7 +82,7 @@ def test_chunks_end_on_block_boundaries_unless_they_finish_the_prompt() -> None:
 
 
 def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -> None:
-    core = _core(_profile(), KVLRUCache(64, 100))
+    core = _core(engine_profile(), KVLRUCache(64, 100))
     first, _ = _seq(1, 640, 2)
     core.add(first)
     _run(core)
@@ -111,13 +90,13 @@ def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -
     core.add(again)
     r = core.step(0.0)
     assert again.resume is not None and again.resume.cached == 639  # the last token is recomputed
-    assert r.duration == pytest.approx(0.01 + _profile().clock_prefill_seconds(639, 640))
+    assert r.duration == pytest.approx(0.01 + engine_profile().clock_prefill_seconds(639, 640))
     assert core.counters.cached_tokens == 639
     assert core.counters.prompt_tokens == 1280
 
 
 def test_decoding_sequences_share_a_step_and_pay_per_sequence() -> None:
-    core = _core(_profile(prefill_cap_tokens=1000), KVLRUCache(64, 100))
+    core = _core(engine_profile(prefill_cap_tokens=1000), KVLRUCache(64, 100))
     a, _ = _seq(1, 100, 3, seed=1)
     b, _ = _seq(2, 100, 3, seed=2)
     core.add(a)
@@ -130,7 +109,7 @@ def test_decoding_sequences_share_a_step_and_pay_per_sequence() -> None:
 
 
 def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
-    core = _core(_profile(max_batch=1), KVLRUCache(64, 100))
+    core = _core(engine_profile(max_batch=1), KVLRUCache(64, 100))
     a, _ = _seq(1, 64, 5, seed=1)
     b, _ = _seq(2, 64, 5, seed=2)
     core.add(a)
@@ -138,7 +117,7 @@ def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
     core.step(0.0)
     assert core.num_running == 1 and core.num_waiting == 1
     # A cache of 3 blocks holds one 64+64-token request (2 blocks) at a time.
-    core = _core(_profile(prefill_cap_tokens=1000), KVLRUCache(64, 3))
+    core = _core(engine_profile(prefill_cap_tokens=1000), KVLRUCache(64, 3))
     a, _ = _seq(1, 64, 64, seed=1)
     b, _ = _seq(2, 64, 64, seed=2)
     core.add(a)
@@ -151,7 +130,7 @@ def test_max_batch_and_cache_capacity_make_requests_wait() -> None:
 
 def test_cancel_releases_a_running_request() -> None:
     cache = KVLRUCache(64, 10)
-    core = _core(_profile(), cache)
+    core = _core(engine_profile(), cache)
     a, _ = _seq(1, 128, 100)
     core.add(a)
     core.step(0.0)
@@ -164,7 +143,7 @@ def test_cancel_releases_a_running_request() -> None:
 def test_the_step_budget_is_shared_and_each_request_is_capped() -> None:
     """vLLM: decode tokens first, then prefill chunks out of what is left of the budget, each
     at most the long-prefill threshold."""
-    p = _profile(max_batched_tokens=300, prefill_cap_tokens=200, block_tokens=64)
+    p = engine_profile(max_batched_tokens=300, prefill_cap_tokens=200, block_tokens=64)
     core = _core(p, KVLRUCache(64, 100))
     a, _ = _seq(1, 1000, 2, seed=1)
     b, _ = _seq(2, 1000, 2, seed=2)
@@ -180,7 +159,7 @@ def test_a_scaled_step_stands_for_s_real_steps() -> None:
     positions, budgets keep their real-token values."""
     from replay.sim.scale import scaled_profile
 
-    base = _profile(prefill_cost_e=1e-6)
+    base = engine_profile(prefill_cost_e=1e-6)
     s = 16.0
     prof = scaled_profile(base, s)
     clock = StepClock(prof, s)
@@ -211,7 +190,7 @@ def test_flashstate_parks_a_waiting_requests_state_and_vllm_does_not() -> None:
     SGLang) b evicts it and c finds nothing when it is scheduled."""
 
     def run(admission: str) -> int:
-        p = _profile(block_tokens=16, chunk_tokens=32, prefill_cap_tokens=1000, max_batch=8)
+        p = engine_profile(block_tokens=16, chunk_tokens=32, prefill_cap_tokens=1000, max_batch=8)
         core = _core(p, engine_cache("asc-unit-lru", p, blocks=18), admission=admission)
         core.add(_tp(list(range(64)), 1))  # a: 4 blocks + states at 32 and 64
         t = _run(core)
@@ -231,7 +210,7 @@ def test_flashstate_parks_a_waiting_requests_state_and_vllm_does_not() -> None:
 
 
 def test_a_request_the_cache_can_never_hold_is_rejected() -> None:
-    core = _core(_profile(), KVLRUCache(64, 2))
+    core = _core(engine_profile(), KVLRUCache(64, 2))
     seq, _ = _seq(1, 640, 2)
     core.add(seq)
     r = core.step(0.0)
