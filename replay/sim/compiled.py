@@ -3,7 +3,8 @@
 `scripts/build_sim.py` (run by `scripts/setup.sh`) compiles the cache's hot modules with
 mypyc into `.mypyc/` at the repository root. The same Python source runs either way, and
 `tests/unit/replay/sim/test_sim_golden.py` pins per-request results that both must give; the
-build only makes a simulation 2–3× faster (`scripts/bench_sim.py` prints which one ran).
+build only makes a simulation faster (1.1–2.8× by policy; `scripts/bench_sim.py` prints which
+ran).
 
 The build is used only when it matches the sources exactly: its stamp holds a digest of
 every compiled module's source and of the interpreter's extension suffix, so an edited
