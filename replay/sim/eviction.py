@@ -210,7 +210,15 @@ class GreedyDualSize(UnitLRU):
         return (0.0 if self.is_inner(s, now) else 1.0, prio)
 
     def is_inner(self, s: State, now: float) -> bool:
-        return s.inner or now - s.last_use >= self.idle_s  # an idle leaf is demoted
+        return s.inner or self.idle(s, now)  # an idle leaf is demoted
+
+    def idle(self, s: State, now: float) -> bool:
+        """Whether leaf `s` has idled into the inner tier. The one comparison every caller
+        uses, and the same expression the demotion timer is filed under (`s.last_use +
+        idle_s`): a timer popped as due always finds its state idle. (`now - last_use >=
+        idle_s` disagrees with it for ~2% of float values, which once re-filed a state at
+        the same due time forever.)"""
+        return s.last_use + self.idle_s <= now
 
     def push(self, s: State, now: float) -> None:
         # Density and shape change only when checkpoints come or go around `s`, and those
@@ -251,7 +259,7 @@ class GreedyDualSize(UnitLRU):
             else:
                 inner = _sub_branches(blk, 2) == 1
             s.inner = inner
-            tier = 0.0 if inner or now - s.last_use >= self.idle_s else 1.0
+            tier = 0.0 if inner or s.last_use + self.idle_s <= now else 1.0  # `idle`
             heapq.heappush(self.heap, (tier, s.stamp + density, next(self._seq), s.ver, s))
         else:
             heapq.heappush(self.heap, (s.stamp + density, next(self._seq), s.ver, s))
@@ -290,16 +298,24 @@ class GreedyDualSize(UnitLRU):
                 self.push(a, now)
 
     def _demote(self, now: float) -> None:
-        while self.timers and self.timers[0][0] <= now:
-            _, _, s = heapq.heappop(self.timers)
+        timers = self.timers
+        while timers and timers[0][0] <= now:
+            due, _, s = heapq.heappop(timers)
             s.timer = False
             if not s.resident or s.live or s.inner:
                 continue
-            if now - s.last_use >= self.idle_s:
+            again = s.last_use + self.idle_s
+            if again <= now:  # `idle`: the comparison the timer was filed under
                 UnitLRU.push(self, s, now)  # re-filed in the inner tier
             else:  # used since the check was set: check again later
+                if again <= due:  # progress guard: a re-filed timer must lie ahead of its last
+                    raise RuntimeError(
+                        f"{type(self).__name__}: demotion timer of the state at position "
+                        f"{s.pos} (uid {s.uid}) re-filed at {again!r}, not after its due "
+                        f"time {due!r} (now {now!r}); the event loop would not advance"
+                    )
                 s.timer = True
-                heapq.heappush(self.timers, (s.last_use + self.idle_s, next(self._seq), s))
+                heapq.heappush(timers, (again, next(self._seq), s))
 
     def evict_one(self, pool: Pool, now: float) -> bool:
         if self.tiers:
