@@ -3,17 +3,23 @@
 `redact_url` masks the `user:password@` part of a URL (kept: scheme, host, port, path), for
 every URL that is stored (manifest.json) or printed (preflight, the run's banner).
 `Scrubber` masks free text a server sent back (error bodies, which may echo a request's
-headers or URL): the configured keys verbatim, `Bearer <token>`, `key=`/`token=` query
-values and URL userinfo, and truncates it to `MAX_ERROR_CHARS`.
+headers or URL): the configured keys in every encoding a server may echo them in (verbatim,
+base64 standard and URL-safe with or without padding, percent-encoded; for URL userinfo also
+the base64 of `user:password`, as an HTTP Basic header carries it, bare or not), `Bearer
+<token>`, `key=`/`token=` query values and URL userinfo, and truncates it to `MAX_ERROR_CHARS`.
+
+`url_with_env_ref` and `expand_url_env` keep credentials out of written config files: the
+file holds `http://${VAR}@host` and the variable holds `user:password`.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 MAX_ERROR_CHARS = 500  # an error body longer than this is cut (with a note of its length)
@@ -21,6 +27,7 @@ _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
 _QUERY_SECRET = re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)=[^&\s\"']+")
 _OPENAI_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def redact_url(url: str | None) -> str | None:
@@ -45,7 +52,51 @@ def url_secrets(url: str | None) -> list[str]:
         parts = urlsplit(url)
     except ValueError:
         return []
-    return [s for s in (parts.username, parts.password) if s and len(s) >= 4]
+    found = [s for s in (parts.username, parts.password) if s and len(s) >= 4]
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    if ":" in userinfo:
+        found.append(unquote(userinfo))  # `user:password`, whose base64 a Basic header carries
+    return found
+
+
+def encodings(secret: str) -> set[str]:
+    """`secret` as a server may echo it: verbatim, base64 (standard and URL-safe, with and
+    without padding) and percent-encoded."""
+    raw = secret.encode()
+    out = {secret, quote(secret, safe=""), quote(secret)}
+    for enc in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = enc.decode()
+        out |= {text, text.rstrip("=")}
+    return out
+
+
+class UrlEnvError(ValueError):
+    """A `${VAR}` in a URL names a variable that is not set."""
+
+
+def url_with_env_ref(url: str, var: str) -> tuple[str, bool]:
+    """`url` with its `user:password@` replaced by `${var}@` (True), or unchanged (False)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, False
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"${{{var}}}@{host}")), True
+
+
+def expand_url_env(url: str, where: str) -> str:
+    """`url` with every `${VAR}` replaced by the variable's value; UrlEnvError naming
+    `where` and the variable when one is unset."""
+
+    def value(m: re.Match[str]) -> str:
+        got = os.environ.get(m.group(1))
+        if got is None:
+            raise UrlEnvError(
+                f"{where}: the URL refers to ${{{m.group(1)}}}, which is not set; export "
+                f"{m.group(1)}='user:password' (the credentials kept out of the file)"
+            )
+        return got
+
+    return _ENV_REF.sub(value, url)
 
 
 class Scrubber:
@@ -53,7 +104,8 @@ class Scrubber:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so a key containing another is masked whole.
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        forms = {e for s in secrets if s and len(s) >= 4 for e in encodings(s)}
+        self.secrets = sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
 
     @classmethod
     def for_engines(cls, urls: Iterable[str | None], key_envs: Iterable[str]) -> Scrubber:
@@ -94,4 +146,14 @@ class Scrubber:
         return value
 
 
-__all__ = ["MASK", "MAX_ERROR_CHARS", "Scrubber", "redact_url", "url_secrets"]
+__all__ = [
+    "MASK",
+    "MAX_ERROR_CHARS",
+    "Scrubber",
+    "UrlEnvError",
+    "encodings",
+    "expand_url_env",
+    "redact_url",
+    "url_secrets",
+    "url_with_env_ref",
+]

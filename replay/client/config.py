@@ -17,7 +17,9 @@ duration_min: 45
 window: 15-45
 slo: {ttft_s: 6, itl_s: 0.175, task_slowdown: 2}   # or "ttft=6,itl=0.175,slowdown=2"
 ```
-API keys are never in the file: `api_key_env` names an environment variable.
+API keys are never in the file: `api_key_env` names an environment variable. A URL's
+credentials may be an environment reference, `url: http://${REPLAY_AUTH_VLLM}@host:8000`
+(what `replay engines run-config` writes), expanded when the file is read.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
-from replay.redact import redact_url
+from replay.redact import UrlEnvError, expand_url_env, redact_url
 from replay.userpaths import PathProblem, read_text_file
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
@@ -130,8 +132,13 @@ def load_config_file(path: Path) -> FileConfig:
     names = [e.name for e in cfg.engines]
     if len(set(names)) != len(names):
         raise ConfigError(f"--config {path}: field 'engines': duplicate engine names {names}")
-    for spec in cfg.engines:
+    for i, spec in enumerate(cfg.engines):
         _check_kind(spec, f"--config {path}")
+        if spec.url and "${" in spec.url:
+            try:
+                spec.url = expand_url_env(spec.url, f"--config {path}: engines[{i}].url")
+            except UrlEnvError as e:
+                raise ConfigError(str(e)) from None
     return cfg
 
 

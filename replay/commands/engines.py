@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from replay.engines.configs import (
     render_command,
 )
 from replay.engines.launch import LaunchError, RunningServer, start_server, wait_healthy
+from replay.redact import Scrubber, redact_url
 
 if TYPE_CHECKING:
     from replay.engines.preflight import PreflightReport
@@ -261,16 +263,19 @@ def _preflight_report(url: str, cfg: EngineConfig | None, kind: str = "vllm") ->
     if cfg is not None:
         kind = cfg.kind
     model = cfg.model_name if cfg is not None else None
-    console.print(f"preflight ({kind}) against {url}…", highlight=False)
+    shown = redact_url(url) or url
+    console.print(f"preflight ({kind}) against {shown}…", highlight=False)
     report = asyncio.run(preflight(url, kind, model))
+    scrub = Scrubber.for_engines([url], [])
     for c in report.checks:
         mark = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]skip[/]"}[c.ok]
-        console.print(f"  {mark} {c.name}: {c.detail}", highlight=False, soft_wrap=True)
+        detail = scrub.text(c.detail)
+        console.print(f"  {mark} {c.name}: {escape(detail)}", highlight=False, soft_wrap=True)
     problems = judge(report, cfg)
     if problems:
-        err_console.print(f"[bold red]preflight failed[/] for {url}:", highlight=False)
+        err_console.print(f"[bold red]preflight failed[/] for {escape(shown)}:", highlight=False)
         for p in problems:
-            err_console.print(f"  - {p}", highlight=False, soft_wrap=True)
+            err_console.print(f"  - {escape(scrub.text(p))}", highlight=False, soft_wrap=True)
         return False
     console.print(
         f"preflight passed: model {report.model}, block size {report.block_size or 'n/a'}",
@@ -290,7 +295,11 @@ def preflight_cmd(
 ) -> None:
     """Check a running server is fit for a replay (reachable, model, token ids, cached-token
     reporting, prefix caching, /metrics)."""
+    from replay.engines.adapters import adapter_kinds
+
     cfg: EngineConfig | None = None
+    if kind not in adapter_kinds():
+        fail(f"--kind {kind!r}: not an adapter kind (known: {', '.join(adapter_kinds())})")
     if target.startswith(("http://", "https://")):
         url = target.rstrip("/")
     else:
@@ -324,13 +333,35 @@ def run_config_cmd(
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
         fail(f"engine names repeat ({', '.join(map(str, names))}): one server per engine name")
+    refs = _credentials_to_env(entries)
     text = yaml.safe_dump({"engines": entries}, sort_keys=False)
     if out is None:
         typer.echo(text, nl=False)
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    console.print(f"wrote {out}; run with: replay run --config {out} ...", highlight=False)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        console.print(f"wrote {out}; run with: replay run --config {out} ...", highlight=False)
+    for name, var in refs:
+        err_console.print(
+            f"[yellow]notice:[/] the URL of {name} carried credentials; they are not written: "
+            f"the URL reads ${{{var}}}@host, so export {var}='user:password' before `replay run`",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _credentials_to_env(entries: list[dict[str, object]]) -> list[tuple[str, str]]:
+    """Each entry's URL userinfo replaced by an environment-variable reference (in place);
+    the (engine, variable) pairs replaced."""
+    from replay.redact import url_with_env_ref
+
+    replaced = []
+    for e in entries:
+        var = "REPLAY_AUTH_" + re.sub(r"[^A-Za-z0-9]", "_", str(e["name"])).upper()
+        e["url"], changed = url_with_env_ref(str(e["url"]), var)
+        if changed:
+            replaced.append((str(e["name"]), var))
+    return replaced
 
 
 def register(root: typer.Typer) -> None:

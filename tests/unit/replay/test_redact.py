@@ -38,3 +38,33 @@ def test_configured_key_is_masked_wherever_it_appears(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MY_KEY", "plain-key-without-prefix")
     s = Scrubber.for_engines([], ["MY_KEY"])
     assert s.obj({"a": ["x plain-key-without-prefix y"]}) == {"a": ["x *** y"]}
+
+
+def test_base64_of_userinfo_and_key_is_masked_bare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: a server echoing the bare base64 of `user:password` (no `Basic` before it)
+    or of a configured key, in any alphabet, padded or not, or percent-encoded."""
+    import base64
+    from urllib.parse import quote
+
+    monkeypatch.setenv("MY_KEY", "key/with+odd=chars")
+    s = Scrubber.for_engines(["http://probe:s3cret-pass@h"], ["MY_KEY"])
+    pair = base64.b64encode(b"probe:s3cret-pass").decode()
+    key64 = base64.urlsafe_b64encode(b"key/with+odd=chars").decode().rstrip("=")
+    body = f"seen {pair} and {key64} and {quote('key/with+odd=chars', safe='')} end"
+    out = s.text(body)
+    for leaked in (pair, pair.rstrip("="), key64, quote("key/with+odd=chars", safe="")):
+        assert leaked not in out
+    assert out.startswith("seen *** and *** and *** end")
+
+
+def test_written_url_keeps_an_environment_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.redact import UrlEnvError, expand_url_env, url_with_env_ref
+
+    ref, changed = url_with_env_ref("http://u:SEKRIT@host:8000/v1", "REPLAY_AUTH_VLLM")
+    assert changed and ref == "http://${REPLAY_AUTH_VLLM}@host:8000/v1" and "SEKRIT" not in ref
+    assert url_with_env_ref("http://host:8000", "X") == ("http://host:8000", False)
+    monkeypatch.delenv("REPLAY_AUTH_VLLM", raising=False)
+    with pytest.raises(UrlEnvError, match=r"--config rc.yaml: .*\$\{REPLAY_AUTH_VLLM\}, which is"):
+        expand_url_env(ref, "--config rc.yaml")
+    monkeypatch.setenv("REPLAY_AUTH_VLLM", "u:SEKRIT")
+    assert expand_url_env(ref, "x") == "http://u:SEKRIT@host:8000/v1"
