@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -49,11 +50,24 @@ def stats(
         False, "--strict", help="Fail on inconsistencies instead of counting them."
     ),
     fmt: str = _fmt_option(),
+    compare_to: str = typer.Option(
+        None,
+        "--compare",
+        help="Also compute the published figures of a real corpus (e.g. cc-traces-062126) "
+        "the same way on this trace, at full size, and print them beside it with ratios.",
+    ),
 ) -> None:
     """Trajectories, requests, prompt and output lengths, prefix reuse and tool gaps."""
+    from replay.traces.reference import ReferenceError, compare, load_reference
     from replay.traces.scale import TraceScaleError, declared_scale
     from replay.traces.stats import trace_stats
 
+    ref = None
+    if compare_to is not None:
+        try:
+            ref = load_reference(compare_to)
+        except ReferenceError as e:
+            fail(f"--compare: {e}")
     trace = _load(src, strict, fmt)
     figures = trace_stats(trace)
     try:
@@ -62,11 +76,52 @@ def stats(
         fail(str(e))
     figures["source"] = trace.source
     figures["load_issue_examples"] = [str(i) for i in trace.issues[:10]]
+    rows = None
+    if ref is not None:
+        from replay.traces.figures import corpus_figures
+
+        try:
+            rows = compare(corpus_figures(trace), ref)
+        except ReferenceError as e:
+            fail(str(e))
+        figures["reference"] = ref.name
+        figures["comparison"] = rows
     if as_json:
         typer.echo(orjson.dumps(figures, option=orjson.OPT_SERIALIZE_NUMPY).decode())
         return
     console.print(_stats_table(figures))
+    if rows is not None and ref is not None:
+        console.print(_compare_table(rows, ref.name, ref.tolerance, figures["token_scale"]))
     _print_issues(trace)
+
+
+def _fmt_value(v: float, unit: str) -> str:
+    if v != v:
+        return "—"
+    if unit == "share":
+        return f"{v:.3f}" if v >= 0.1 else f"{v:.4f}"
+    if unit == "s":
+        return f"{v:,.1f}"
+    return f"{v:,.0f}"
+
+
+def _compare_table(rows: list[dict[str, Any]], name: str, tol: float, scale: Any) -> Table:
+    at = f"; token lengths × {scale:g} (full size)" if scale else ""
+    table = Table(title=f"beside {name} (published; ✗ = outside ±{tol:.0%}{at})")
+    for col, justify in (("figure", "left"), ("this trace", "right"), (name, "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table.add_column("ratio", justify="right")
+    table.add_column("", justify="center")
+    for r in rows:
+        ratio = "—" if r["ratio"] != r["ratio"] else f"{r['ratio']:.2f}"
+        table.add_row(
+            r["label"],
+            _fmt_value(r["trace"], r["unit"]),
+            _fmt_value(r["reference"], r["unit"]),
+            ratio,
+            "" if r["within_tolerance"] else "✗",
+        )
+    return table
 
 
 def _stats_table(f: dict[str, Any]) -> Table:
@@ -134,8 +189,10 @@ def synth(
 
     if trajectories < 1:
         fail(f"--trajectories must be at least 1, got {trajectories}")
-    if scale < 1:
-        fail(f"--scale must be at least 1 (it divides token lengths), got {scale}")
+    if not math.isfinite(scale) or scale < 1:
+        fail(
+            f"--scale must be a finite number of at least 1 (it divides token lengths), got {scale}"
+        )
     _check_out(out)
     t0 = time.perf_counter()
     n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
@@ -158,7 +215,13 @@ def convert(
     fmt: str = _fmt_option(),
 ) -> None:
     """Convert between the Weka and Mooncake formats (what the target cannot hold is dropped)."""
-    from replay.traces.convert import MOONCAKE_LOSSES, WEKA_LOSSES, write_mooncake, write_weka
+    from replay.traces.convert import (
+        MOONCAKE_LOSSES,
+        NOT_READ,
+        WEKA_LOSSES,
+        write_mooncake,
+        write_weka,
+    )
 
     if to not in FORMATS:
         fail(f"--to {to!r}: expected one of {', '.join(FORMATS)}")
@@ -177,6 +240,8 @@ def convert(
     if trace.format != to:
         lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
         console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)
+    if trace.format == "weka":
+        console.print(f"dropped (not read from Weka traces): {NOT_READ}", highlight=False)
     _print_issues(trace)
 
 
