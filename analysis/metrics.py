@@ -36,7 +36,9 @@ from analysis.manifest import (
     manifest_token_scale,
     manifest_working_set_ratio,
 )
-from analysis.runs import Run
+from analysis.runs import Run, covered_s
+from replay.rundir import RunDirError
+from replay.windows import WindowError, clip_to_covered
 
 ERROR_STATUSES = ("error", "timeout")
 
@@ -261,11 +263,30 @@ def engine_metrics(
 
 
 def resolve_window(run: Run, window: Window | tuple[float, float] | None) -> Window:
+    """`window` (default: the run's own) inside the time the run's data covers
+    (`replay.windows.clip_to_covered`): a given window past the data is a RunDirError, one
+    that ends after it is clipped; the clip is said in the window's source and the run's
+    notes, so rates are divided by the time covered and a report says which."""
     if window is None:
-        return run.default_window()
-    if isinstance(window, Window):
-        return window
-    return Window(float(window[0]), float(window[1]), "argument")
+        win, given = run.default_window(), False
+    elif isinstance(window, Window):
+        win, given = window, True
+    else:
+        win, given = Window(float(window[0]), float(window[1]), "argument"), True
+    end = covered_s(run)
+    if end is None:
+        return win
+    try:
+        lo, hi, note = clip_to_covered(win.start_s, win.end_s, end, win.source, given)
+    except WindowError as e:
+        raise RunDirError(f"{run.path}: {e}") from None
+    if note is None:
+        return win
+    if note not in run.notes:
+        run.notes.append(note)
+    if hi == win.end_s:
+        return win
+    return Window(lo, hi, f"{win.source}, clipped to the data's end at {hi:.6g} s")
 
 
 def window_metrics(run: Run, window: Window | tuple[float, float] | None = None) -> pd.DataFrame:

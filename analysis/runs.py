@@ -7,6 +7,7 @@ message names the file and says what is wrong.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,20 @@ from replay.rundir import (
     MANIFEST,
     REQUESTS,
     SERVER_METRICS,
+    SUMMARY,
     RunDirError,
     read_manifest,
     read_requests,
     read_summary,
     run_status,
+    schema_note,
 )
-from replay.rundir_models import Manifest, RunSummary
+from replay.rundir_models import (
+    MANIFEST_SCHEMA_VERSION,
+    SUMMARY_SCHEMA_VERSION,
+    Manifest,
+    RunSummary,
+)
 
 # Columns that must hold numbers (or nulls); a string there means a broken writer.
 _NUMERIC = (
@@ -100,6 +108,27 @@ class Run:
         return Window(0.0, float(last) * (1 + 1e-9) + 1e-9, "whole run (manifest has no window)")
 
 
+def covered_s(run: Run) -> float | None:
+    """The seconds of the run that its data covers: a finished run (completed, degraded)
+    its whole duration (or, where the manifest lacks it, at least its own window), any
+    other (interrupted, failed, still running) up to its last recorded event; None when
+    none of these is known."""
+    cfg = run.manifest.config
+    nominal = cfg.duration_s
+    if run.manifest.status in ("completed", "degraded"):
+        if nominal is not None:
+            return float(nominal)
+        if cfg.window is not None:
+            return float(cfg.window[1])
+    req = run.requests
+    ends = pd.concat([req["done_s"], req["first_token_s"], req["scheduled_s"]])
+    last = float(pd.to_numeric(ends, errors="coerce").max()) if len(ends) else float("nan")
+    if math.isnan(last):  # no event recorded
+        return None if nominal is None else float(nominal)
+    last = last * (1 + 1e-9) + 1e-9  # just past the last event, which is inside
+    return last if nominal is None else min(float(nominal), last)
+
+
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Read a run directory. Raises `RunDirError` naming the file that is missing or bad."""
     run_dir = Path(path)
@@ -117,6 +146,13 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     if missing:
         run.notes.append(f"GPUs per engine not in the manifest for {', '.join(missing)}; assumed 1")
     run.notes += manifest_notes(manifest)
+    for name, version, known in (
+        (MANIFEST, manifest.schema_version, MANIFEST_SCHEMA_VERSION),
+        (SUMMARY, run.summary.schema_version if run.summary else SUMMARY_SCHEMA_VERSION,
+         SUMMARY_SCHEMA_VERSION),
+    ):  # fmt: skip
+        if note := schema_note(run_dir / name, version, known):
+            run.notes.append(note)
     if run_status(run_dir, manifest) == "interrupted (stale)":
         run.notes.append(
             "status says running, but no process writes this run any more (killed?): "

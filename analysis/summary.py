@@ -136,6 +136,12 @@ def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
 def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
     """The lines a run's final table, report and dashboard print for one engine."""
     out = []
+    if row.get("requests") == 0:
+        out.append(
+            f"{name}: no request was measured in the window (none finished ok with its first "
+            "token inside it): its figures measure nothing; the engine may have hung or "
+            "failed (see the errors), or the window missed the traffic"
+        )
     if row.get("saturated") is True:
         ev = row.get("saturation") or {}
         why = "; ".join(ev.get("reasons") or []) if isinstance(ev, dict) else ""

@@ -46,7 +46,12 @@ from replay.rundir_lock import (
     lock_holder,
     utc_now,
 )
-from replay.rundir_models import READ, Manifest, RunStatus, RunSummary
+from replay.rundir_models import (
+    READ,
+    Manifest,
+    RunStatus,
+    RunSummary,
+)
 
 MANIFEST = "manifest.json"
 REQUESTS = "requests.parquet"
@@ -272,6 +277,17 @@ def parse_manifest(path: Path, data: Any) -> Manifest:
     )
 
 
+def schema_note(path: Path, version: object, known: int) -> str | None:
+    """The warning for a file written under a schema this harness does not know, else None."""
+    if version == known:
+        return None
+    return (
+        f"{path}: schema_version {version!r}, but this harness reads version {known}: fields "
+        "it does not know are ignored and figures may be misread; read it with the harness "
+        "that wrote it"
+    )
+
+
 def read_manifest(run_dir: Path) -> Manifest:
     """The run's manifest.json, validated; RunDirError naming the file (and field)."""
     path = Path(run_dir) / MANIFEST
@@ -349,5 +365,6 @@ __all__ = [
     "read_requests",
     "read_summary",
     "run_status",
+    "schema_note",
     "write_summary_file",
 ]

@@ -5,6 +5,11 @@ parsed here. Without one, the window is the last two thirds of the run (15-45 of
 run, the paper's), so a shorter `--duration-min` moves the window with it. `describe`
 says which window was used and why, for the command's output. Records and manifests keep
 seconds; commands convert with `seconds()`.
+
+A window read against a run that already exists (`replay price`, `replay report`) must lie
+inside the time the run covers: `clip_to_covered` refuses one that starts after the data ends
+and clips one that ends after it, with a note, so rates are divided by the time actually
+covered (not by the window as asked).
 """
 
 from __future__ import annotations
@@ -71,8 +76,32 @@ def seconds(window_min: tuple[float, float]) -> tuple[float, float]:
     return window_min[0] * 60.0, window_min[1] * 60.0
 
 
+def clip_to_covered(
+    lo_s: float, hi_s: float, covered_s: float, what: str, refuse_past: bool = True
+) -> tuple[float, float, str | None]:
+    """The window [lo_s, hi_s) (seconds) inside a run that covers 0..covered_s: unchanged
+    (note None), or clipped to end at covered_s with a note naming `what` (the flag or the
+    manifest). A window that starts at or after covered_s is a WindowError when
+    `refuse_past` (an explicit flag), else kept whole with a note that it holds nothing."""
+    if hi_s <= covered_s + 1e-9:
+        return lo_s, hi_s, None
+    span = f"window {lo_s / 60:g}-{hi_s / 60:g} min ({what})"
+    data = f"the run's data covers 0-{covered_s / 60:.4g} min ({covered_s:.6g} s)"
+    if lo_s >= covered_s:
+        if refuse_past:
+            raise WindowError(f"{span} starts after the run ends: {data}; give a window inside it")
+        return lo_s, hi_s, f"{span} lies after the run's data ends ({data}): nothing measured"
+    return (
+        lo_s,
+        covered_s,
+        f"{span} ends after the data: clipped to {lo_s:g}-{covered_s:.6g} s ({data}); "
+        "rates are per the clipped window's time",
+    )
+
+
 __all__ = [
     "WindowError",
+    "clip_to_covered",
     "default_window_min",
     "parse_window_min",
     "resolve_window_min",

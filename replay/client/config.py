@@ -91,7 +91,7 @@ class FileConfig(BaseModel):
     time_scale: float | None = Field(default=None, gt=0)
     seed: int | None = None
     gap_cap_s: float | None = Field(default=None, ge=0)
-    slo: str | dict[str, float | None] | None = Field(
+    slo: str | dict[str, Any] | None = Field(  # values checked by analysis.slo (names the key)
         default=None,
         description="SLO thresholds: 'ttft=6,itl=0.175,slowdown=2' or "
         "{ttft_s, e2e_s, itl_s, task_slowdown}; --slo overrides",
@@ -167,6 +167,17 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
             )
         urls[name.strip()] = (ep_kind or None, ep_url)
     names = [n.strip() for n in (engines or "").split(",") if n.strip()]
+    if engines is not None and not names:
+        raise ConfigError(
+            f"--engines {engines!r}: names no engine; give e.g. --engines flashstate,vllm "
+            "(or leave --engines out for all three)"
+        )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(
+            f"--engines {engines}: {', '.join(twice)} given twice; each engine once (name a "
+            "second endpoint differently to compare two servers of one kind)"
+        )
     if not names:
         names = list(urls) or ["flashstate", "vllm", "sglang"]
     unknown = [n for n in urls if n not in names]
@@ -193,3 +204,19 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
             "or none (then emulators are started)"
         )
     return specs
+
+
+def shared_url_warnings(specs: list[EngineSpec]) -> list[str]:
+    """One line per URL that two or more engines name: they are one server with one cache,
+    so each engine's hits include the other's traffic."""
+    by_url: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.url:
+            key = (redact_url(spec.url.rstrip("/")) or "").lower()
+            by_url.setdefault(key, []).append(spec.name)
+    return [
+        f"engines {', '.join(names)} name one URL ({url}): they share that server and its "
+        "cache, so each one's hit rate includes the others' traffic; give each its own server"
+        for url, names in by_url.items()
+        if len(names) > 1
+    ]

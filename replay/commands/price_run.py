@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.table import Table
 
 from analysis.economics import EnginePrice, RunPrices, price_engines
-from analysis.metrics import window_metrics
+from analysis.metrics import resolve_window, window_metrics
 from analysis.runs import Run, load_run
 from analysis.verdicts import with_verdicts
 from pricing import PriceSheet, PricingError, usd
@@ -87,7 +87,8 @@ def price_run(
     win = window_option(window)
     try:
         run = load_run(run_dir)
-        metrics = with_verdicts(run, window_metrics(run, win), win or run.default_window())
+        used = resolve_window(run, win)  # clipped to the data, with a note (run.notes)
+        metrics = with_verdicts(run, window_metrics(run, used), used)
     except RunDirError as err:
         fail(str(err))
     if metrics.empty:

@@ -28,6 +28,7 @@ from replay.client.config import (
     EngineSpec,
     engines_from_flags,
     load_config_file,
+    shared_url_warnings,
 )
 from replay.client.orchestrate import (
     PreflightFailed,
@@ -44,7 +45,8 @@ from replay.commands.common import console, err_console, fail
 from replay.engines.adapters import Limits
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.redact import MASK, redact_url
-from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest
+from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest, schema_note
+from replay.rundir_models import MANIFEST_SCHEMA_VERSION
 from replay.userpaths import PathProblem, check_out_dir
 from replay.windows import WindowError, resolve_window_min
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S, WorkloadConfig, WorkloadError
@@ -322,6 +324,8 @@ def _specs_from_manifest(
         man = read_manifest(run_dir)
     except RunDirError as e:
         fail(f"--resume: {e}")
+    if note := schema_note(run_dir / "manifest.json", man.schema_version, MANIFEST_SCHEMA_VERSION):
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}", highlight=False)
     if man.status in ("completed", "degraded"):
         how = "completed" if man.status == "completed" else "ended (degraded)"
         fail(f"--resume {run_dir}: that run {how}; nothing to resume")
@@ -489,7 +493,7 @@ def register(app: typer.Typer) -> None:
         defaults, settings = DEFAULTS, None
         if resume is None and config is None and not endpoint:
             defaults, settings = _embedded_defaults()  # no endpoint: the embedded default
-            engines = engines or defaults["engines"]
+            engines = engines if engines is not None else defaults["engines"]
         try:
             if resume is not None:
                 specs, manifest_cfg, trace = _specs_from_manifest(resume, endpoint)
@@ -503,6 +507,8 @@ def register(app: typer.Typer) -> None:
         except ConfigError as e:
             fail(str(e))
         fc = file_cfg
+        for w in shared_url_warnings(specs):
+            err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
         emulated = all(s.url is None for s in specs)
         if not emulated and any(s.url is None for s in specs):
             missing = ", ".join(s.name for s in specs if s.url is None)

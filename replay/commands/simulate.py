@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -43,7 +43,20 @@ def parse_policies(text: str) -> list[str]:
     bad = [p for p in names if p not in POLICY_NAMES]
     if bad:
         fail(f"--policies: unknown policy {', '.join(bad)} (known: {', '.join(POLICY_NAMES)})")
-    return names
+    return _once(names, "--policies")
+
+
+def _once(items: list[Any], flag: str) -> list[Any]:
+    """`items` with repeats dropped (first kept), saying which were dropped: a repeated point
+    would write the same run directory twice."""
+    kept = list(dict.fromkeys(items))
+    if len(kept) < len(items):
+        again = sorted({str(x) for x in items if items.count(x) > 1})
+        err_console.print(
+            f"[yellow]note:[/] {flag}: {', '.join(again)} given more than once; each runs once",
+            highlight=False,
+        )
+    return kept
 
 
 def parse_sessions(text: str) -> list[int]:
@@ -52,7 +65,7 @@ def parse_sessions(text: str) -> list[int]:
         if not part.isdigit() or int(part) < 1:
             fail(f"--sessions: '{part}' is not a positive whole number (e.g. --sessions 16,32,48)")
         out.append(int(part))
-    return out
+    return _once(out, "--sessions")
 
 
 def parse_window(text: str | None, duration_min: float) -> tuple[float, float]:

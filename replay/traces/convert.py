@@ -31,6 +31,9 @@ TYPE_NAMES = {0: "n", 1: "s"}
 WEKA_LOSSES = (
     "api_time, think_time (kept as delay), ttft, stop, request type, models, subagent links"
 )
+# What the Weka reader (replay.traces.weka) does not keep, so no conversion can write it back:
+# per request it reads t, type, in, out, hash_ids, stop, api_time, think_time and ttft only.
+NOT_READ = "per-request model, input_types and output_types (the session's models are kept)"
 MOONCAKE_LOSSES = "nothing Mooncake records (api_time, ttft, stop and models are absent from it)"
 
 
