@@ -24,6 +24,7 @@ from analysis.manifest import (
     manifest_window,
 )
 from replay.rundir import (
+    JOURNAL,
     MANIFEST,
     REQUESTS,
     SERVER_METRICS,
@@ -34,6 +35,7 @@ from replay.rundir import (
     read_summary,
     run_status,
     schema_note,
+    torn_tail_bytes,
 )
 from replay.rundir_models import (
     MANIFEST_SCHEMA_VERSION,
@@ -145,6 +147,11 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     missing = [e for e in run.engines if run.engine_info(e).gpus_assumed]
     if missing:
         run.notes.append(f"GPUs per engine not in the manifest for {', '.join(missing)}; assumed 1")
+    if torn := torn_tail_bytes(run_dir / JOURNAL):
+        run.notes.append(
+            f"{run_dir / JOURNAL}: its last line is torn ({torn} bytes: the writer was killed "
+            "mid-write, or is writing it now); skipped, 1 line"
+        )
     run.notes += manifest_notes(manifest)
     for name, version, known in (
         (MANIFEST, manifest.schema_version, MANIFEST_SCHEMA_VERSION),

@@ -22,6 +22,7 @@ import datetime as dt
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,14 @@ from replay.records import (
     records_to_table,
 )
 from replay.redact import Scrubber
+from replay.rundir_journal import (
+    DiskFullError,
+    append_whole,
+    cut_torn_tail,
+    torn_tail_bytes,
+    write_atomic,
+    write_in_place,
+)
 from replay.rundir_lock import (
     LOCK,
     RunDirError,
@@ -87,16 +96,18 @@ def new_run_id(prefix: str = "run") -> str:
     return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
 
 
+def _json_bytes(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    os.replace(tmp, path)
+    """Through a temporary file; DiskFullError (naming the path) on a full disk."""
+    data = _json_bytes(obj)
+    write_atomic(path, lambda tmp: tmp.write_bytes(data))
 
 
 def write_table_atomic(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp))
 
 
 class RunWriter:
@@ -105,6 +116,11 @@ class RunWriter:
     Records are appended to the journal on every `flush()` (cheap, durable); the parquet file
     is rebuilt atomically at most every `parquet_interval_s` and at `close()`, so readers see
     a valid `requests.parquet` at any moment.
+
+    A full disk stops every write but the last: the first `DiskFullError` is kept in
+    `disk_full` (the caller ends its run), later writes are skipped, and `close()` writes
+    the manifest as `failed` with the error (in place, if no temporary file fits), then
+    raises it.
     """
 
     def __init__(
@@ -124,12 +140,19 @@ class RunWriter:
         self._journal: Any = None
         self._last_parquet = 0.0
         self._closed = False
+        self.disk_full: DiskFullError | None = None
 
     # lifecycle -------------------------------------------------------------------------
     def open(self, resume: bool = False) -> RunWriter:
         self._lock.acquire()  # held until close(); RunLockedError if another process writes
         try:
             if resume:
+                torn = cut_torn_tail(self.run_dir / JOURNAL)
+                if torn:
+                    self.manifest.notes.append(
+                        f"{JOURNAL}: a torn last line ({torn} bytes, left by the kill) was cut "
+                        "before resuming"
+                    )
                 self._rows = read_journal(self.run_dir)
             elif (self.run_dir / JOURNAL).exists():
                 raise RunDirError(
@@ -144,27 +167,53 @@ class RunWriter:
         m.status = "running"
         if self._lock.stale_note:
             m.notes.append(self._lock.stale_note)
-        self._write_manifest()
-        self._journal = open(self.run_dir / JOURNAL, "ab")  # noqa: SIM115 - closed in close()
+        try:
+            self._write_manifest()
+        except DiskFullError:
+            self._lock.release()
+            raise
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        self._journal = os.open(self.run_dir / JOURNAL, flags, 0o644)  # closed in close()
         return self
 
-    def _write_manifest(self) -> None:
-        data = self.manifest.model_dump(mode="json", exclude_none=True)
-        write_json_atomic(self.run_dir / MANIFEST, self.scrubber.obj(data))
+    def _guard(self, write: Callable[[], None]) -> None:
+        """Run one write unless the disk already filled; keep the first DiskFullError."""
+        if self.disk_full is not None:
+            return
+        try:
+            write()
+        except DiskFullError as e:
+            self.disk_full = e
+
+    def _write_manifest(self, last: bool = False) -> None:
+        data = self.scrubber.obj(self.manifest.model_dump(mode="json", exclude_none=True))
+        try:
+            write_json_atomic(self.run_dir / MANIFEST, data)
+        except DiskFullError:
+            if not last:
+                raise
+            write_in_place(self.run_dir / MANIFEST, _json_bytes(data))
 
     def close(self, status: RunStatus = "completed", summary: RunSummary | None = None) -> None:
         if self._closed:
             return
         self.flush(force_parquet=True)
         if self._journal is not None:
-            self._journal.close()
+            os.close(self._journal)
+            self._journal = None
         if summary is not None:
-            self.write_summary(summary)
-        self.manifest.status = status
+            self._guard(lambda: self.write_summary(summary))
+        self.manifest.status = "failed" if self.disk_full is not None else status
         self.manifest.end = utc_now()
-        self._write_manifest()
-        self._closed = True
-        self._lock.release()
+        if self.disk_full is not None:
+            self.manifest.error = str(self.disk_full)
+        try:
+            self._write_manifest(last=True)
+        finally:
+            self._closed = True
+            self._lock.release()
+        if self.disk_full is not None:
+            raise self.disk_full
 
     def __enter__(self) -> RunWriter:
         return self.open()
@@ -185,9 +234,14 @@ class RunWriter:
         self._pending.append(row)
 
     def flush(self, force_parquet: bool = False) -> None:
+        """Append the pending records to the journal (whole lines or nothing), and rebuild
+        the parquet file when due; a full disk is kept in `disk_full`, not raised."""
+        self._guard(lambda: self._flush(force_parquet))
+
+    def _flush(self, force_parquet: bool) -> None:
         if self._pending and self._journal is not None:
-            self._journal.write(b"".join(orjson.dumps(r) + b"\n" for r in self._pending))
-            self._journal.flush()
+            data = b"".join(orjson.dumps(r) + b"\n" for r in self._pending)
+            append_whole(self._journal, self.run_dir / JOURNAL, data)
             self._rows.extend(self._pending)
             self._pending.clear()
         now = time.monotonic()
@@ -204,10 +258,10 @@ class RunWriter:
         ValidationError, a bug of the producer) and rewrite the file."""
         data = self.manifest.model_dump(exclude_unset=True)
         self.manifest = Manifest.model_validate({**data, **fields})
-        self._write_manifest()
+        self._guard(self._write_manifest)
 
     def write_server_metrics(self, table: pa.Table) -> None:
-        write_table_atomic(self.run_dir / SERVER_METRICS, table)
+        self._guard(lambda: write_table_atomic(self.run_dir / SERVER_METRICS, table))
 
     def write_summary(self, summary: RunSummary) -> None:
         write_summary_file(self.run_dir, summary)
@@ -215,7 +269,8 @@ class RunWriter:
 
 # reading ---------------------------------------------------------------------------------
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """Every complete line of the journal (a torn last line from a kill is skipped)."""
+    """Every complete line of the journal (a torn last line from a kill is skipped; readers
+    count it with `torn_tail_bytes`)."""
     path = Path(run_dir) / JOURNAL
     if not path.exists():
         return []
@@ -348,8 +403,10 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
 
 
 __all__ = [
+    "JOURNAL",
     "LOCK",
     "REQUEST_SCHEMA",
+    "DiskFullError",
     "Manifest",
     "RunDirError",
     "RunLock",
@@ -366,5 +423,6 @@ __all__ = [
     "read_summary",
     "run_status",
     "schema_note",
+    "torn_tail_bytes",
     "write_summary_file",
 ]

@@ -44,6 +44,7 @@ from replay.records import records_to_table
 from replay.redact import Scrubber, redact_url
 from replay.rundir import (
     REQUESTS,
+    DiskFullError,
     RunStatus,
     RunWriter,
     read_journal,
@@ -397,7 +398,7 @@ async def run_live(
     stats = {n: r.stats for n, r in runners.items()}
     refresh_stop = asyncio.Event()
     refresher = asyncio.create_task(
-        _refresh_parquet(plan.out_dir, refresh_stop, plan.parquet_interval_s)
+        _refresh_parquet(plan.out_dir, refresh_stop, plan.parquet_interval_s, writer)
     )
     end_ns = t0 + int(plan.duration_wall_s * 1e9)
     status: RunStatus = "completed"
@@ -521,15 +522,23 @@ def reuse_note(reuse: WorkloadCounts) -> str | None:
     )
 
 
-async def _refresh_parquet(run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0) -> None:
-    """Keep requests.parquet readable mid-run: rebuild it from the journal off the loop."""
+async def _refresh_parquet(
+    run_dir: Path, stop: asyncio.Event, interval_s: float = 15.0, writer: RunWriter | None = None
+) -> None:
+    """Keep requests.parquet readable mid-run: rebuild it from the journal off the loop. A
+    full disk stops the rebuilds and is handed to the writer (which ends the run)."""
 
     def rebuild() -> None:
         rows = read_journal(run_dir)
         if rows:
-            write_table_atomic(run_dir / REQUESTS, records_to_table(rows))
+            try:
+                write_table_atomic(run_dir / REQUESTS, records_to_table(rows))
+            except DiskFullError as e:
+                if writer is None:
+                    raise
+                writer.disk_full = writer.disk_full or e
 
-    while not stop.is_set():
+    while not stop.is_set() and (writer is None or writer.disk_full is None):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
         if not stop.is_set():
@@ -557,6 +566,8 @@ async def _wait(
         if any(t.done() for t in tasks.values()):
             return "failed"
         writer.flush()
+        if writer.disk_full is not None:
+            return "failed"  # close() writes the manifest so and raises the error
         elapsed = (now - t0) / 1e9
         if elapsed - last_heartbeat >= 5.0:
             # A heartbeat lets readers tell a killed run (stale heartbeat) from a live one.

@@ -45,7 +45,14 @@ from replay.commands.common import console, err_console, fail
 from replay.engines.adapters import Limits
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.redact import MASK, redact_url
-from replay.rundir import RunDirError, RunLock, new_run_id, read_manifest, schema_note
+from replay.rundir import (
+    DiskFullError,
+    RunDirError,
+    RunLock,
+    new_run_id,
+    read_manifest,
+    schema_note,
+)
 from replay.rundir_models import MANIFEST_SCHEMA_VERSION
 from replay.userpaths import PathProblem, check_out_dir
 from replay.windows import WindowError, resolve_window_min
@@ -635,6 +642,8 @@ def register(app: typer.Typer) -> None:
                 fail(str(e))
             except ScaleConflict as e:
                 fail(f"{e}; nothing was sent")
+            except DiskFullError as e:
+                fail(f"the run failed: {e}", code=1)
             except RunDirError as e:
                 fail(str(e))
             except (asyncio.CancelledError, KeyboardInterrupt):
