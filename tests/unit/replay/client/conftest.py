@@ -109,10 +109,13 @@ class FakeEngine:
         if self.echo_after is not None and self.generations > self.echo_after:
             await req.read()
             auth = req.headers.get("Authorization", "")
-            creds = ""
+            creds, bare = "", ""
             if auth.startswith("Basic "):
                 creds = base64.b64decode(auth[6:]).decode()
-            echoed = f"as {creds}: bad request to {req.url} with headers {dict(req.headers)}"
+                bare = f"token {auth[6:]} url-safe {base64.urlsafe_b64encode(creds.encode())!r} "
+            elif auth.startswith("Bearer "):  # the key, bare and base64-encoded
+                bare = f"key64 {base64.b64encode(auth[7:].encode()).decode().rstrip('=')} "
+            echoed = f"{bare}as {creds}: bad request to {req.url} with headers {dict(req.headers)}"
             return web.Response(status=500, text=echoed * 3)
         return await handler(req)
 
