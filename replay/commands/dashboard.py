@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from replay.commands.common import console, fail
+from replay.lifeline import pdeathsig_preexec
 
 HOST = "127.0.0.1"
 RUNS_DIR_ENV = "REPLAY_RUNS_DIR"  # read by dashboards.paths
@@ -107,7 +108,11 @@ def register(app: typer.Typer) -> None:
             soft_wrap=True,  # one line, so scripts can read the address
         )
         console.print("Press Ctrl+C to stop.", style="dim")
-        proc = subprocess.Popen(streamlit_command(script, runs_dir, chosen), env=env)
+        # The server dies with this command, even a SIGKILLed one (replay.lifeline, as the
+        # emulators and engine servers the harness starts).
+        proc = subprocess.Popen(
+            streamlit_command(script, runs_dir, chosen), env=env, preexec_fn=pdeathsig_preexec()
+        )
         code = _wait(proc)
         if code not in (0, -2, 130):
             fail(f"streamlit exited with status {code}", code=1)

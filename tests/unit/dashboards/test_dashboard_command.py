@@ -105,3 +105,27 @@ def test_serve_is_streamlit_after_preloading(
     assert serve.main(["--version"]) == 0
     assert "Streamlit, version" in capsys.readouterr().out
     assert all(name in sys.modules for name in serve.PRELOAD)
+
+
+def test_sigkill_of_the_command_ends_its_streamlit_server(tmp_path: Path) -> None:
+    """Issue 24: the server dies with the command even when the command cannot stop it
+    (SIGKILL), so a new dashboard on that port starts."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "dashboard", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+    )
+    assert proc.stdout is not None
+    match = re.search(r"at (http://127\.0\.0\.1:(\d+))", proc.stdout.readline())
+    assert match
+    try:
+        assert _health(match.group(1), time.monotonic() + 60)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while _listening(int(match.group(2))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _listening(int(match.group(2)))
