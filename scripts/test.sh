@@ -11,6 +11,7 @@ echo "== mypy"; .venv/bin/mypy || exit 1
 echo "== pytest"
 # setup.sh --test installed the CPU vLLM: its tests must run, not skip.
 export REPLAY_REQUIRE_VLLM=1
+export REPLAY_REQUIRE_SGLANG=1  # ... and SGLang beside it (setup_vllm_cpu.sh --with-sglang)
 # ... and the peer clients (.venv-peers): their tests must run too.
 export REPLAY_REQUIRE_PEERS=1
 # ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.

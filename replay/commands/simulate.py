@@ -17,11 +17,19 @@ from rich.table import Table
 
 from analysis.summary import summarize_dir
 from replay.commands.common import console, err_console, fail
+from replay.commands.scale_guard import (
+    RayAddressError,
+    ScaleError,
+    check_prompts,
+    check_ray_address,
+    check_sim_work,
+)
+from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
-from replay.rundir import RunDirError, new_run_id
+from replay.rundir import new_run_id
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
-from replay.sim.sweep import RayError, plan, run_sweep
+from replay.sim.sweep import plan, run_sweep
 from replay.traces import TraceError, load_trace
 from replay.traces.scale import TraceScaleError, resolve_token_scale
 from replay.windows import WindowError, resolve_window_min, seconds
@@ -34,6 +42,14 @@ from replay.workload import (
 )
 
 _W = DEFAULT_WORKLOAD  # the replay's defaults live in the workload config
+# Errors the sweep reports as bad input, and the flag each names (others are bugs).
+_FAILURE_FLAGS = {
+    "RunDirError": "--out",
+    "DiskFullError": "--out",
+    "RunLockedError": "--out",
+    "RayError": "--ray",
+    "NativeError": "--policies",
+}
 
 
 def parse_policies(text: str) -> list[str]:
@@ -161,17 +177,28 @@ def register(app: typer.Typer) -> None:
         if not tr.trajectories:
             fail(f"--trace: {trace} holds no trajectories")
         try:
+            check_prompts(tr)
+        except ScaleError as e:
+            fail(str(e))
+        try:
             scale = resolve_token_scale(tr, token_scale)
         except TraceScaleError as e:
             fail(str(e))
-        if any(n.endswith("-native") for n in names):
-            from replay.sim.native.worker import NativeError, find_vllm
+        for native in sorted({n for n in names if n.endswith("-native")}):
+            from replay.sim.native.worker import ENGINES, NativeError, find_engine
 
+            engine = native.removesuffix("-native")
             try:
-                found = find_vllm()
+                found = find_engine(engine)
             except NativeError as e:
                 fail(f"--policies: {e}")
-            err_console.print(f"vllm-native: vLLM from {found.python} ({found.how})")
+            label = ENGINES[engine].label
+            err_console.print(f"{native}: {label} from {found.python} ({found.how})")
+        if ray is not None:
+            try:
+                check_ray_address(ray)
+            except RayAddressError as e:
+                fail(str(e))
         out_dir = out or Path("runs") / new_run_id("sim")
         configs = plan(
             names,
@@ -186,6 +213,12 @@ def register(app: typer.Typer) -> None:
             token_scale=scale,
             warmup_s=warmup,
         )
+        try:
+            long = check_sim_work(tr, counts, len(configs), duration_min * 60.0, workers)
+        except ScaleError as e:
+            fail(str(e))
+        if long:
+            err_console.print(f"[yellow]note:[/] {long}", highlight=False)
         command = "replay " + shlex.join(sys.argv[1:])
         with Progress(
             TextColumn("[bold]simulate"),
@@ -198,38 +231,34 @@ def register(app: typer.Typer) -> None:
         ) as progress:
             task = progress.add_task("", total=len(configs))
 
-            def advance(res: SimResult) -> None:
-                # summary.json's one producer is analysis.summary (the run table, the
-                # report and the dashboard read the same figures).
-                summarize_dir(out_dir / res.config.run_name)
-                s = res.summary
-                progress.update(
-                    task,
-                    advance=1,
-                    description=f"{res.config.run_name}: hit {s['hit_rate']:.1%}",
-                )
+            def advance(name: str, s: dict[str, Any]) -> None:
+                progress.update(task, advance=1, description=f"{name}: hit {s['hit_rate']:.1%}")
 
+            def work(on_result: Any) -> list[dict[str, Any]]:
+                def summarize(res: SimResult) -> None:
+                    # summary.json's one producer is analysis.summary (the run table, the
+                    # report and the dashboard read the same figures).
+                    summarize_dir(out_dir / res.config.run_name)
+                    on_result(res)
+
+                return run_sweep(
+                    tr, configs, out_dir, workers=workers, ray_address=ray,
+                    trace_source=str(trace), command=command, on_result=summarize,
+                )  # fmt: skip
+
+            about = {"command": command, "trace": str(trace), "sha256": tr.sha256}
             try:
-                rows = run_sweep(
-                    tr,
-                    configs,
-                    out_dir,
-                    workers=workers,
-                    ray_address=ray,
-                    trace_source=str(trace),
-                    command=command,
-                    on_result=advance,
-                )
-            except RunDirError as e:
-                fail(f"--out: {e}")
-            except RayError as e:
-                fail(f"--ray: {e}")
-            except RuntimeError as e:  # a native policy's engine code could not run
-                from replay.sim.native.worker import NativeError
-
-                if not isinstance(e, NativeError):
-                    raise
-                fail(f"--policies: {e}")
+                rows = run_in_child(work, configs, out_dir, advance, about)
+            except SweepInterrupted as e:
+                progress.stop()
+                err_console.print(f"[yellow]interrupted:[/] {e}", highlight=False)
+                raise typer.Exit(130) from None
+            except SweepFailed as e:
+                flag = _FAILURE_FLAGS.get(e.kind)
+                if flag is None:  # a bug: its traceback, from the child
+                    sys.stderr.write(e.trace)
+                    raise typer.Exit(1) from None
+                fail(f"{flag}: {e}")
         reused = [r for r in rows if r.get("reused_assignments")]
         if reused:
             r = max(reused, key=lambda x: x["reused_assignments"])

@@ -14,6 +14,7 @@
 | tail-replay | none (KV only) | LRU per allocation; a hit replays the last `replay_frac` of it |
 | ideal | ASC | unbounded memory |
 | vllm-native | vLLM's own KVCacheManager (`replay.sim.native`) | vLLM's block pool |
+| sglang-native | SGLang's own UnifiedRadixCache (`replay.sim.native`) | SGLang's radix tree |
 """
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ from replay.sim.policy_base import (
 if TYPE_CHECKING:
     from replay.sim.cache import HybridCache, ResumeInfo
 
+# The rule switches (`replay.sim.policy_base.RULES`) as the source's words read for the
+# policies of its simulation (seed 000, "My simulation"; issue 22, docs/policy-table.md):
+# the only things it says a running request holds are its KV blocks ("a request holds its
+# blocks for its recorded duration") and the state it resumed from ("eviction takes the
+# lowest among states no live request holds"), and a state's last use is "when it was
+# cached, when a request resumed from it, or when the last live request holding it ended".
+# So a checkpoint written during prefill is stamped when it is cached (not again when the
+# request that wrote it ends: it never held it), and vLLM-like's and dense's latest
+# chunk-end state is not held by its running request ("every block and checkpoint evicted
+# on its own"). The engine readings (vLLM's running request owns the state pages it wrote)
+# stay options: prefill_state_stamp="end", hold_chunk_state=True. `vllm` and `sglang`
+# follow their engines' code and keep the base defaults.
+SOURCE_READING: dict[str, Any] = {"prefill_state_stamp": "release"}
+SOURCE_READING_UNHELD: dict[str, Any] = {**SOURCE_READING, "hold_chunk_state": False}
+
 
 class VllmLikePolicy(Policy):
     """The source simulation's "vLLM-like" baseline (seed 000, "My simulation"): block-boundary
@@ -52,6 +68,7 @@ class VllmLikePolicy(Policy):
 
     name = "vllm-like"
     description = "the source's vLLM-like model: chunk-end block-boundary checkpoints, LRU"
+    rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING_UNHELD
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return AllocationLRU(cache)
@@ -88,10 +105,14 @@ class DensePolicy(Policy):
     name = "dense"
     description = "a checkpoint every N tokens of prefill, per-allocation LRU"
     options: ClassVar[dict[str, Any]] = {"every": 1088}
+    rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING_UNHELD
     keep_terminal_block = True
 
     def make_placement(self, profile: ModelProfile) -> Placement:
-        return EveryN(int(self.opts["every"]))
+        every = int(self.opts["every"])
+        if every <= 0:  # EveryN would divide by zero
+            raise PolicyError(f"policy 'dense': option every must be a positive token count, not {every}")
+        return EveryN(every)
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return AllocationLRU(cache)
@@ -99,6 +120,7 @@ class DensePolicy(Policy):
 
 class _AscPolicy(Policy):
     keep_terminal_block = True
+    rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ArbitraryState(profile.chunk_tokens)
@@ -192,11 +214,12 @@ POLICY_NAMES: tuple[str, ...] = (
     "tail-replay",
     "ideal",
     "vllm-native",
+    "sglang-native",
 )
 
 
 # Registered here so every name above resolves (the native module imports nothing heavy).
-from replay.sim.native.policies import VllmNativePolicy  # noqa: E402, F401
+from replay.sim.native.policies import SglangNativePolicy, VllmNativePolicy  # noqa: E402, F401
 from replay.sim.vllm_policy import VllmPolicy  # noqa: E402, F401
 
 

@@ -1,4 +1,4 @@
-"""The native policies: a name in the policy registry whose cache is the engine's own code."""
+"""The native policies: names in the policy registry whose cache is the engine's own code."""
 
 from __future__ import annotations
 
@@ -56,3 +56,44 @@ class VllmNativePolicy(Policy):
         from replay.sim.native.vllm_cache import NativeVllmCache
 
         return NativeVllmCache(profile, self, capacity_blocks, worker=worker)
+
+
+class SglangNativePolicy(Policy):
+    """SGLang 0.5.22's own hybrid radix cache (`replay.sim.native.sglang_cache`).
+
+    Options: `python` (the interpreter with SGLang; default: see `replay.sim.native.worker`),
+    `grid` (`_mamba_cache_chunk_size`, 256: the source's grid for GLM-5.3-Flash),
+    `track_interval` (--mamba-track-interval, 256), `chunk` (--chunked-prefill-size; default
+    16,384, SGLang's on a GPU of 160 GiB or more), `mamba_full_memory_ratio` (0.9) or
+    `max_mamba_cache_size` (state slots; the KV gets the rest), `max_running` (request rows,
+    128), `tree_core` ("rust", SGLang's default where its extension loads, or "python"),
+    `decode_steps` ("merged": one allocation per stretch between track boundaries, or
+    "token": one per token; the same cache states, checked by a test)."""
+
+    name = "sglang-native"
+    description = "SGLang's own radix cache (worker process in the vLLM environment)"
+    options: ClassVar[dict[str, Any]] = {
+        "python": None,
+        "grid": 256,
+        "track_interval": 256,
+        "chunk": 16384,
+        "mamba_full_memory_ratio": None,
+        "max_mamba_cache_size": None,
+        "max_running": None,
+        "tree_core": None,
+        "decode_steps": "merged",
+    }
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return NoPlacement()  # SGLang's scheduler decides
+
+    def make_eviction(self, cache: HybridCache) -> Eviction:
+        return NoEviction(cache)  # SGLang's radix cache decides
+
+    def make_cache(
+        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
+    ) -> HybridCache:
+        """The native cache; `worker`: a running SGLang worker to reuse (re-initialised)."""
+        from replay.sim.native.sglang_cache import NativeSglangCache
+
+        return NativeSglangCache(profile, self, capacity_blocks, worker=worker)

