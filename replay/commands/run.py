@@ -42,6 +42,7 @@ from replay.client.orchestrate import (
 )
 from replay.client.panel import panel, progress_line
 from replay.commands.common import console, err_console, fail
+from replay.commands.scale_guard import ScaleError, check_live_memory, check_prompts
 from replay.engines.adapters import Limits
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.redact import MASK, redact_url
@@ -591,6 +592,11 @@ def register(app: typer.Typer) -> None:
             loaded = load_trace(trace or sample_path())
         except (TraceError, FileNotFoundError) as e:
             fail(f"--trace: {e}")
+        try:
+            check_prompts(loaded)
+            check_live_memory(loaded, wcfg.sessions, len(specs))
+        except ScaleError as e:
+            fail(str(e))
         tokens = _trace_scale(
             loaded, token_scale, settings if emulated and sample else None, emulated
         )

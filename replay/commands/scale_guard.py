@@ -1,0 +1,202 @@
+"""Refuse, before any work, what cannot finish: absurd prompts, runs that cannot fit in
+memory, and a Ray address where nothing answers.
+
+- Prompt tokens per request: no bundled model profile serves more than 1,048,576 tokens
+  (configs/models/*.yaml `context_tokens`); a request of more than `PROMPT_LIMIT_FACTOR`
+  times that is no agent trace's request (the real corpus's longest is 880,502: measured on
+  ../shared/traces/kvct-dev.jsonl.gz) and building its prompt would not finish (the
+  simulator derives a key per block, the live client an int32 id per token).
+- Memory: a live run holds, per session and engine, the prompt it builds (int32 ids), the
+  previous prompt, and the request's JSON body (about 7 bytes per id: up to 6 digits and a
+  comma), so `LIVE_BYTES_PER_TOKEN` = 4 + 4 + 8; sessions × engines × the trace's mean
+  prompt × that is refused when it passes the memory this machine has available.
+- Simulated work: a sweep simulates about sessions × duration ÷ the trace's mean seconds
+  between requests per run; the simulator's speed, `SIM_REQUESTS_PER_S`, and its memory per
+  session, `SIM_BYTES_PER_SESSION`, were measured here (real corpus, vllm policy, 6-minute
+  runs of 48, 480 and 4,800 sessions on two shared cores, interpreted modules: 12.4 s,
+  14.5 s, 18.1 s for 483, 2,558, 6,495 requests, so ~0.94 ms a request; peak RSS 388 MB at
+  480 sessions, 466 MB at 4,800: ~18 KB a session). A sweep estimated at more than
+  `SIM_WARN_S` is announced with its estimate; one whose largest run would not fit in the
+  available memory is refused.
+- Ray: `--ray host:port` must accept a TCP connection within `RAY_CONNECT_S`, or Ray itself
+  retries for minutes.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from replay.traces.model import Trace, Trajectory
+
+LONGEST_PROFILE_CONTEXT = 1_048_576  # configs/models/glm-5.3-flash.yaml context_tokens
+PROMPT_LIMIT_FACTOR = 16
+PROMPT_LIMIT = PROMPT_LIMIT_FACTOR * LONGEST_PROFILE_CONTEXT
+LIVE_BYTES_PER_TOKEN = 16
+RAY_CONNECT_S = 3.0
+SIM_REQUESTS_PER_S = 1_000.0  # measured (module docstring); the compiled build is ~2x faster
+SIM_BYTES_PER_SESSION = 18_000  # measured (module docstring)
+SIM_WARN_S = 600.0
+
+
+class ScaleError(ValueError):
+    """Work that cannot finish; the message names the flag or file and the limit."""
+
+
+class RayAddressError(ValueError):
+    """Nothing answers at the --ray address."""
+
+
+def _walk(tr: Trajectory) -> Iterator[Trajectory]:
+    yield tr
+    for sub in tr.subagents:
+        yield from _walk(sub)
+
+
+def check_prompts(trace: Trace, flag: str = "--trace") -> None:
+    """ScaleError naming the file, line, session and request of the first prompt over
+    PROMPT_LIMIT tokens (a negative length is the loader's business)."""
+    for tr in trace.trajectories:
+        for part in _walk(tr):
+            if not part.num_requests:
+                continue
+            i = int(np.argmax(part.input_tokens))
+            n = int(part.input_tokens[i])
+            if n > PROMPT_LIMIT:
+                line = f"line {part.source_line}: " if part.source_line else ""
+                raise ScaleError(
+                    f"{flag} {trace.source}: {line}session {part.id!r} request {i} has a "
+                    f"prompt of {n:,} tokens, over the limit of {PROMPT_LIMIT:,} "
+                    f"({PROMPT_LIMIT_FACTOR} × {LONGEST_PROFILE_CONTEXT:,}, the longest context "
+                    "of any model profile): no engine serves it and its prompt cannot be built; "
+                    "fix that request or leave the session out"
+                )
+
+
+def mean_prompt_tokens(trace: Trace) -> float:
+    total = count = 0
+    for tr in trace.trajectories:
+        for part in _walk(tr):
+            total += int(part.input_tokens.sum())
+            count += part.num_requests
+    return total / count if count else 0.0
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_live_memory(trace: Trace, sessions: int, engines: int) -> None:
+    """ScaleError naming --sessions and the most sessions that fit, when the run's prompts
+    alone would pass the available memory."""
+    avail = available_bytes()
+    if avail is None:
+        return
+    per_session = mean_prompt_tokens(trace) * LIVE_BYTES_PER_TOKEN * max(engines, 1)
+    need = sessions * per_session
+    if need > avail:
+        fits = int(avail // per_session) if per_session else sessions
+        raise ScaleError(
+            f"--sessions {sessions:,}: the run would need about {need / 2**30:,.1f} GiB for its "
+            f"prompts alone ({engines} engine(s) × {sessions:,} sessions × the trace's mean "
+            f"prompt of {mean_prompt_tokens(trace):,.0f} tokens × {LIVE_BYTES_PER_TOKEN} bytes), "
+            f"over the {avail / 2**30:,.1f} GiB available; the limit here is about {fits:,} "
+            "sessions"
+        )
+
+
+def mean_request_gap_s(trace: Trace) -> float:
+    """The trace's mean seconds from one request of a session to its next (0: unknown)."""
+    span = gaps = 0.0
+    for tr in trace.trajectories:
+        for part in _walk(tr):
+            if part.num_requests > 1:
+                span += float(part.t[-1] - part.t[0])
+                gaps += part.num_requests - 1
+    return span / gaps if gaps else 0.0
+
+
+def check_sim_work(
+    trace: Trace, sessions: list[int], runs: int, duration_s: float, workers: int
+) -> str | None:
+    """ScaleError naming --sessions when the largest run (one per worker at once) would not
+    fit in the available memory; otherwise the note announcing a long sweep (None: short)."""
+    avail = available_bytes()
+    at_once = max(sessions) * SIM_BYTES_PER_SESSION * max(1, min(workers, runs))
+    if avail is not None and at_once > avail:
+        fits = int(avail // (SIM_BYTES_PER_SESSION * max(1, min(workers, runs))))
+        raise ScaleError(
+            f"--sessions {max(sessions):,}: the simulation would need about "
+            f"{at_once / 2**30:,.1f} GiB ({SIM_BYTES_PER_SESSION / 1000:g} KB a session, "
+            f"measured; × {max(1, min(workers, runs))} worker(s)), over the "
+            f"{avail / 2**30:,.1f} GiB available; the limit here is about {fits:,} sessions"
+        )
+    gap = mean_request_gap_s(trace)
+    if gap <= 0:
+        return None
+    requests = sum(sessions) * (runs // max(len(sessions), 1)) * duration_s / gap
+    seconds = requests / SIM_REQUESTS_PER_S / max(1, min(workers, runs))
+    if seconds <= SIM_WARN_S:
+        return None
+    return (
+        f"this sweep simulates about {requests:,.0f} requests (sessions × --duration-min ÷ the "
+        f"trace's mean {gap:.1f} s between requests, over {runs} runs): about "
+        f"{_human(seconds)} at ~{SIM_REQUESTS_PER_S:,.0f} requests/s a worker (measured); "
+        "Ctrl-C stops it, keeping the runs that finished"
+    )
+
+
+def _human(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def check_ray_address(address: str) -> None:
+    """RayAddressError unless `address` ('local', 'auto', host:port or ray://host:port)
+    accepts a connection within RAY_CONNECT_S."""
+    if address in ("local", "auto"):
+        return
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise RayAddressError(
+            f"--ray {address!r}: expected host:port (or ray://host:port, 'auto', 'local')"
+        )
+    try:
+        with socket.create_connection((host, port), timeout=RAY_CONNECT_S):
+            return
+    except OSError as e:
+        raise RayAddressError(
+            f"--ray {address}: nothing answers at {host}:{port} within {RAY_CONNECT_S:g} s "
+            f"({e.strerror or e}); start the cluster (`ray start --head`) or give its address, "
+            "or use --ray local"
+        ) from None
+
+
+__all__ = [
+    "PROMPT_LIMIT",
+    "RayAddressError",
+    "ScaleError",
+    "check_live_memory",
+    "check_prompts",
+    "check_ray_address",
+    "check_sim_work",
+    "mean_prompt_tokens",
+]

@@ -1,0 +1,97 @@
+"""Work that cannot finish is refused before it starts, naming the flag or file and the
+limit (issue 24): a 10^18-token prompt, a run whose prompts alone pass the memory, a Ray
+address where nothing answers (within seconds, not Ray's minutes of retries)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.commands import scale_guard
+from replay.commands.scale_guard import PROMPT_LIMIT, RayAddressError, check_ray_address
+
+
+def said(res: Any) -> str:
+    return " ".join((res.output + res.stderr).split())
+
+
+def _trace(path: Path, prompt: int, sessions: int = 2) -> str:
+    lines = []
+    for s in range(sessions):
+        n = prompt if s == sessions - 1 else 640
+        reqs = [{"t": 0.0, "type": "s", "in": 640, "out": 4, "hash_ids": list(range(10))},
+                {"t": 5.0, "type": "s", "in": n, "out": 4, "hash_ids": list(range(11))}]  # fmt: skip
+        lines.append(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
+                                 "requests": reqs}))  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_an_absurd_prompt_is_refused_naming_line_and_limit(command: str, tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.jsonl", 10**18)
+    args = ["--trace", trace, "--sessions", "2", "--out", str(tmp_path / "o")]
+    if command == "simulate":
+        args += ["--policies", "vllm"]
+    else:
+        args += ["--engines", "vllm", "--no-panel"]
+    t = time.monotonic()
+    res = CliRunner().invoke(app, [command, *args])
+    assert res.exit_code == 2, said(res)
+    assert time.monotonic() - t < 30
+    text = said(res)
+    assert f"line 2: session 's1' request 1 has a prompt of {10**18:,} tokens" in text
+    assert f"over the limit of {PROMPT_LIMIT:,}" in text
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused(tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    res = CliRunner().invoke(app, ["run", "--engines", "vllm", "--trace", trace, "--sessions",
+                                   "100000000", "--duration-min", "3", "--no-panel",
+                                   "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2
+    assert "--sessions 100,000,000: the run would need about" in said(res)
+    assert "the limit here is about" in said(res) and not (tmp_path / "o").exists()
+
+
+def test_a_long_sweep_is_announced_and_one_too_big_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replay.traces import load_trace
+
+    tr = load_trace(_trace(tmp_path / "t.jsonl", 640))
+    note = scale_guard.check_sim_work(tr, [100_000], 2, 2700.0, 1)
+    assert note is not None and "simulates about 108,000,000 requests" in note
+    assert scale_guard.check_sim_work(tr, [4], 1, 60.0, 1) is None
+    monkeypatch.setattr(scale_guard, "available_bytes", lambda: 10**9)
+    with pytest.raises(scale_guard.ScaleError, match=r"--sessions 1,000,000: .* about 55,555"):
+        scale_guard.check_sim_work(tr, [1_000_000], 1, 60.0, 1)
+
+
+def test_a_ray_address_that_does_not_answer_fails_in_seconds() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: refused
+    t = time.monotonic()
+    with pytest.raises(RayAddressError, match=rf"--ray 127.0.0.1:{port}: nothing answers"):
+        check_ray_address(f"127.0.0.1:{port}")
+    with pytest.raises(RayAddressError, match="expected host:port"):
+        check_ray_address("bogus")
+    assert time.monotonic() - t < 10
+    check_ray_address("local")
+
+
+def test_simulate_ray_bogus_is_an_error_naming_the_flag(tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    res = CliRunner().invoke(app, ["simulate", "--trace", trace, "--policies", "vllm",
+                                   "--sessions", "2", "--ray", "bogus.invalid:1234", "--token-scale", "1",
+                                   "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2 and "--ray bogus.invalid:1234: nothing answers at" in said(res)
