@@ -63,4 +63,4 @@ def test_ray_address_errors_are_reported(small_corpus, tmp_path):
         ],
     )
     assert res.exit_code == 2
-    assert "--ray:" in res.output
+    assert "--ray ray://127.0.0.1:1: nothing answers at 127.0.0.1:1 within 3 s" in res.output
