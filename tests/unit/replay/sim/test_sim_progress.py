@@ -159,7 +159,9 @@ print("all done", flush=True)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_policy_finishes_on_hostile_timestamps(hostile_traces: dict[str, Path], kind: str) -> None:
+def test_every_policy_finishes_on_hostile_timestamps(
+    hostile_traces: dict[str, Path], kind: str
+) -> None:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", CHILD, str(hostile_traces[kind]), ",".join(POLICIES)],
