@@ -42,6 +42,7 @@ from replay.client.orchestrate import (
 )
 from replay.client.panel import panel, progress_line
 from replay.commands.common import console, err_console, fail
+from replay.commands.run_stop import HardStop
 from replay.commands.scale_guard import ScaleError, check_live_memory, check_prompts
 from replay.engines.adapters import Limits
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
@@ -275,7 +276,10 @@ def _final_table(outcome: RunOutcome) -> Table:
 
 
 async def _drive(
-    plan: RunPlan, show_panel: bool, user_time_scale: float | None = None
+    plan: RunPlan,
+    show_panel: bool,
+    user_time_scale: float | None = None,
+    hard: HardStop | None = None,
 ) -> RunOutcome | None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -288,9 +292,15 @@ async def _drive(
             main.cancel()
         stop.set()
 
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
+    def on_raw_signal(signum: int, frame: Any) -> None:
+        # A plain handler, run between bytecodes even while the loop is swamped: it arms the
+        # hard stop at once, and hands the clean stop to the loop.
+        if hard is not None:
+            hard.arm(signal.Signals(signum).name)
+        loop.call_soon_threadsafe(on_signal)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_raw_signal)
     names = ", ".join(f"{e.name} ({e.kind} at {redact_url(e.url)})" for e in plan.engines)
     err_console.print(f"preflight: {escape(names)}", highlight=False)
     reports = await check_engines(plan)
@@ -642,8 +652,12 @@ def register(app: typer.Typer) -> None:
                     s.model_copy(update={"url": group.urls[s.name], **_emulated_gpus(s, settings)})
                     for s in specs
                 ]
+            hard = HardStop(plan.out_dir)
+            stack.callback(hard.disarm)
+            for sig in (signal.SIGINT, signal.SIGTERM):  # _drive installs its own
+                stack.callback(signal.signal, sig, signal.getsignal(sig))
             try:
-                outcome = asyncio.run(_drive(plan, show_panel, user_scale))
+                outcome = asyncio.run(_drive(plan, show_panel, user_scale, hard))
             except PreflightFailed as e:
                 fail(str(e))
             except ScaleConflict as e:
