@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from replay import __version__
@@ -45,7 +47,11 @@ for module in (run, simulate, serve_sim, traces, price, report, dashboard, engin
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own handling: no traceback
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+"""Ctrl-C on any command ends it with 130 and one word, never a traceback, whether it lands
+while the command modules load or while the command works (issue 24)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize("after_s", [0.3, 3.0])
+def test_ctrl_c_is_quiet(after_s: float, tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    with trace.open("w") as f:  # big enough that `traces stats` is still working at 3 s
+        for s in range(4000):
+            reqs = [{"t": k, "type": "s", "in": 64 * (k + 1), "out": 1,
+                     "hash_ids": list(range(k + 1))} for k in range(60)]  # fmt: skip
+            f.write(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
+                                "requests": reqs}) + "\n")  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay", "traces", "stats", str(trace)], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    time.sleep(after_s)
+    if proc.poll() is not None:
+        pytest.skip("the command finished before the signal")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode in (130, 1), out  # 1: click's own "Aborted!"
+    assert "Traceback" not in out and ("interrupted" in out or "Aborted" in out)
