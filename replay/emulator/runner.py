@@ -82,6 +82,7 @@ class EngineRunner:
 
     async def _run(self) -> None:
         busy_since = self.clock()
+        idle = 0  # consecutive steps that ran nothing
         while True:
             if not self.core.has_work():
                 self._wake.clear()
@@ -97,8 +98,21 @@ class EngineRunner:
                 continue
             self._reject(result)
             if result.duration == 0.0:
+                # Nothing ran but requests moved (a preemption, a rejection); the core
+                # raises EngineStall on a step that changes nothing, so this repeats only
+                # while requests move: more passes than requests is a bug, not a wait.
+                idle += 1
+                if idle > 2 + self.core.num_running + self.core.num_waiting:
+                    msg = (
+                        f"emulator engine error: {idle} steps at model time "
+                        f"{self.model_now:.6f} s ran nothing ({self.core.policy})"
+                    )
+                    self._fail_all(msg)
+                    log.error(msg)
+                    idle = 0
                 await asyncio.sleep(0)
                 continue
+            idle = 0
             self.model_now += result.duration
             lead = self.wall_time(self.model_now) - self.clock()
             if lead > MIN_SLEEP_S:

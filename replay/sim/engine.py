@@ -19,26 +19,51 @@ SGLang's scheduler looks a request up in its radix tree when it forms a prefill 
 (`match_prefix` in `get_new_batch_prefill`): the same rule here. FlashState additionally
 parks the state a waiting request will resume from (the fork's eviction.py: "parks units
 that a waiting request is about to resume from"), so a queue does not evict it: admission
-`park`. The last prefill chunk yields the first token. Every sequence reserves room for its
-prompt plus output when admitted (vLLM allocates per step and preempts when short; with
-whole-request reservation nothing is ever preempted, see README "Engine model").
+`park`. The last prefill chunk yields the first token.
+
+Memory (`replay.sim.engine_rules`, each rule an option with the engine code it follows): a
+request's blocks are taken step by step as it computes (`allocation="step"`), behind an
+admission gate (vLLM: its prompt must fit beside what running requests hold; SGLang: prompt
+plus output, beside running requests' remaining output); when a running request's next
+blocks cannot be had the newest running request (vLLM) or the decoding request with the
+fewest output tokens (SGLang) is preempted: it leaves with nothing of its own cached but
+what its finished prefill already placed, goes back to the head of the queue and recomputes
+its prompt and output so far from whatever the cache still holds. `allocation="upfront"`
+(the model before issue 22) reserves prompt plus output at admission and never preempts.
+A step that can do nothing while work is pending raises `EngineStall` (never a silent
+spin or a stranded request).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
-
-import numpy as np
+from typing import Literal
 
 from replay.sim.clock import StepClock
-from replay.sim.engine_cache import EngineCache, Resume
-from replay.sim.keys import Prefix
+from replay.sim.engine_cache import EngineCache, GrowingCache, Resume
+from replay.sim.engine_rules import SGLANG_CLIP_MAX_NEW_TOKENS, EngineRules, rules_for
+from replay.sim.engine_seq import (
+    EngineCounters,
+    EngineStall,
+    Sequence,
+    StepResult,
+    TokenSink,
+)
+
+__all__ = [
+    "Admission",
+    "EngineCore",
+    "EngineCounters",
+    "EngineStall",
+    "Sequence",
+    "StepResult",
+    "TokenSink",
+    "admission_for",
+]
 
 Admission = Literal["schedule", "park"]
-_NO_IDS = np.zeros(0, dtype=np.int64)
+Chunk = tuple["Sequence", int, int]  # a prefill chunk [a, b) of a sequence
 
 
 def admission_for(name: str) -> Admission:
@@ -47,83 +72,33 @@ def admission_for(name: str) -> Admission:
     return "park" if name.startswith("flashstate") else "schedule"
 
 
-class TokenSink(Protocol):
-    """Where a sequence's generated tokens go (the HTTP stream)."""
-
-    def push(self, count: int, finished: bool) -> None:
-        """`count` more tokens of the sequence's output are ready; `finished` on the last."""
-        ...
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One request inside the engine (lengths in the trace's tokens)."""
-
-    rid: int
-    prompt: Prefix
-    max_tokens: int
-    output_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)  # the emulator's ids
-    sink: TokenSink | None = None
-    prompt_len: int = -1  # default: the prompt's length
-    full: Prefix | None = None  # prompt + output identity known up front (the simulator's)
-    hint: int = 0  # the ideal resume position where the caller knows it (the simulator)
-    arrival: float = 0.0
-    resume: Resume | None = None
-    computed: int = 0  # prompt positions whose KV exists
-    generated: int = 0
-    first_token_t: float | None = None
-    done_t: float | None = None
-    cancelled: bool = False
-    rejected: bool = False  # the cache can never hold it
-
-    def __post_init__(self) -> None:
-        if self.prompt_len < 0:
-            self.prompt_len = self.prompt.length
-
-    @property
-    def prefilling(self) -> bool:
-        return self.computed < self.prompt_len
-
-    def kv(self) -> tuple[Prefix, int]:
-        """The sequence whose KV exists at the end, and its length: the prompt plus every
-        generated token but the last (whose KV is never computed)."""
-        n = self.prompt_len + max(self.generated - 1, 0)
-        if self.full is not None:
-            return self.full, n
-        full: Prefix = self.prompt.extended(self.output_ids[: self.generated - 1])  # type: ignore[attr-defined]
-        return full, n
-
-
-@dataclass
-class EngineCounters:
-    """Running totals the metrics endpoint reports (tokens unless named otherwise)."""
-
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    generation_tokens: int = 0
-    requests_finished: int = 0
-    requests_aborted: int = 0
-    steps: int = 0
-    busy_s: float = 0.0  # model seconds spent in steps
-
-
-@dataclass
-class StepResult:
-    duration: float
-    started: list[Sequence] = field(default_factory=list)  # admitted this step (resume known)
-    emitted: list[tuple[Sequence, int, bool]] = field(default_factory=list)  # seq, tokens, done
-    rejected: list[Sequence] = field(default_factory=list)  # can never be admitted
-
-
 class EngineCore:
-    """Scheduler and step clock of one engine; the cache is the policy's."""
+    """Scheduler and step clock of one engine; the cache is the policy's.
+
+    `rules`: how it holds memory (default: the engine's own, `rules_for` the cache's
+    policy). A cache that cannot allocate step by step (a plain KV cache, a native engine's)
+    runs with `allocation="upfront"`."""
 
     def __init__(
-        self, clock: StepClock, cache: EngineCache, admission: Admission = "schedule"
+        self,
+        clock: StepClock,
+        cache: EngineCache,
+        admission: Admission = "schedule",
+        rules: EngineRules | None = None,
     ) -> None:
         self.clock = clock
         self.cache = cache
         self.admission = admission
+        name = getattr(cache, "policy", None)
+        self.policy = name if isinstance(name, str) else type(cache).__name__
+        rules = rules or rules_for(self.policy)
+        self._grower: GrowingCache | None = None
+        if rules.allocation == "step":
+            if isinstance(cache, GrowingCache) and cache.can_grow:
+                self._grower = cache
+            else:
+                rules = rules.with_(allocation="upfront")
+        self.rules = rules
         self.max_batch = clock.profile.max_batch
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -162,37 +137,50 @@ class EngineCore:
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def _chunk_end(self, start: int, budget: int, prompt_len: int) -> int:
-        end = min(prompt_len, start + budget, start + self.clock.prefill_cap_tokens)
-        if end < prompt_len:
+    def _chunk_end(self, start: int, budget: int, target: int) -> int:
+        """Where a chunk from `start` ends: at most the budget and the cap; one that does not
+        finish the prompt ends on a block boundary, or (rule `subblock_chunks` off, vLLM's
+        align mode when a block is no wider than the cap) is not run at all (`start`)."""
+        cap = self.clock.prefill_cap_tokens
+        end = min(target, start + budget, start + cap)
+        if end < target:
             bt = self.cache.block_tokens
             aligned = end - end % bt
             if aligned > start:
                 end = aligned
+            elif not self.rules.subblock_chunks and bt <= min(self.clock.budget_tokens, cap):
+                end = start
         return end
 
+    def _started(self, seq: Sequence, resume: Resume) -> bool:
+        """Bookkeeping of a scheduled request; whether it is its first scheduling."""
+        # An engine always computes at least the last token before the next (its logits).
+        if resume.cached > seq.target - 1:
+            resume = resume.capped(max(seq.target - 1, 0))
+        seq.computed = resume.cached
+        self.running.append(seq)
+        if seq.resume is not None:  # rescheduled after a preemption
+            return False
+        seq.resume = resume
+        self.counters.prompt_tokens += seq.prompt_len
+        self.counters.cached_tokens += resume.cached
+        return True
+
     def _admit_head(self, now: float) -> Sequence | None:
-        """Schedule the oldest waiting request if the cache can hold it."""
+        """Schedule the oldest waiting request if the cache can hold it (up front)."""
         seq = self.waiting[0]
+        prompt, n = seq.lookup_prefix()
         reserve = seq.prompt_len + seq.max_tokens
-        resume = self.cache.admit(seq.rid, seq.prompt, seq.prompt_len, reserve, now, seq.hint)
+        resume = self.cache.admit(seq.rid, prompt, n, reserve, now, seq.hint)
         if resume is None:
             self._blocked = True
             return None
-        # An engine always computes at least the prompt's last token (it needs its logits).
-        if resume.cached > seq.prompt_len - 1:
-            resume = resume.capped(max(seq.prompt_len - 1, 0))
         self.waiting.popleft()
-        seq.resume = resume
-        seq.computed = resume.cached
-        self.running.append(seq)
-        self.counters.prompt_tokens += seq.prompt_len
-        self.counters.cached_tokens += resume.cached
+        self._started(seq, resume)
         return seq
 
-    def _reject_head(self, now: float, result: StepResult) -> None:
-        """Nothing runs and the head cannot be admitted: it never will be."""
-        seq = self.waiting.popleft()
+    def _reject(self, seq: Sequence, now: float, result: StepResult) -> None:
+        """Nothing else runs and `seq` cannot be held: it never will be."""
         seq.rejected = seq.cancelled = True
         self.cache.abort(seq.rid, now)
         self.counters.requests_aborted += 1
@@ -201,17 +189,63 @@ class EngineCore:
 
     def step(self, now: float) -> StepResult:
         """Plan and apply one forward pass starting at model time `now`."""
+        result = StepResult(0.0)
+        if self._grower is not None:
+            decoding, chunks, budget = self._schedule_running_per_step(now, result)
+        else:
+            decoding, chunks, budget = self._schedule_running(now)
+        if not result.preempted:  # vLLM: a step that preempted admits nobody
+            if self._grower is not None:
+                self._schedule_waiting_per_step(now, budget, chunks, result)
+            else:
+                self._schedule_waiting(now, budget, chunks, result)
+        if not decoding and not chunks:
+            if self.has_work() and not result.changed:
+                head = (self.running or list(self.waiting))[0]
+                raise EngineStall(
+                    f"{self.policy}: the engine can run nothing at t={now:.6f} s though "
+                    f"{len(self.running)} requests run and {len(self.waiting)} wait "
+                    f"(request {head.rid}: {head.computed} of {head.target} positions "
+                    f"computed, {head.generated} of {head.max_tokens} tokens; rules "
+                    f"{self.rules})"
+                )
+            return result
+        duration = self.clock.step_seconds(len(decoding), [(a, b) for _, a, b in chunks])
+        end_t = now + duration
+        result.duration = duration
+        result.decoding = len(decoding)
+        result.prefill_tokens = sum(b - a for _, a, b in chunks)
+        for seq, a, b in chunks:
+            self.cache.prefill(seq.rid, a, b, end_t)
+            seq.computed = b
+            if b == seq.target:
+                if seq.first_token_t is None:
+                    seq.first_token_t = end_t
+                self._emit(seq, end_t, result)
+        for seq in decoding:
+            self._emit(seq, end_t, result)
+        self.counters.steps += 1
+        self.counters.busy_s += duration
+        return result
+
+    # up front (allocation="upfront") -------------------------------------------------------
+    def _schedule_running(self, now: float) -> tuple[list[Sequence], list[Chunk], int]:
         decoding = [s for s in self.running if not s.prefilling]
         budget = max(0, self.clock.budget_tokens - len(decoding))
-        chunks: list[tuple[Sequence, int, int]] = []
+        chunks: list[Chunk] = []
         for seq in self.running:
             if budget <= 0:
                 break
             if seq.prefilling:
-                end = self._chunk_end(seq.computed, budget, seq.prompt_len)
-                chunks.append((seq, seq.computed, end))
-                budget -= end - seq.computed
-        result = StepResult(0.0)
+                end = self._chunk_end(seq.computed, budget, seq.target)
+                if end > seq.computed:
+                    chunks.append((seq, seq.computed, end))
+                    budget -= end - seq.computed
+        return decoding, chunks, budget
+
+    def _schedule_waiting(
+        self, now: float, budget: int, chunks: list[Chunk], result: StepResult
+    ) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             if self._blocked and self.running:
                 break
@@ -220,29 +254,155 @@ class EngineCore:
                 new = self._admit_head(now)  # parked states yield before the head is lost
             if new is None:
                 if not self.running:
-                    self._reject_head(now, result)
+                    self._reject(self.waiting.popleft(), now, result)
                     continue
                 break  # FCFS: later requests wait behind the head
-            result.started.append(new)
-            end = self._chunk_end(new.computed, budget, new.prompt_len)
-            chunks.append((new, new.computed, end))
-            budget -= end - new.computed
-        if not decoding and not chunks:
-            return result
-        duration = self.clock.step_seconds(len(decoding), [(a, b) for _, a, b in chunks])
-        end_t = now + duration
-        result.duration = duration
-        for seq, a, b in chunks:
-            self.cache.prefill(seq.rid, a, b, end_t)
-            seq.computed = b
-            if b == seq.prompt_len:
-                seq.first_token_t = end_t
-                self._emit(seq, end_t, result)
-        for seq in decoding:
-            self._emit(seq, end_t, result)
-        self.counters.steps += 1
-        self.counters.busy_s += duration
-        return result
+            result.started.append(new)  # up front nothing is preempted: a first start
+            end = self._chunk_end(new.computed, budget, new.target)
+            if end > new.computed:
+                chunks.append((new, new.computed, end))
+                budget -= end - new.computed
+
+    # per step (allocation="step") ----------------------------------------------------------
+    def _schedule_running_per_step(
+        self, now: float, result: StepResult
+    ) -> tuple[list[Sequence], list[Chunk], int]:
+        """Running requests in order, each taking the blocks its step needs (decode: the
+        token it computes; prefill: its chunk); when they cannot be had, preempt."""
+        decoding: list[Sequence] = []
+        chunks: list[Chunk] = []
+        prefilling = [s.computed < s.target for s in self.running]
+        budget = max(0, self.clock.budget_tokens - prefilling.count(False))
+        gone: set[int] = set()  # ids of the requests preempted in this step
+        for seq, pre in zip(list(self.running), prefilling, strict=True):
+            if gone and id(seq) in gone:
+                continue
+            if pre:
+                end = self._chunk_end(seq.computed, budget, seq.target)
+                if budget <= 0 or end <= seq.computed:
+                    continue  # vLLM: nothing to schedule for it this step, the next may run
+                need = end
+            else:
+                need = seq.prompt_len + seq.generated  # the KV of the token it decodes
+            if need > seq.room:
+                n_before = len(result.preempted)
+                outcome = self._grow(seq, need, now, result)
+                gone.update(id(s) for s in result.preempted[n_before:])
+                if outcome == "gone":
+                    break  # vLLM: the request could not be scheduled; nor can later ones
+                if outcome == "stalled":
+                    continue
+            if pre:
+                chunks.append((seq, seq.computed, need))
+                budget -= need - seq.computed
+            else:
+                decoding.append(seq)
+        if gone:  # a victim scheduled earlier in this step does not run
+            decoding = [s for s in decoding if id(s) not in gone]
+            chunks = [c for c in chunks if id(c[0]) not in gone]
+        return decoding, chunks, budget
+
+    def _grow(self, seq: Sequence, tokens: int, now: float, result: StepResult) -> str:
+        """Take room for `seq` to hold `tokens` positions: "ok", "stalled" (no room and no
+        one to preempt: it waits a step) or "gone" (it was preempted or rejected)."""
+        grower = self._grower
+        assert grower is not None
+        while (room := grower.grow(seq.rid, tokens, now)) is None:
+            victim = self._victim()
+            if victim is None:
+                return "stalled"
+            if victim is seq and len(self.running) == 1:
+                if self.cache.unpark_all(now):
+                    continue  # parked states yield before the only request is lost
+                self.running.remove(seq)
+                self._reject(seq, now, result)
+                return "gone"
+            self._preempt(victim, now, result)
+            if victim is seq:
+                return "gone"
+        seq.room = room
+        return "ok"
+
+    def _victim(self) -> Sequence | None:
+        """Who is preempted when a running request cannot grow (rule `preemption`)."""
+        rule = self.rules.preemption
+        if rule == "none" or not self.running:
+            return None
+        if rule == "fewest-output":
+            dec = [s for s in self.running if not s.prefilling]
+            if dec:  # SGLang retracts decoding requests: fewest outputs, longest input
+                return min(dec, key=lambda s: (s.generated, -s.prompt_len))
+        return self.running[-1]
+
+    def _preempt(self, seq: Sequence, now: float, result: StepResult) -> None:
+        """Recompute preemption: its blocks go (what its finished prefill placed stays
+        cached), it goes back to the head of the queue to recompute what it had."""
+        self.running.remove(seq)
+        self.cache.abort(seq.rid, now)
+        seq.target = seq.prompt_len + seq.generated
+        seq.computed = seq.room = 0
+        seq.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(seq)
+        if self.admission == "park":
+            prompt, n = seq.lookup_prefix()
+            self.cache.park(seq.rid, prompt, n, now, seq.hint)
+        result.preempted.append(seq)
+        self._blocked = False
+
+    def _gate(self, seq: Sequence) -> tuple[int, int]:
+        """The admission gate for `seq` (rule `gate`): the tokens of it that must fit, and
+        the blocks running requests are promised beyond what they hold."""
+        prompt_tokens = seq.target
+        if self.rules.gate == "prompt":
+            return prompt_tokens, 0
+        bt, clip = self.cache.block_tokens, SGLANG_CLIP_MAX_NEW_TOKENS
+        out = sum(min(s.max_tokens - s.generated, clip) for s in self.running)
+        left = sum(-(-(s.target - s.computed) // bt) for s in self.running if s.prefilling)
+        own = min(seq.max_tokens - seq.generated, clip)
+        return prompt_tokens + own, left + -(-out // bt)
+
+    def _schedule_waiting_per_step(
+        self, now: float, budget: int, chunks: list[Chunk], result: StepResult
+    ) -> None:
+        grower = self._grower
+        assert grower is not None
+        while self.waiting and budget > 0 and len(self.running) < self.max_batch:
+            if self._blocked and self.running:
+                break
+            seq = self.waiting[0]
+            prompt, n = seq.lookup_prefix()
+            gate_tokens, committed = self._gate(seq)
+            resume = grower.admit_step(seq.rid, prompt, n, gate_tokens, committed, now, seq.hint)
+            if resume is None and not self.running and self.cache.unpark_all(now):
+                resume = grower.admit_step(
+                    seq.rid, prompt, n, gate_tokens, committed, now, seq.hint
+                )
+            if resume is None:
+                if not self.running:
+                    self._reject(self.waiting.popleft(), now, result)
+                    continue
+                self._blocked = True
+                break  # FCFS: later requests wait behind the head
+            start = min(resume.cached, max(seq.target - 1, 0))
+            end = self._chunk_end(start, budget, seq.target)
+            if end <= start:  # vLLM: no block-aligned chunk fits the budget: `break`
+                grower.unadmit(seq.rid, now)
+                break
+            room = grower.grow(seq.rid, end, now)
+            if room is None:
+                grower.unadmit(seq.rid, now)
+                if not self.running:
+                    self._reject(self.waiting.popleft(), now, result)
+                    continue
+                self._blocked = True
+                break
+            self.waiting.popleft()
+            seq.room = room
+            if self._started(seq, resume):
+                result.started.append(seq)
+            chunks.append((seq, seq.computed, end))
+            budget -= end - seq.computed
 
     def _emit(self, seq: Sequence, t: float, result: StepResult) -> None:
         seq.generated += 1

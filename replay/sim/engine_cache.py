@@ -15,10 +15,10 @@ Positions are token counts from the start of the sequence; times are model secon
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import Handle, ResumeInfo
+from replay.sim.cache import Handle, HybridCache, ResumeInfo
 from replay.sim.keys import Prefix
 from replay.sim.kv_lru import KVLRUCache
 from replay.sim.requests import Resume
@@ -77,6 +77,30 @@ class EngineCache(Protocol):
     def usage(self) -> float:
         """Fraction of the cache's blocks in use (0..1)."""
         ...
+
+
+@runtime_checkable
+class GrowingCache(Protocol):
+    """A cache that can also allocate a request's blocks step by step (`allocation="step"`
+    in `replay.sim.engine_rules`): `SimCache`."""
+
+    @property
+    def can_grow(self) -> bool: ...
+
+    def admit_step(
+        self,
+        rid: int,
+        prompt: Prefix,
+        prompt_len: int,
+        gate_tokens: int,
+        committed_blocks: int,
+        now: float,
+        hint: int = 0,
+    ) -> Resume | None: ...
+
+    def grow(self, rid: int, tokens: int, now: float) -> int | None: ...
+
+    def unadmit(self, rid: int, now: float) -> None: ...
 
 
 def _resume(info: ResumeInfo) -> Resume:
@@ -180,6 +204,11 @@ class SimCache:
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
         self._handles: dict[int, Handle] = {}
         self._resume: dict[int, int] = {}  # request -> resume position (what it keeps)
+        # allocation per step: tokens held, resumed path length, lookup, parked before
+        self._tokens: dict[int, int] = {}
+        self._base: dict[int, int] = {}
+        self._infos: dict[int, ResumeInfo] = {}
+        self._was_parked: dict[int, bool] = {}
 
     @property
     def block_tokens(self) -> int:
@@ -227,6 +256,110 @@ class SimCache:
         self._resume[rid] = info.resume_pos
         return _resume(info)
 
+    # allocation per step (`replay.sim.engine_rules`, allocation="step") ----------------
+    @property
+    def can_grow(self) -> bool:
+        """Whether this cache allocates a request's blocks step by step: the simulator's own
+        cache does; a native engine's cache (it decodes at admission) does not."""
+        return type(self.cache).reserve is HybridCache.reserve
+
+    def held_blocks(self) -> int:
+        """Blocks live and parked requests hold (the rest is free or evictable), in the pool
+        KV lives in: their pinned path, their private blocks and (one pool) their state
+        buffers and the checkpoints they resumed from. A block two live requests share is
+        counted twice (a conservative gate; rare outside subagents)."""
+        C = 0 if self.cache.state_slots is not None else self.cache.C
+        n = 0
+        for h in self._handles.values():
+            n += len(h.pinned) + h.reserved_blocks + (h.tail is not None)
+            n += C * (h.reserved_states + (h.state is not None) + (h.held_state is not None))
+        for h, _ in self._parked.values():
+            n += len(h.pinned) + C * (h.state is not None)
+        return n
+
+    def admit_step(
+        self,
+        rid: int,
+        prompt: Prefix,
+        prompt_len: int,
+        gate_tokens: int,
+        committed_blocks: int,
+        now: float,
+        hint: int = 0,
+    ) -> Resume | None:
+        """Schedule request `rid` for allocation per step: find where it resumes, check the
+        engine's admission gate (its first `gate_tokens` tokens, less the resident path it
+        resumes over, plus a state buffer, fit beside what live requests hold and the
+        `committed_blocks` the engine promised them) and hold its state buffer only; `grow`
+        takes its blocks chunk by chunk. None (nothing changed; a parked state stays
+        parked) when the gate refuses."""
+        parked = self._parked.pop(rid, None)
+        held = self.held_blocks()  # without this request's parked pins (popped above)
+        h, info = parked or self._begin(prompt, prompt_len, now, hint)
+        cache = self.cache
+        cap = cache._kv_capacity()
+        ok = True
+        if cap is not None:
+            C = 0 if cache.state_slots is not None else cache.C
+            need = max(-(-gate_tokens // cache.B) - len(h.pinned), 0) + C
+            ok = need + committed_blocks <= cap - held
+        if not ok or not cache.reserve(h, 0, now):  # the live state buffer only
+            if parked is not None:
+                self._parked[rid] = parked
+            else:
+                cache.abort(h, now)
+            return None
+        self._handles[rid] = h
+        self._resume[rid] = info.resume_pos
+        self._tokens[rid] = 0
+        self._base[rid] = len(h.pinned)
+        self._infos[rid] = info
+        self._was_parked[rid] = parked is not None
+        return _resume(info)
+
+    def grow(self, rid: int, tokens: int, now: float) -> int | None:
+        """Hold KV for the first `tokens` positions of request `rid` (it computes up to
+        there this step), evicting what the policy chooses. Returns the positions its
+        blocks now cover (at least `tokens`), or None (nothing changed) when even eviction
+        cannot make room. Blocks held: ceil(tokens / B), at least the resident path it
+        resumed over (as `HybridCache.reserve` counts them)."""
+        cache = self.cache
+        B = cache.B
+        base, have = self._base[rid], self._tokens[rid]
+        blocks = max(-(-tokens // B), base)
+        extra = blocks - max(-(-have // B), base)
+        if extra > 0:
+            if not cache.make_room(extra, 0, now):
+                return None
+            cache.private_blocks += extra
+            self._handles[rid].reserved_blocks += extra
+        if tokens > have:
+            self._tokens[rid] = tokens
+            self._handles[rid].total_len = tokens
+        return blocks * B
+
+    def unadmit(self, rid: int, now: float) -> None:
+        """Undo `admit_step` before the request computed anything (its first chunk did not
+        fit this step): its blocks and state buffer are given back, a parked state parked
+        again."""
+        h = self._handles.pop(rid)
+        self._resume.pop(rid, None)
+        info = self._infos[rid]
+        was_parked = self._was_parked.get(rid, False)
+        self._forget(rid)
+        if was_parked:
+            self.cache.release_reservation(h)
+            h.reserved = False
+            self._parked[rid] = (h, info)
+        else:
+            self.cache.abort(h, now)
+
+    def _forget(self, rid: int) -> None:
+        self._tokens.pop(rid, None)
+        self._base.pop(rid, None)
+        self._infos.pop(rid, None)
+        self._was_parked.pop(rid, None)
+
     def prefill(self, rid: int, start: int, end: int, now: float) -> None:
         """Placement was decided at `begin` from the policy's chunk model; when the prompt
         is fully computed its blocks and prefill checkpoints join the cache."""
@@ -235,11 +368,13 @@ class SimCache:
             self.cache.prefill_done(h, now)
 
     def finish(self, rid: int, full: Prefix, total_len: int, now: float) -> None:
+        self._forget(rid)
         h = self._handles.pop(rid)
         keep = _keep(full, self._resume.pop(rid, 0), self.cache.B)
         self.cache.finish(h, keep, total_len, now)
 
     def abort(self, rid: int, now: float) -> None:
+        self._forget(rid)
         self._resume.pop(rid, None)
         for h in (self._handles.pop(rid, None), (self._parked.pop(rid, None) or (None,))[0]):
             if h is not None:

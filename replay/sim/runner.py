@@ -19,6 +19,7 @@ from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.engine import EngineCore, admission_for
 from replay.sim.engine_cache import Resume, SimCache, cache_settings
+from replay.sim.engine_rules import parse_rules, rules_for
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.sim.policy_base import engine_cache_blocks
@@ -27,6 +28,7 @@ from replay.traces.model import Trace
 from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
 
 Timing = Literal["trace", "engine"]
+_ENGINE_FIELDS = ("engine_rules", "admission")  # recorded as the engine's flags
 TIMINGS: tuple[str, ...] = ("trace", "engine")
 
 
@@ -50,6 +52,11 @@ class SimConfig:
     # many blocks and costs as much as its full-size original.
     token_scale: float = 1.0
     warmup_s: float = DEFAULT_WORKLOAD.warmup_s  # first priming requests spread over this
+    # Engine timing: the engine's memory rules with these changes, "NAME=VALUE,..."
+    # (`replay.sim.engine_rules.parse_rules`), and its admission ("park" | "schedule";
+    # None: the engine's own). Experiments (scripts/pressure_sweep.py) toggle them.
+    engine_rules: str = ""
+    admission: str | None = None
 
     @property
     def run_name(self) -> str:
@@ -62,6 +69,8 @@ class SimResult:
     records: list[RequestRecord]
     summary: dict[str, Any]
     wall_seconds: float
+    # Engine timing: the engine's own figures over the window (`EngineExecutor.stats`).
+    engine: dict[str, float] = field(default_factory=dict)
 
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
@@ -98,7 +107,7 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         subagents=cfg.subagents,
         warmup_s=cfg.warmup_s,
     )
-    loop = EventLoop()
+    loop = EventLoop(cfg.policy)
     occ = Occupancy(cfg.window)
     B, C = profile.block_tokens, profile.checkpoint_blocks
     ws = WorkingSet(cfg.window, B, C)
@@ -111,8 +120,13 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
 
     executor: EngineExecutor | TraceExecutor
     if cfg.timing == "engine":
-        core = EngineCore(StepClock(profile, cfg.token_scale), sim_cache, admission_for(cfg.policy))
-        executor = EngineExecutor(loop, core, sample)
+        rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
+        admission = cfg.admission or admission_for(cfg.policy)
+        if admission not in ("park", "schedule"):
+            raise ValueError(f"admission: '{admission}' is not one of park, schedule")
+        clock = StepClock(profile, cfg.token_scale)
+        core = EngineCore(clock, sim_cache, admission, rules)  # type: ignore[arg-type]
+        executor = EngineExecutor(loop, core, sample, cfg.window)
     else:
         executor = TraceExecutor(loop, cache, profile, sample)
     sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
@@ -155,7 +169,10 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
             "reused_assignments": sessions.reused_assignments,
         }
     )
-    return SimResult(cfg, records, summary, wall)
+    engine: dict[str, float] = {}
+    if isinstance(executor, EngineExecutor):
+        engine = {**executor.stats.summary(), "preemptions": executor.core.counters.preemptions}
+    return SimResult(cfg, records, summary, wall, engine)
 
 
 def to_record(r: SimRequest, engine: str) -> RequestRecord:
@@ -220,7 +237,7 @@ def write_run(
         harness_version=replay.__version__,
         config=RunConfig.model_validate(
             {
-                **asdict(cfg),
+                **{k: v for k, v in asdict(cfg).items() if k not in _ENGINE_FIELDS},
                 # The cache as simulated, never null: the blocks the working set is divided
                 # by, the block size in the trace's tokens, and the full-size block.
                 "capacity_blocks": s["capacity_blocks"],
@@ -246,7 +263,8 @@ def write_run(
                 model=profile.model,
                 gpus=profile.gpus,
                 gpu_type=profile.gpu_type,
-                flags=[f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())],
+                flags=[f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())]
+                + [f"{k}={getattr(cfg, k)}" for k in _ENGINE_FIELDS if getattr(cfg, k)],
             )
         ],
     )

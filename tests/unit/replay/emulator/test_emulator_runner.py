@@ -11,7 +11,7 @@ import pytest
 from replay.emulator.hashing import PrefixKeys, generated_ids
 from replay.emulator.runner import MIN_SLEEP_S, EngineRunner
 from replay.sim.clock import StepClock
-from replay.sim.engine import EngineCore, Sequence
+from replay.sim.engine import EngineCore, Sequence, StepResult
 from replay.sim.kv_lru import KVLRUCache
 from tests.profiles import engine_profile
 
@@ -103,3 +103,28 @@ async def test_idle_time_advances_the_model_clock() -> None:
     await asyncio.wait_for(rec.done.wait(), 5)
     await runner.stop()
     assert seq.arrival == pytest.approx(30.0)  # model seconds = wall seconds × scale
+
+
+class _SpinningCore(EngineCore):
+    """A core whose steps run nothing yet report a moved request, forever: a bug the runner
+    must turn into failed requests, not a busy loop."""
+
+    def step(self, now: float) -> StepResult:
+        return StepResult(0.0, preempted=list(self.waiting))
+
+
+async def test_steps_that_never_run_anything_fail_the_requests_instead_of_spinning() -> None:
+    clock = FakeClock()
+    errors: list[str] = []
+    core = _SpinningCore(StepClock(PROFILE), KVLRUCache(64, 100))
+    runner = EngineRunner(core, 10.0, clock=clock, sleep=clock.sleep, on_error=errors.append)
+    runner.start()
+    keys = PrefixKeys(np.arange(100), 64)
+    runner.submit(Sequence(1, keys, 1, generated_ids(keys, 1, 32000), Recorder(clock)))
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if errors:
+            break
+    await runner.stop()
+    assert errors and "steps at model time" in errors[0] and "ran nothing" in errors[0]
+    assert not core.has_work()

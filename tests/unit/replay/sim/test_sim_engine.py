@@ -196,7 +196,7 @@ def test_flashstate_parks_a_waiting_requests_state_and_vllm_does_not() -> None:
         t = _run(core)
         core.add(_tp([5000 + i for i in range(8)], 40))  # r: runs long, holds 4 blocks
         t += core.step(t).duration
-        b = _tp([9000 + i for i in range(96)], 48)  # needs 10 blocks: 8 are free
+        b = _tp([9000 + i for i in range(144)], 1)  # needs 10 blocks: 8 are free
         c = _tp(list(range(80)), 1)
         for x in (b, c):
             x.arrival = t

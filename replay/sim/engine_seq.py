@@ -1,0 +1,112 @@
+"""What the engine model (`replay.sim.engine.EngineCore`) works on and hands back: one
+request inside the engine (`Sequence`), one step's result, the running counters, the error
+for an engine that can do nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from replay.sim.keys import Prefix
+from replay.sim.requests import Resume
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
+
+
+class TokenSink(Protocol):
+    """Where a sequence's generated tokens go (the HTTP stream)."""
+
+    def push(self, count: int, finished: bool) -> None:
+        """`count` more tokens of the sequence's output are ready; `finished` on the last."""
+        ...
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request inside the engine (lengths in the trace's tokens)."""
+
+    rid: int
+    prompt: Prefix
+    max_tokens: int
+    output_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)  # the emulator's ids
+    sink: TokenSink | None = None
+    prompt_len: int = -1  # default: the prompt's length
+    full: Prefix | None = None  # prompt + output identity known up front (the simulator's)
+    hint: int = 0  # the ideal resume position where the caller knows it (the simulator)
+    arrival: float = 0.0
+    resume: Resume | None = None  # where it resumed when first scheduled
+    computed: int = 0  # positions whose KV exists
+    generated: int = 0
+    first_token_t: float | None = None
+    done_t: float | None = None
+    cancelled: bool = False
+    rejected: bool = False  # the cache can never hold it
+    target: int = -1  # positions to compute before the next token: the prompt, or after a
+    preemptions: int = 0  # preemption the prompt plus the output so far (recompute)
+    room: int = 0  # positions its blocks cover (allocation per step)
+
+    def __post_init__(self) -> None:
+        if self.prompt_len < 0:
+            self.prompt_len = self.prompt.length
+        if self.target < 0:
+            self.target = self.prompt_len
+
+    @property
+    def prefilling(self) -> bool:
+        return self.computed < self.target
+
+    def lookup_prefix(self) -> tuple[Prefix, int]:
+        """What the engine looks up when it schedules the request: its prompt, or after a
+        preemption the prompt plus the output so far (vLLM's `request.num_tokens`)."""
+        if self.target == self.prompt_len:
+            return self.prompt, self.prompt_len
+        if self.full is not None:
+            return self.full, self.target
+        ext: Prefix = self.prompt.extended(self.output_ids[: self.generated])  # type: ignore[attr-defined]
+        return ext, self.target
+
+    def kv(self) -> tuple[Prefix, int]:
+        """The sequence whose KV exists at the end, and its length: the prompt plus every
+        generated token but the last (whose KV is never computed)."""
+        n = self.prompt_len + max(self.generated - 1, 0)
+        if self.full is not None:
+            return self.full, n
+        full: Prefix = self.prompt.extended(self.output_ids[: self.generated - 1])  # type: ignore[attr-defined]
+        return full, n
+
+
+class EngineStall(RuntimeError):
+    """The engine has work it can never do (a bug or an impossible setting), raised instead
+    of spinning: names the policy, the request and the model time."""
+
+
+@dataclass
+class EngineCounters:
+    """Running totals the metrics endpoint reports (tokens unless named otherwise)."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generation_tokens: int = 0
+    requests_finished: int = 0
+    requests_aborted: int = 0
+    preemptions: int = 0
+    steps: int = 0
+    busy_s: float = 0.0  # model seconds spent in steps
+
+
+@dataclass
+class StepResult:
+    duration: float
+    started: list[Sequence] = field(default_factory=list)  # admitted this step (resume known)
+    emitted: list[tuple[Sequence, int, bool]] = field(default_factory=list)  # seq, tokens, done
+    rejected: list[Sequence] = field(default_factory=list)  # can never be admitted
+    preempted: list[Sequence] = field(default_factory=list)  # back in the queue (recompute)
+    decoding: int = 0  # sequences that decoded a token
+    prefill_tokens: int = 0  # prompt (or recomputed) positions computed
+
+    @property
+    def changed(self) -> bool:
+        """Whether the step did anything (ran a pass, or moved a request in or out)."""
+        return bool(self.duration or self.rejected or self.preempted)
