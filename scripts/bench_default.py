@@ -6,6 +6,8 @@
                                                     # (same engine model, virtual clock, seconds)
     python scripts/bench_default.py --sim --capacity-blocks 5062 --token-scale 11.4
                                                     # what-ifs (README "Embedded default")
+    python scripts/bench_default.py --trace ../shared/traces/kvct-dev.jsonl.gz [--sim]
+                                                    # the same panel on another corpus
 
 The demo's figures: the seed document's panel (48 Claude Code agents on GLM-5.3-Flash, two
 B200s per engine, minutes 15-45 of a 45-minute replay). Output tokens per minute are per
@@ -38,14 +40,16 @@ DEMO: dict[str, tuple[str, tuple[float | None, ...]]] = {
 }
 
 
-def live(run_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+def live(run_dir: Path | None, trace: str | None = None) -> tuple[dict[str, dict[str, Any]], str]:
     if run_dir is None:
         run_dir = Path(tempfile.mkdtemp(prefix="bench-default-")) / "run"
         cmd = [sys.executable, "-m", "replay", "run", "--engines", ",".join(ENGINES)]
         cmd += ["--out", str(run_dir), "--no-panel"]
+        cmd += ["--trace", trace] if trace else []
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        note = f"embedded default, {time.perf_counter() - t0:.0f} s wall"
+        on = f" on {trace}" if trace else ""
+        note = f"embedded default{on}, {time.perf_counter() - t0:.0f} s wall"
     else:
         note = f"run {run_dir}"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -60,14 +64,19 @@ def live(run_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
 
 
 def simulated(
-    blocks: int | None = None, scale: float | None = None, sessions: int | None = None
+    blocks: int | None = None,
+    scale: float | None = None,
+    sessions: int | None = None,
+    src: str | None = None,
 ) -> tuple[dict[str, dict[str, Any]], str]:
     from replay.emulator.defaults import load_default_run, sample_token_scale
     from replay.sim.runner import SimConfig, simulate
     from replay.traces import load_trace, sample_path
+    from replay.traces.scale import declared_scale
 
     d = load_default_run()
-    trace = load_trace(sample_path())
+    trace = load_trace(src or sample_path())
+    own = (declared_scale(trace) or 1.0) if src else sample_token_scale()
     out: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
     for e in ENGINES:
@@ -78,7 +87,7 @@ def simulated(
             timing="engine",
             duration_s=d.duration_min * 60,
             window=(d.window[0] * 60, d.window[1] * 60),
-            token_scale=scale or sample_token_scale(),
+            token_scale=scale or own,
             warmup_s=d.warmup_s,
             capacity_blocks=blocks or d.blocks,
         )
@@ -91,8 +100,10 @@ def simulated(
             "e2e_p50": s["latency_p50_s"],
             "e2e_mean": s["latency_mean_s"],
             "prefill_tokens_per_min_per_gpu": s["prompt_tokens_per_min_per_gpu"],
+            "working_set": s.get("working_set_ratio"),
         }
-    what = f"blocks {blocks or 'default'}, token scale {scale or 'default'}"
+    on = f"{src}, " if src else ""
+    what = f"{on}blocks {blocks or 'default'}, token scale {scale or own}"
     return out, f"replay simulate --timing engine ({what}), {time.perf_counter() - t0:.0f} s wall"
 
 
@@ -113,11 +124,14 @@ def main() -> None:
     ap.add_argument("--capacity-blocks", type=int, default=None, help="with --sim: what-if")
     ap.add_argument("--token-scale", type=float, default=None, help="with --sim: what-if")
     ap.add_argument("--sessions", type=int, default=None, help="with --sim: what-if")
+    ap.add_argument("--trace", default=None, help="another corpus than the bundled sample")
     args = ap.parse_args()
     if args.sim:
-        rows, note = simulated(args.capacity_blocks, args.token_scale, args.sessions)
+        rows, note = simulated(args.capacity_blocks, args.token_scale, args.sessions, args.trace)
+        ws = {e: r.get("working_set") for e, r in rows.items()}
+        print("working set ÷ capacity per engine: " + ", ".join(f"{e} {v}" for e, v in ws.items()))
     else:
-        rows, note = live(args.run_dir)
+        rows, note = live(args.run_dir, args.trace)
     print(f"\n{note}; ours / demo (ratio)")
     print(f"{'':26}" + "".join(f"{e:>28}" for e in ENGINES))
     for key, (label, demo) in DEMO.items():
