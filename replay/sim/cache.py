@@ -84,6 +84,13 @@ class HybridCache:
         self._uid = 0
         self.evictions = 0  # evictions made to fit something (a unit or an allocation each)
         self.admission_refusals = 0
+        rules = policy.rules
+        # Rule switches read on hot paths (`replay.sim.policy_base.RULES`).
+        self.pin_resumed = bool(rules.get("pin_resumed_state", True))
+        self.ancestor_stamp = bool(rules.get("ancestor_stamp", False))
+        self.state_buffer = 1 if rules.get("live_state_buffer", True) else 0
+        self.free_stranded = bool(rules.get("free_stranded_states", False))
+        self.free_dependent = bool(policy.frees_dependent_states)
         self.eviction = policy.make_eviction(self)
 
     # memory ------------------------------------------------------------------------------
@@ -130,25 +137,44 @@ class HybridCache:
         if self.state_slots is None:
             need = blocks + self.C * states
             cap, C, ev = self.capacity, self.C, self.eviction
-            while (
-                cap
-                - (self.resident_blocks + self.private_blocks)
-                - C * (self.resident_states + self.private_states)
-                < need
-            ):  # `used_blocks`, inlined: this loop runs once per eviction
+            used = (self.resident_blocks + self.private_blocks) + C * (
+                self.resident_states + self.private_states
+            )
+            while cap - used < need:  # `used_blocks`, inlined: runs once per eviction
                 if not ev.evict_one("any", now):  # a native call when compiled
                     return False
                 self.evictions += 1
+                was, used = (
+                    used,
+                    (self.resident_blocks + self.private_blocks)
+                    + C * (self.resident_states + self.private_states),
+                )
+                if used >= was:  # progress guard: an eviction must free something
+                    self._stalled("any", now, was)
             return True
         while self.free_blocks() < blocks:
+            was_kv = self.kv_used
             if not self.eviction.evict_one("kv", now):
                 return False
             self.evictions += 1
+            if self.kv_used >= was_kv:
+                self._stalled("kv", now, was_kv)
         while self.free_state_slots() < states:
+            was_st = self.states_used
             if not self.eviction.evict_one("state", now):
                 return False
             self.evictions += 1
+            if self.states_used >= was_st:
+                self._stalled("state", now, was_st)
         return True
+
+    def _stalled(self, pool: str, now: float, was: int) -> None:
+        """An eviction that reported success but freed nothing would repeat forever."""
+        raise RuntimeError(
+            f"{self.policy.name}: eviction in the {pool!r} pool at t={now!r} s reported a "
+            f"victim ({self.eviction.victim!r}) but freed nothing (in use: {was} before and "
+            "after); the cache would not make progress"
+        )
 
     # lookup ------------------------------------------------------------------------------
     def lookup(
@@ -224,10 +250,18 @@ class HybridCache:
             b.live += 1
         st = info.state
         if st is not None:
-            st.live += 1
-            if self.policy.rules["resume_stamp"] == "start":
+            if self.ancestor_stamp:
+                self._stamp_ancestors(st, now)
+            if self.pin_resumed:
+                st.live += 1
+                if self.policy.rules["resume_stamp"] == "start":
+                    st.last_use = now
+                self.eviction.on_resume(st, now)
+            else:  # not held: the hit is its use, and it stays evictable meanwhile
                 st.last_use = now
-            self.eviction.on_resume(st, now)
+                self.eviction.on_resume(st, now)
+                self.eviction.on_state_released(st, now)
+                st = None
         placements = self.policy.prefill_positions(info, prompt_len, self.B)
         full_end = (prompt_len // self.B) * self.B
         return Handle(
@@ -248,7 +282,8 @@ class HybridCache:
         if h.reserved:
             raise CacheError("reserve() called twice for one request")
         need_blocks = max(-(-total_len // self.B) - len(h.pinned), 0)
-        need_states = 1  # the live state buffer; placed checkpoints are cached as taken
+        need_states = self.state_buffer  # the live state buffer (rule live_state_buffer);
+        # placed checkpoints are cached as taken
         if not self.make_room(need_blocks, need_states, now):
             return False
         h.reserved_blocks, h.reserved_states, h.total_len = need_blocks, need_states, total_len
@@ -318,10 +353,32 @@ class HybridCache:
             return
         b.resident = False
         self.resident_blocks -= 1
-        if self.policy.frees_dependent_states:
+        if self.free_dependent:
             for s in list(b.rstates):
                 if s.live == 0:
                     self.drop_state(s)
+        if self.free_stranded and b.deps:
+            self._drop_stranded(b)
+
+    def _drop_stranded(self, b: Block) -> None:
+        """Free the unpinned checkpoints whose path runs through `b`, just evicted (rule
+        `free_stranded_states`): without it they are unusable until it is recomputed."""
+        todo = [b]
+        while todo:
+            x = todo.pop()
+            for s in list(x.rstates):
+                if s.live == 0:
+                    self.drop_state(s)
+            todo.extend(c for c in x.children if c.deps)
+
+    def _stamp_ancestors(self, st: State, now: float) -> None:
+        """Rule `ancestor_stamp`: a resume from `st` is a use of every unpinned resident
+        checkpoint before it on its path."""
+        for b in st.block.up:
+            for o in b.rstates:
+                if o is not st and o.pos < st.pos and o.live == 0:
+                    o.last_use = now
+                    self.eviction.on_state_released(o, now)
 
     def drop_state(self, s: State) -> None:
         """Evict one checkpoint alone (per-allocation policies)."""

@@ -37,6 +37,7 @@ class Eviction:
     def __init__(self, cache: HybridCache):
         self.cache = cache
         self._seq = itertools.count()
+        self.victim: Block | State | None = None  # the last one evicted (for error messages)
 
     def on_resume(self, s: State, now: float) -> None:
         """A request pinned `s` to resume from it."""
@@ -77,6 +78,7 @@ class AllocationLRU(Eviction):
         split = cache.state_slots is not None
         self._block_pool: Pool = "kv" if split else "any"
         self._state_pool: Pool = "state" if split else "any"
+        self._free_orphans = bool(cache.policy.rules.get("free_orphan_kv", False))
 
     # Entries are (last_use, -depth, seq, ver, object): least recently used first, deepest
     # first on a tie; typed pushes and checks per kind (a compiled build reads a union's
@@ -107,6 +109,11 @@ class AllocationLRU(Eviction):
             self._push_state(s)
 
     def after_release(self, path: list[Block], now: float) -> None:
+        if self._free_orphans and path:  # rule free_orphan_kv
+            last: Block | None = path[-1]
+            while last is not None and not last.resident:  # a terminal block not kept
+                last = last.parent
+            self.cache.collect(last)
         for b in path:
             if b.resident and b.live == 0:
                 self._push_block(b)
@@ -125,6 +132,7 @@ class AllocationLRU(Eviction):
                 if obj.ver != ver or not obj.resident or obj.live:
                     continue
                 self.cache.drop_state(obj)
+            self.victim = obj
             return True
         return False
 
@@ -167,6 +175,7 @@ class UnitLRU(Eviction):
     def _pop_valid(self, now: float) -> tuple[tuple[float, ...], State] | None:
         """The minimum evictable unit with an up-to-date key (left out of the heap)."""
         heap = self.heap
+        refiled: set[int] | None = None
         while heap:
             entry = heapq.heappop(heap)
             s, ver = entry[-1], entry[-2]
@@ -175,6 +184,17 @@ class UnitLRU(Eviction):
             key = entry[:-3]
             fresh = self.key(s, now)
             if fresh != key:  # changed since it was pushed: re-file it
+                # Progress guard: at one `now` a key is fixed, so a state re-filed twice in
+                # one pop (a NaN priority, a key that moves with every call) would spin.
+                if refiled is None:
+                    refiled = set()
+                elif s.uid in refiled:
+                    raise RuntimeError(
+                        f"{self.cache.policy.name}: the state at position {s.pos} (uid "
+                        f"{s.uid}) was re-filed twice at t={now!r} s with key {fresh!r}; its "
+                        "priority is not stable, and eviction would not advance"
+                    )
+                refiled.add(s.uid)
                 s.ver += 1
                 heapq.heappush(heap, (*fresh, next(self._seq), s.ver, s))
                 continue
@@ -187,6 +207,7 @@ class UnitLRU(Eviction):
             return False
         key, s = top
         self.evicted(s, key, now)
+        self.victim = s
         return True
 
     def evicted(self, s: State, key: tuple[float, ...], now: float) -> None:
@@ -383,6 +404,7 @@ class Marconi(GreedyDualSize):
             if u < best or (u == best and s.uid < victim.uid):
                 best, victim = u, s
         self.cache.drop_unit(victim)
+        self.victim = victim
         return True
 
 

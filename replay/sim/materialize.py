@@ -34,11 +34,16 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
     path = _materialize(cache, full, e, cache.block_stamp(h, now), absorb_from, h.pinned)
     if h.held_state is not None:
         h.held_state.live -= 1
-    # Released with the request, like every block it wrote: stamped now, or (rule
-    # prefill_state_stamp="write") keeping the stamp they got when written.
-    at_end = cache.policy.rules["prefill_state_stamp"] == "end"
+    # Rule prefill_state_stamp: "end", released with the request like every block it wrote
+    # (stamped now); "release", stamped now only if the request held it (its latest chunk
+    # state), else keeping the stamp it got when cached (the source's "last use: when it was
+    # cached, when a request resumed from it, or when the last live request holding it
+    # ended"); "write", every one keeping the stamp it got when written.
+    rule = cache.policy.rules["prefill_state_stamp"]
+    held = h.held_state
     for s in h.early_states:
         if s.resident and s.live == 0:
+            at_end = rule == "end" or (rule == "release" and s is held)
             if at_end:
                 s.last_use = now
             cache.eviction.on_state_released(s, now, used=at_end)

@@ -125,15 +125,34 @@ RULES: dict[str, tuple[Any, ...]] = {
     # The running request holds its latest prefill checkpoint (not evictable) until it ends,
     # for placements without an end capture; False: evictable as soon as it is written.
     "hold_chunk_state": (True, False),
-    # When a checkpoint written during prefill gets its LRU stamp: when the request ends
-    # ("end": it is released with the request's blocks) or when it is written ("write").
-    "prefill_state_stamp": ("end", "write"),
+    # When a checkpoint written during prefill gets its LRU (or GDS) stamp: when the request
+    # ends ("end": released with the request's blocks, as an engine whose running request
+    # holds every block it wrote), when it is cached unless the running request holds it,
+    # then when that request ends ("release": the source's words, the default of the
+    # source-simulation policies), or when it is written ("write").
+    "prefill_state_stamp": ("end", "release", "write"),
     # When a checkpoint a request resumed from is stamped as used: when that request ends
     # ("end": released with it) or when it starts ("start": the hit).
     "resume_stamp": ("end", "start"),
     # When the KV blocks a request used or wrote get their LRU stamp: when it ends and frees
     # them ("end", vLLM's free queue) or when it starts (the hit and the allocation).
     "block_stamp": ("end", "start"),
+    # Whether a hit refreshes the checkpoints on the path below the one resumed from (a hit
+    # by a descendant counts as a use of its ancestors): stamped when the request starts.
+    "ancestor_stamp": (False, True),
+    # Whether the running request pins the checkpoint it resumed from until it ends (False:
+    # the resume is stamped as a use at the start, and the state is evictable meanwhile).
+    "pin_resumed_state": (True, False),
+    # Whether a running request holds a checkpoint-sized buffer for its live recurrent state
+    # (vLLM's running request owns its state page; the source lists no such buffer).
+    "live_state_buffer": (True, False),
+    # Per-allocation policies: whether evicting a KV block also frees the unpinned
+    # checkpoints whose path runs through it (False: they stay as "ghost states", resident
+    # and useless, until their own turn in the LRU).
+    "free_stranded_states": (False, True),
+    # Per-allocation policies: whether KV no resident checkpoint and no live request needs
+    # (the tail past a path's last checkpoint) is freed when its request ends.
+    "free_orphan_kv": (False, True),
 }
 
 

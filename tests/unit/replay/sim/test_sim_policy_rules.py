@@ -153,7 +153,12 @@ def test_asc_lru_can_strand_an_end_checkpoint_whole_state_lru_cannot(profile):
     goes first and the checkpoint stays, useless (capacity miss, five blocks still held).
     Whole-state LRU frees a checkpoint and its exclusive KV together, never one alone."""
     for name in ("asc-lru", "asc-unit-lru"):
-        cache = cache_for(name, profile, capacity=40, block_stamp="start")
+        # prefill states stamped with their request's end, so that y's units are the oldest
+        # (under the default, x's superseded chunk states, written at 0, would go first:
+        # test_unheld_chunk_states_age_from_their_write_not_their_requests_end)
+        cache = cache_for(
+            name, profile, capacity=40, block_stamp="start", prefill_state_stamp="end"
+        )
         hx, x = start(cache, 1, 90, 10, 0.0)  # long request: starts first, ends last
         hy, y = start(cache, 2, 40, 4, 1.0)
         end(cache, hy, y, 2.0)
@@ -241,3 +246,131 @@ def test_a_rule_switch_with_a_bad_value_names_the_allowed_ones(profile):
         make_policy("asc-lru", profile, block_stamp="later")
     with pytest.raises(PolicyError, match=r"also takes the rule switches hold_chunk_state"):
         make_policy("asc-lru", profile, stamp="end")
+
+
+def test_unheld_chunk_states_age_from_their_write_not_their_requests_end(profile):
+    """Issue 22: a checkpoint written during prefill that no request holds is used when it is
+    cached (the source: a state's last use is "when it was cached, when a request resumed
+    from it, or when the last live request holding it ended"), so a long request's
+    superseded chunk states go before a shorter conversation's leaf. Stamped with their
+    request's end (rule "end", the old default) they were as fresh as its leaf and pushed
+    out other conversations' newest states."""
+    for rule, first_lost in (("release", "x"), ("end", "y")):
+        cache = cache_for("asc-unit-lru", profile, capacity=40, prefill_state_stamp=rule)
+        hx, x = start(cache, 1, 90, 10, 0.0)  # chunk states 32, 64, the prompt end 90
+        hy, y = start(cache, 2, 40, 4, 1.0)
+        end(cache, hy, y, 2.0)
+        end(cache, hx, x, 10.0)
+        assert evict_one(cache, 11.0)
+        if first_lost == "x":  # x's shallowest chunk state went; y's leaf and x's stay
+            assert not state_at(cache, x, 32).resident
+            assert state_at(cache, y, 44).resident and state_at(cache, x, 100).resident
+        else:  # y's oldest unit went first, x's superseded states all stayed
+            assert not state_at(cache, y, 32).resident and state_at(cache, x, 32).resident
+        assert cache.lookup(LineagePrefix(3, 120, x, 100), 110, 12.0).resume_pos == 100
+
+
+def test_release_stamps_a_held_chunk_state_when_its_request_ends(profile):
+    cache = cache_for("vllm-like", profile, capacity=200, hold_chunk_state=True)
+    assert cache.policy.rules["prefill_state_stamp"] == "release"
+    h, seq = start(cache, 1, 64, 4, 0.0)  # states at 32 and 64 (64 held)
+    end(cache, h, seq, 5.0)
+    assert state_at(cache, seq, 64).last_use == 5.0  # released by the request holding it
+    assert state_at(cache, seq, 32).last_use == 0.0  # never held: its use is its write
+
+
+def test_source_policies_read_the_source_vllm_keeps_its_engine(profile):
+    for name in ("vllm-like", "dense"):
+        rules = make_policy(name, profile).rules
+        assert rules["prefill_state_stamp"] == "release" and rules["hold_chunk_state"] is False
+    for name in ("asc-lru", "asc-unit-lru", "flashstate-eq7", "flashstate", "marconi"):
+        assert make_policy(name, profile).rules["prefill_state_stamp"] == "release"
+    for name in ("vllm",):  # its engine's code: the running request owns what it wrote
+        rules = make_policy(name, profile).rules
+        assert rules["prefill_state_stamp"] == "end" and rules["hold_chunk_state"] is True
+
+
+def test_ancestor_stamp_refreshes_the_states_above_the_one_resumed_from(profile):
+    for on in (False, True):
+        cache = cache_for("asc-unit-lru", profile, capacity=200, ancestor_stamp=on)
+        h1, s1 = start(cache, 1, 40, 4, 0.0)  # states 32, 40 (written 0), 44 (end, 3.0)
+        end(cache, h1, s1, 3.0)
+        h2, s2 = start(cache, 2, 50, 2, 5.0, s1, 44)
+        assert h2.resume_pos == 44
+        assert state_at(cache, s1, 32).last_use == (5.0 if on else 0.0)
+        assert state_at(cache, s1, 40).last_use == (5.0 if on else 0.0)
+        end(cache, h2, s2, 9.0)
+
+
+def test_pin_resumed_state_decides_whether_the_resumed_state_can_go_meanwhile(profile):
+    for pin in (True, False):
+        cache = cache_for("asc-lru", profile, capacity=200, pin_resumed_state=pin)
+        h1, s1 = start(cache, 1, 40, 4, 0.0)
+        end(cache, h1, s1, 3.0)
+        h2, s2 = start(cache, 2, 50, 2, 5.0, s1, 44)
+        st = state_at(cache, s1, 44)
+        assert h2.resume_pos == 44 and st.live == (1 if pin else 0)
+        assert st.last_use == (3.0 if pin else 5.0)  # held: its use is its release
+        end(cache, h2, s2, 9.0)
+        assert st.live == 0 and st.last_use == (9.0 if pin else 5.0)
+
+
+def test_live_state_buffer_is_a_checkpoint_held_by_each_running_request(profile):
+    for buf in (True, False):
+        cache = cache_for("asc-lru", profile, capacity=200, live_state_buffer=buf)
+        h, seq = start(cache, 1, 40, 4, 0.0)
+        assert cache.private_states == (1 if buf else 0)
+        end(cache, h, seq, 1.0)
+        assert cache.private_states == 0
+
+
+def test_free_stranded_states_frees_the_checkpoints_whose_kv_went(profile):
+    for on in (False, True):
+        cache = cache_for("vllm-like", profile, capacity=200, free_stranded_states=on)
+        h, seq = start(cache, 1, 100, 10, 0.0)  # chunk-end states at 32, 64, 96
+        end(cache, h, seq, 1.0)
+        first = min((b for b in cache.nodes.values() if b.resident), key=lambda b: b.end)
+        cache.drop_block(first)  # every state's path runs through it
+        assert cache.resident_states == (0 if on else 3)
+
+
+def test_free_orphan_kv_frees_the_tail_no_checkpoint_needs(profile):
+    for on in (False, True):
+        cache = cache_for("vllm-like", profile, capacity=200, free_orphan_kv=on)
+        h, seq = start(cache, 1, 100, 30, 0.0)  # last state at 96: [96, 128) is orphan KV
+        end(cache, h, seq, 1.0)
+        ends = sorted(b.end for b in cache.nodes.values() if b.resident)
+        assert ends[-1] == (96 if on else 128)
+
+
+def test_dense_refuses_a_spacing_that_is_not_positive(profile):
+    with pytest.raises(PolicyError, match=r"policy 'dense': option every must be a positive"):
+        make_policy("dense", profile, every=0)
+
+
+class _LeakyCache(HybridCache):
+    """Its units are "evicted" without freeing anything: the pattern the guard must catch
+    (an interpreted subclass, so the test runs on the compiled build too)."""
+
+    def drop_unit(self, s: State) -> int:
+        return self.C
+
+
+def test_an_eviction_that_frees_nothing_raises_instead_of_spinning(profile):
+    cache = _LeakyCache(profile, make_policy("flashstate-eq7", profile), capacity_blocks=40)
+    h, seq = start(cache, 1, 64, 4, 0.0)
+    end(cache, h, seq, 1.0)
+    with pytest.raises(RuntimeError, match=r"flashstate-eq7: eviction in the 'any' pool at t=2.0"):
+        cache.make_room(int(cache.free_blocks()) + 1, 0, 2.0)
+
+
+def test_an_unstable_priority_raises_instead_of_spinning(profile):
+    """A NaN prefill cost makes a GDS priority unequal to itself: re-filed at every pop."""
+    nan = profile.model_copy(update={"prefill_cost_d": float("nan")})
+    cache = cache_for("flashstate-eq7", nan, capacity=200)
+    h, seq = start(cache, 1, 64, 4, 0.0)
+    end(cache, h, seq, 1.0)
+    with pytest.raises(
+        RuntimeError, match=r"flashstate-eq7: the state at position \d+ .* re-filed"
+    ):
+        cache.make_room(int(cache.free_blocks()) + 1, 0, 2.0)
