@@ -192,7 +192,24 @@ class RunWriter:
         except DiskFullError:
             if not last:
                 raise
-            write_in_place(self.run_dir / MANIFEST, _json_bytes(data))
+            self._write_last_manifest(data)
+
+    def _write_last_manifest(self, data: Any) -> None:
+        """The final manifest on a full disk: compact, then after removing requests.parquet
+        (derived: readers rebuild it from the journal), then over the old file's own
+        blocks if it fits there; never a half-written file."""
+        path, text = self.run_dir / MANIFEST, orjson.dumps(data)
+        try:
+            write_atomic(path, lambda tmp: tmp.write_bytes(text))
+            return
+        except DiskFullError:
+            (self.run_dir / REQUESTS).unlink(missing_ok=True)
+        try:
+            write_atomic(path, lambda tmp: tmp.write_bytes(text))
+        except DiskFullError:
+            if len(text) > path.stat().st_size:
+                raise
+            write_in_place(path, text)
 
     def close(self, status: RunStatus = "completed", summary: RunSummary | None = None) -> None:
         if self._closed:

@@ -72,7 +72,8 @@ def test_readers_count_a_torn_last_line(tmp_path: Path) -> None:
 
 
 def _enospc_after(monkeypatch: pytest.MonkeyPatch, target: str, calls: int) -> None:
-    """Make `os.write` (journal) or `Path.write_bytes` (json) fail with ENOSPC after `calls`."""
+    """Make `os.write` (journal) or `Path.write_bytes` (json) fail with ENOSPC after `calls`
+    (json: while requests.parquet takes the space)."""
     count = [0]
     if target == "journal":
         real = os.write
@@ -89,8 +90,9 @@ def _enospc_after(monkeypatch: pytest.MonkeyPatch, target: str, calls: int) -> N
         real_wb = Path.write_bytes
 
         def fake_wb(self: Path, data: Any) -> int:
-            count[0] += 1
-            if count[0] > calls and self.name.endswith(".tmp"):
+            count[0] += 1  # full until the derived requests.parquet is removed
+            full = (self.parent / "requests.parquet").exists()
+            if count[0] > calls and self.name.endswith(".tmp") and full:
                 real_wb(self, b"{")
                 raise OSError(errno.ENOSPC, "No space left on device")
             return real_wb(self, data)
@@ -156,3 +158,31 @@ def test_a_real_full_tmpfs(small_tmpfs: Path) -> None:
     assert read_manifest(run_dir).status == "failed"
     assert not list(run_dir.glob("*.tmp"))
     assert (run_dir / JOURNAL).read_bytes().endswith(b"\n")
+
+
+def test_the_last_manifest_makes_room_by_dropping_the_derived_parquet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No temporary file fits while requests.parquet is there: the final manifest removes
+    it (readers rebuild it from the journal) rather than half-overwrite manifest.json."""
+    run_dir = tmp_path / "run"
+    w = _writer(run_dir).open()
+    for i in range(3):
+        w.add(_row(i))
+    w.flush(force_parquet=True)
+    real_wb = Path.write_bytes
+
+    def fake_wb(self: Path, data: Any) -> int:
+        if self.name.endswith(".tmp") and (run_dir / "requests.parquet").exists():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_wb(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", fake_wb)
+    w.update_manifest(notes=["a longer manifest than before " * 20])
+    assert w.disk_full is not None
+    with pytest.raises(DiskFullError):
+        w.close()
+    monkeypatch.undo()
+    assert read_manifest(run_dir).status == "failed"
+    assert not (run_dir / "requests.parquet").exists()
+    assert len(read_requests(run_dir)) == 3 and not list(run_dir.glob("*.tmp"))
