@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | vllm | vLLM 0.32's code (`replay.sim.vllm_policy`): replay boundary ⌊(n−1)/B⌋·B + junctions | LRU by release, states before their KV |
 | vllm-like | the source simulation's "vLLM-like": chunk ends on block boundaries | LRU per allocation |
-| sglang | 256-token grid (prefill chunks, prompt end, request end) | two pools, LRU each |
+| sglang | SGLang 0.5.22's code (`replay.sim.sglang_policy`): a grid state per chunk + branch + decode track | radix leaves whole, states by one LRU; two pools from memory |
 | dense | every `every` tokens of prefill | LRU per allocation |
 | asc-lru | ASC (vLLM's + exact prompt end + exact request end) | LRU per allocation |
 | asc-unit-lru | ASC | recovery units, LRU |
@@ -34,7 +34,6 @@ from replay.sim.policy_base import (
     ArbitraryState,
     ChunkBoundaries,
     EveryN,
-    Grid,
     NoPlacement,
     Placement,
     Policy,
@@ -69,33 +68,6 @@ class VllmLikePolicy(Policy):
     name = "vllm-like"
     description = "the source's vLLM-like model: chunk-end block-boundary checkpoints, LRU"
     rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING_UNHELD
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
-
-
-class SglangPolicy(Policy):
-    name = "sglang"
-    description = "SGLang: 256-token grid, a state pool beside a KV pool, LRU in each"
-    # The source: "about 430 checkpoints in a separate pool beside 5.9M tokens of KV".
-    options: ClassVar[dict[str, Any]] = {
-        "grid": 256,
-        "state_slots": 430,
-        "kv_tokens": 5_900_000,
-        "chunk": 8192,
-    }
-    keep_terminal_block = True  # a radix cache keeps every token it computed
-    frees_dependent_states = True  # a radix node's state goes with its KV
-
-    def make_placement(self, profile: ModelProfile) -> Placement:
-        return Grid(int(self.opts["chunk"]), int(self.opts["grid"]))
-
-    def state_slots(self, profile: ModelProfile) -> int | None:
-        return int(self.opts["state_slots"])
-
-    def capacity_blocks(self, profile: ModelProfile) -> int | None:
-        kv_blocks = -(-int(self.opts["kv_tokens"]) // profile.block_tokens)
-        return kv_blocks + profile.checkpoint_blocks * int(self.opts["state_slots"])
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return AllocationLRU(cache)
@@ -220,6 +192,7 @@ POLICY_NAMES: tuple[str, ...] = (
 
 # Registered here so every name above resolves (the native module imports nothing heavy).
 from replay.sim.native.policies import SglangNativePolicy, VllmNativePolicy  # noqa: E402, F401
+from replay.sim.sglang_policy import SglangPolicy  # noqa: E402, F401
 from replay.sim.vllm_policy import VllmPolicy  # noqa: E402, F401
 
 

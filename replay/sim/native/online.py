@@ -108,7 +108,7 @@ class NativeCache(HybridCache):
         h = _native(h)
         if h.reserved:
             raise CacheError("reserve() called twice for one request")
-        ans = self.worker.call("start", rid=h.rid)
+        ans = self.worker.call("start", rid=h.rid, total=total_len)
         hit = int(ans["hit"])
         info = h.info
         if info is not None:  # the hit at admission is the one the request gets

@@ -65,8 +65,8 @@ class SglangNativePolicy(Policy):
     `grid` (`_mamba_cache_chunk_size`, 256: the source's grid for GLM-5.3-Flash),
     `track_interval` (--mamba-track-interval, 256), `chunk` (--chunked-prefill-size; default
     16,384, SGLang's on a GPU of 160 GiB or more), `mamba_full_memory_ratio` (0.9) or
-    `max_mamba_cache_size` (state slots; the KV gets the rest), `max_running` (request rows,
-    128), `tree_core` ("rust", SGLang's default where its extension loads, or "python"),
+    `max_mamba_cache_size` (state slots; the KV gets the rest), `max_running`
+    (--max-running-requests; SGLang caps it at state slots // 5), `tree_core` ("rust", SGLang's default where its extension loads, or "python"),
     `decode_steps` ("merged": one allocation per stretch between track boundaries, or
     "token": one per token; the same cache states, checked by a test)."""
 

@@ -63,6 +63,23 @@ def pool_sizes(
     return kv_blocks * block_tokens, slots
 
 
+# State slots per running request in SGLang's cap on running requests: 3, plus 2 tracking
+# slots with the extra buffer under overlap scheduling (kv_cache_configurator.py L222,
+# L2743-2770, L2812-2831).
+MAMBA_RATIO = 5
+
+
+def max_running(slots: int, requested: int | None = None) -> int:
+    """SGLang's max_running_requests: `requested` (or unbounded) capped by slots // 5."""
+    cap = slots // MAMBA_RATIO
+    if cap <= 0:
+        raise NativeError(
+            f"{slots} state slots serve no request (SGLang needs {MAMBA_RATIO} per running "
+            "request: kv_cache_configurator.py, 'state cache is too small')"
+        )
+    return cap if requested is None else max(1, min(int(requested), cap))
+
+
 def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) -> dict[str, Any]:
     """The worker's `init` config from the profile and the policy's options."""
     kv_tokens, slots = pool_sizes(
@@ -90,7 +107,7 @@ def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) ->
         "state_slots": slots,
         "max_model_len": profile.context_tokens,
         "chunk": chunk,
-        "max_running": int(opts.get("max_running") or 128),
+        "max_running": max_running(slots, opts.get("max_running")),
         "decode_steps": decode,
         "tree_core": core,
     }

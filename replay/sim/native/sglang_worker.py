@@ -121,7 +121,10 @@ class Engine:
         self.kv_tokens = int(cfg["kv_tokens"])
         self.slots = int(cfg["state_slots"])
         self.max_len = int(cfg["max_model_len"])
-        rows = int(cfg.get("max_running", 256))
+        # The request rows: max_running_requests, capped by the state pool at
+        # max_mamba_cache_size // 5 (kv_cache_configurator.py L2812-2831: 3 slots per request
+        # + 2 tracking slots with the extra buffer and overlap scheduling).
+        rows = int(cfg["max_running"])
         self.rtp = HybridReqToTokenPool(
             size=rows,
             mamba_size=self.slots,
@@ -195,13 +198,16 @@ class Engine:
         res = self.cache.match_prefix(self._key(tokens))
         return {"hit": int(res.device_prefix_len)}
 
-    def start(self, rid: str) -> dict[str, Any]:
+    def start(self, rid: str, total: int | None = None) -> dict[str, Any]:
         from sglang.srt.managers.schedule_batch import Req
         from sglang.srt.mem_cache.allocation import alloc_req_slots, alloc_token_slots
         from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache
         from sglang.srt.sampling.sampling_params import SamplingParams
 
         tokens = self.pending.pop(rid)
+        if self.rtp.available_size() <= 0:  # every request row in use: it waits
+            self.pending[rid] = tokens  # (scheduler.py get_num_allocatable_reqs, L3907-3925)
+            return {"ok": False, "hit": 0, "why": "max running requests", **self._free()}
         req = Req(
             rid=rid,
             origin_input_text="",
@@ -212,13 +218,15 @@ class Engine:
         req.init_next_round_input(self.cache)  # match_prefix + copy-on-write of the state
         hit = int(req.prefix_len)
         req.lock = self.cache.lock(req.last_node)
-        # Admission (PrefillAdder: the temporarily pinned prefix is not evictable): the
-        # prompt's rest fits in free + evictable KV, the request's three Mamba slots in
-        # free + evictable states.
+        # Admission (PrefillAdder.add_one_req, managers/schedule_policy.py L1336-1394; the
+        # temporarily pinned prefix is not evictable): the prompt's rest and, with the output
+        # length known (ignore_eos, max_new_tokens), its decode steps fit in free + evictable
+        # KV, and the request's three Mamba slots in free + evictable states.
+        need_kv = (n if total is None else int(total) - 1) - hit
         need_states = (0 if req.kv.holds_mamba else 1) + self.rtp.mamba_initial_tracking_slots
         kv_room = self.alloc.available_size() + self.cache.full_evictable_size()
         st_room = self.rtp.mamba_allocator.available_size() + self.cache.mamba_evictable_size()
-        if n - hit > kv_room or need_states > st_room:
+        if need_kv > kv_room or need_states > st_room:
             self._unadmit(req)
             self.pending[rid] = tokens
             return {"ok": False, "hit": hit, "why": "no room", **self._free()}
@@ -394,7 +402,7 @@ def main() -> int:
             elif cmd == "lookup":
                 ans = engine.lookup(head["rid"], tokens)
             elif cmd == "start":
-                ans = engine.start(head["rid"])
+                ans = engine.start(head["rid"], head.get("total"))
             elif cmd == "decode":
                 ans = engine.decode(head["rid"], tokens)
             elif cmd == "free":

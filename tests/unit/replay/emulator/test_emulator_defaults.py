@@ -102,7 +102,7 @@ def test_cache_settings_scale_token_options_and_resize_sglang_pools() -> None:
     base = load_profile("glm-5.3-flash")
     prof = scaled_profile(base, 16)
     sg = cache_settings("sglang", prof, 16)
-    assert sg.options["grid"] == 16 and sg.options["chunk"] == 512
+    assert sg.options["grid"] == 16 and sg.options["chunk"] == 16384 // 16
     assert sg.options["kv_tokens"] == round(SglangPolicy.options["kv_tokens"] / 16)
     assert sg.capacity_blocks is None
     half = cache_settings("sglang", prof, 16, blocks=1000)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from replay.sim.cache import Handle, HybridCache
+from replay.sim.cache import Handle
 from replay.sim.keys import LineagePrefix
 from replay.sim.policies import POLICY_NAMES, make_policy
 from tests.unit.replay.sim.conftest import tiny_profile
@@ -33,7 +33,8 @@ SIZES = (40, 80)  # cache blocks of 16 tokens: both evict, the smaller one hard
 def options(name: str, blocks: int) -> dict[str, Any]:
     """Policy options scaled to the tiny profile (16-token blocks, 32-token chunks)."""
     if name == "sglang":
-        return {"state_slots": 4, "kv_tokens": 16 * (blocks - 8), "grid": 8}
+        # 10 slots: SGLang runs at most slots // 5 requests at once (two here)
+        return {"state_slots": 10, "kv_tokens": 16 * (blocks - 20), "grid": 8}
     if name == "dense":
         return {"every": 48}
     return {}
@@ -74,7 +75,7 @@ def stream(n: int = 160, seed: int = 7) -> list[tuple[int, float, int, int, floa
 
 def run(name: str, blocks: int) -> dict[str, Any]:
     prof = tiny_profile(blocks=blocks)
-    cache = HybridCache(prof, make_policy(name, prof, **options(name, blocks)))
+    cache = make_policy(name, prof, **options(name, blocks)).make_cache(prof)
     seqs: list[LineagePrefix] = []
     ends: list[tuple[float, int, Handle, LineagePrefix, int]] = []
     rows: list[list[int]] = []

@@ -143,17 +143,20 @@ def test_leaf_idle_for_60_s_is_demoted(make_profile, turn):
 
 
 def test_sglang_evicts_states_whose_kv_stays(make_profile, turn):
-    """A small state pool beside a roomy KV pool: dependency misses, not capacity misses."""
+    """A small state pool beside a roomy KV pool: an inner state evicted while the leaf
+    below it keeps its KV (SGLang's Mamba LRU tombstones an inner node's state alone) gives
+    dependency misses, not capacity misses."""
     prof = make_profile(blocks=400)
-    cache = cache_for("sglang", prof, state_slots=6, kv_tokens=16 * 300, grid=8, chunk=32)
+    cache = cache_for("sglang", prof, state_slots=10, kv_tokens=16 * 300, grid=8, chunk=32)
     seqs = []
     for i in range(8):
-        _, s = turn(cache, i + 1, 60, 4, float(i))
+        _, s = turn(cache, i + 1, 60, 4, float(i))  # states at 32 and 56 each
         seqs.append(s)
-    assert cache.states_used <= 6
-    info = cache.lookup(seqs[0], 64, 20.0)
-    assert info.dependency_miss > 0 and info.capacity_miss == 0
-    assert info.kv_pos >= info.resident_pos > info.resume_pos
+    assert cache.states_used <= 10
+    infos = [cache.lookup(s, 40, 20.0) for s in seqs]  # needs the state at 32
+    hit = [i for i in infos if i.dependency_miss > 0 and i.capacity_miss == 0]
+    assert hit, [(i.resume_pos, i.resident_pos, i.kv_pos) for i in infos]
+    assert all(i.kv_pos >= i.resident_pos > i.resume_pos for i in hit)
 
 
 def test_tail_replay_pays_a_share_of_the_prefix(profile, turn):
