@@ -51,9 +51,9 @@ from replay.rundir import read_journal, read_manifest, read_requests, run_status
 
 
 # -- the cases ----------------------------------------------------------------------------
-def probe_kill_and_concurrent_resume(tmp: Path) -> Path:
+def probe_kill_and_concurrent_resume(tmp: Path, engines: str = "vllm,sglang") -> Path:
     run = tmp / "killed"
-    args = ["run", "--engines", "vllm,sglang", "--sessions", "4", "--duration-min", "20"]
+    args = ["run", "--engines", engines, "--sessions", "4", "--duration-min", "20"]
     harness = start(*args, "--out", str(run), "--no-panel", log=tmp / "killed.log")
     if not wait_for(lambda: journal_lines(run) >= 10, 180):
         check("embedded run starts", False, (tmp / "killed.log").read_text()[-300:])
@@ -225,6 +225,10 @@ def probe_flags(tmp: Path, killed: Path) -> None:
 def probe_reports(tmp: Path, killed: Path) -> None:
     import shutil
 
+    if not (killed / "manifest.json").exists():
+        check("report and price cases (on the killed run)", False, "the killed run is missing")
+        return
+
     folder = tmp / "runs"
     folder.mkdir()
     good, bad = folder / "good", folder / "bad"
@@ -278,6 +282,7 @@ def probe_traces(tmp: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs in this folder")
+    ap.add_argument("--engines", default="vllm,sglang", help="the killed run's two emulators")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="probe-integrity-") as tmpname:
         tmp = opts.keep or Path(tmpname)
@@ -288,7 +293,7 @@ def main() -> None:
         probe_traces(tmp)
         probe_flags(tmp, tmp / "nonexistent-run")
         probe_secrets_and_preflight(tmp)
-        killed = probe_kill_and_concurrent_resume(tmp)
+        killed = probe_kill_and_concurrent_resume(tmp, opts.engines)
         probe_reports(tmp, killed)
         probe_clock(tmp)
         probe_engine_dies(tmp)
