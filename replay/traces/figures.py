@@ -29,6 +29,7 @@ Percentiles are numpy's default (linear interpolation).
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import numpy as np
 
 from replay.traces.model import Trace, Trajectory

@@ -1,28 +1,22 @@
-"""A seeded generator of Weka-format agent sessions, calibrated to the published corpus.
+"""A seeded generator of Weka-format agent sessions shaped like the real cc-traces corpus.
 
-Targets (`semianalysisai/cc-traces-weka-062126`): 393 trajectories, 98,827 requests of which
-≈42% inside subagents, mean prompt ≈219K tokens, median ≈142K, median output 444, mean
-output ≈1.1K, ≈85% of later requests extend their predecessor, ≈4% context edits, prompts
-capped near 990K; and the cache pressure the source's simulation measured on that corpus,
-a working set of 0.93 of 2,531 blocks at 32 sessions and 1.34 at 48 (subagents left out).
-`tests/unit/replay/traces/test_synth_calibration.py` checks them; the knobs below were tuned
-against it (`scripts/calibrate_pressure.py` reruns the pressure experiment).
+Calibrated on the published figures of `semianalysisai/cc-traces-weka-062126`
+(`replay/data/reference-cc-traces-062126.yaml`: prompt and output quantiles, new prefill per
+turn, turns per session, gaps between turns, waiting share, the subagent structure, the
+ideal prefix hit, the totals), and on nothing else: the working set and the hit rates are
+outputs, measured after (docs/corpus.md). `Knobs` holds every input; each says which figure
+sets it. `scripts/calibrate_synth.py` prints the generated figures beside the published
+ones; `tests/unit/replay/traces/test_synth_reference.py` checks each within the file's
+tolerance. Where the figures leave a shape open the file's `choices:` say what is assumed;
+`scripts/synth_shapes.py` shows each choice's effect.
 
-The pressure is set by the tool gaps: with the other figures fixed, the working set falls as
-sessions advance more slowly through their trajectories (a replay starts mid-trajectory and
-contexts grow turn by turn). Measured on the 393-trajectory corpus (two corpus seeds × three
-workload seeds; README, "Synthesized corpus"), tool gaps of median 2 s (capped mean 12 s)
-give 1.14 / 1.79, median 20 s give 1.03 / 1.53, median 60 s (capped mean ≈ 97 s) give
-≈ 0.91–0.94 / 1.32–1.36.
-
-The hash ids are real block structure, not noise: a continuation's ids are its predecessor's
-full blocks, then fresh ids for the blocks covering the predecessor's last partial block, its
+The hash ids are real block structure: a continuation's ids are its predecessor's full
+blocks, then fresh ids for the blocks covering the predecessor's last partial block, its
 output and the new tool result; a context edit keeps a leading run of blocks, then fresh
-ids; side requests (small calls with their own prompt) share nothing. Ids count up per
-session (local scope); a general-purpose subagent starts with its parent's system blocks.
-`scale` divides every token length (for small samples and tests) and is written into each
-session line as `token_scale` (`replay.traces.scale`), so replays apply it; times are not
-scaled.
+ids; side calls (small model, own prompt) share nothing. Ids count up per session (local
+scope); a general-purpose subagent starts with its parent's system blocks. `scale` divides
+every token length (for small samples and tests) and is written into each session line as
+`token_scale` (`replay.traces.scale`), so replays apply it; times are not scaled.
 """
 
 from __future__ import annotations
@@ -37,10 +31,11 @@ import orjson
 
 from replay.traces.sources import open_output
 
-CAP_TOKENS = 990_000
+CAP_TOKENS = 990_000  # contexts up to 990k (AgentX page, reference file's `agentx`)
 MAIN_MODEL = "claude-opus-4-6"
 SIDE_MODEL = "claude-haiku-4-5"
 SUBAGENT_TYPES = ("general-purpose", "Explore", "Plan", "code-reviewer")
+LogN = tuple[float, float]  # a lognormal as (median, sigma)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,32 +50,59 @@ class SynthConfig:
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
-    """Distribution parameters (lognormals are given as median and sigma)."""
+    """Distribution inputs, full-size tokens and seconds. Fitted (scripts/calibrate_synth.py,
+    docs/corpus.md) to the reference figure named beside each; shapes as the reference
+    file's `choices:` say."""
 
-    top_turns: tuple[float, float] = (96.0, 0.78)
-    sub_turns: tuple[float, float] = (11.0, 0.9)
-    system: tuple[float, float] = (14_000.0, 26_000.0)  # uniform
+    top_turns: LogN = (57.0, 1.22)  # main_turns_p50 / p90 (side calls add the rest)
+    system: tuple[float, float] = (14_000.0, 26_000.0)  # uniform; first prompt ≥ 10K
+    first_message: LogN = (900.0, 1.0)
+    # A resumed session starts with its earlier conversation: measured on kvct-dev (45% of
+    # sessions start above 40K tokens; those starts median ≈ 120K, p78 ≈ 232K).
+    p_resumed: float = 0.45
+    resumed_context: LogN = (120_000.0, 0.86)
+    output: LogN = (700.0, 1.25)  # main_output_p50 / p90 / mean
+    output_cap: float = 16_000.0
+    tool_result: LogN = (340.0, 1.2)  # new_prefill_p50 / mean, main_prompt quantiles
+    # A rare turn brings a big result (Read returns up to 25,000 tokens a call, several
+    # calls a turn: anthropics/claude-code issue #4002): new_prefill_p99.
+    p_big_tool: float = 0.015
+    big_tool_result: LogN = (55_000.0, 0.3)
+    human_message: LogN = (150.0, 1.0)
+    p_side: float = 0.10  # side calls per main turn: continuation_share
+    side_prompt: LogN = (8_000.0, 0.8)
+    side_output: LogN = (60.0, 0.8)
+    compact_to: LogN = (30_000.0, 0.4)  # the summary a compaction leaves
+    compact_at: tuple[float, float] = (700_000.0, CAP_TOKENS)  # per session, uniform
+    p_edit: float = 0.044  # per continuation: context_edit_share
+    p_big_edit: float = 0.02  # of edits, keep only U(0.05, 0.5): kvct-dev's shape
+    # Gaps (seconds) after a turn that ended in tool_use (the tool's run, which Claude
+    # Code's Bash tool ends at its timeout: 120 s by default, a call may ask up to 600 s;
+    # its utils/timeouts.ts DEFAULT_TIMEOUT_MS / MAX_TIMEOUT_MS), and after end_turn (a
+    # person). Fitted together to gap p50/p90/p99, over 300 s / 1,800 s and the mean.
+    p_human: float = 0.075  # share of main turns ending in end_turn
+    tool_gap: LogN = (4.9, 2.51)
+    human_gap: LogN = (140.0, 2.93)
+    human_gap_cap: float = 4 * 86_400.0  # a longer pause is another session
+    tool_timeout: tuple[float, float] = (120.0, 600.0)  # default, the most a call may ask
+    p_long_timeout: float = 0.3  # of tool runs, those asking for the longest timeout
+    timeout_overhead: float = 20.0  # up to this many seconds past the timeout (uniform)
+    sub_tool_gap: LogN = (4.0, 1.27)  # measured: kvct-dev's subagent gaps (p50 4.0, p90 20)
+    # Request time: ttft grows with the prompt (kvct-dev medians by prompt band), then decode.
+    ttft: tuple[float, float, float] = (1.5, 4e-6, 1.9e-11)  # s, s/token, s/token²
+    ttft_sigma: float = 0.5
+    decode_rate: LogN = (160.0, 0.3)  # tokens/s per session: waiting_share
+    # Subagents: sessions_with_subagents_share, groups per session, peak at once, requests
+    # per group (reference `choices: subagent_fan_out`).
+    p_subagents: float = 0.445
+    batches: LogN = (1.45, 1.7)  # batches per session (rounded, 1 to 15)
+    batch_poisson: float = 1.5  # a batch holds 1 + Poisson(λ) groups, run at once
+    sub_turns: LogN = (16.0, 0.94)
     sub_system: tuple[float, float] = (6_000.0, 14_000.0)
-    first_message: tuple[float, float] = (900.0, 1.0)
-    output: tuple[float, float] = (470.0, 1.34)  # side calls pull the median to ≈444
-    tool_result: tuple[float, float] = (1_180.0, 1.45)
-    sub_tool_result: tuple[float, float] = (2_000.0, 1.3)
-    side_prompt: tuple[float, float] = (9_000.0, 0.8)
-    compact_to: tuple[float, float] = (30_000.0, 0.4)
-    p_side: float = 0.058
-    p_edit: float = 0.042
-    p_spawn: float = 0.026
-    p_nested: float = 0.012
-    p_human: float = 0.04
-    # Calibrated on the source's working set (see the module docstring): sessions advance
-    # about one turn per two minutes (recorded request time + capped gap), not per 30 s.
-    tool_gap: tuple[float, float] = (60.0, 1.3)
-    human_gap: tuple[float, float] = (45.0, 1.6)
-    # Sessions on a 200K-token window compact near `compact_200k` tokens; the rest run on a
-    # 1M window and compact at CAP_TOKENS. An experiment (0 in the calibrated corpus): it
-    # lowers the pressure too, but pulls the median prompt far below 142K.
-    p_200k: float = 0.0
-    compact_200k: float = 160_000.0
+    sub_first_message: LogN = (8_000.0, 1.0)
+    sub_output: LogN = (300.0, 1.25)  # median_output, mean_output
+    sub_tool_result: LogN = (1_000.0, 1.2)  # subagent_prompt_p50 / p90
+    p_nested: float = 0.0  # groups inside groups: none in the published corpus
 
 
 class _Conv:
@@ -117,29 +139,31 @@ class _Session:
         self.bs = cfg.block_size
         self.next_id = 1
         self.id = f"synth-{cfg.seed}-{index:05d}"
-        self.tps = float(rng.uniform(40, 90))
+        self.rate = self._raw(knobs.decode_rate, 5.0, 1_000.0)
         self.system_blocks = 1  # full blocks of the root's system prompt, set in `line`
-        small = knobs.p_200k > 0 and rng.random() < knobs.p_200k
-        self.cap = knobs.compact_200k if small else CAP_TOKENS
+        self.compact_at = float(rng.uniform(*knobs.compact_at)) / cfg.scale
 
     # -- lengths (drawn at full scale, then divided by `scale`) -------------------------
-    def _raw(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> float:
+    def _raw(self, spec: LogN, lo: float = 1.0, hi: float = 1e9) -> float:
         return float(np.clip(spec[0] * np.exp(self.rng.normal(0.0, spec[1])), lo, hi))
 
     def _scaled(self, x: float) -> int:
         return max(1, round(x / self.cfg.scale))
 
-    def _ln(self, spec: tuple[float, float], lo: float = 1.0, hi: float = 1e9) -> int:
+    def _ln(self, spec: LogN, lo: float = 1.0, hi: float = 1e9) -> int:
         return self._scaled(self._raw(spec, lo, hi))
 
     def _uniform(self, spec: tuple[float, float]) -> int:
         return max(1, round(float(self.rng.uniform(*spec)) / self.cfg.scale))
 
+    def _count(self, spec: LogN, lo: int, hi: int) -> int:
+        return round(self._raw(spec, lo, hi))
+
     # -- blocks ------------------------------------------------------------------------
     def _fresh(self, n: int) -> bytes:
         start = self.next_id
         self.next_id += n
-        return b",".join(b"%d" % i for i in range(start, start + n))
+        return _ids_text(start, n)
 
     def _grow(self, conv: _Conv, new_tokens: int) -> None:
         """Append tokens: the old partial block and every block after it get fresh ids."""
@@ -160,16 +184,20 @@ class _Session:
         self, conv: _Conv, t: float, out_raw: float, kind: str, stop: str, think: float
     ) -> tuple[bytes, float]:
         """One request; times come from full-scale draws, so `scale` never changes them."""
-        out = self._scaled(out_raw)
-        ttft = 0.4 + float(np.exp(self.rng.normal(0.0, 0.5)))
-        api = ttft + out_raw / self.tps
+        k = self.k
+        full_in = conv.tokens * self.cfg.scale
+        a, b, c = k.ttft
+        ttft = (a + b * full_in + c * full_in * full_in) * float(
+            np.exp(self.rng.normal(0.0, k.ttft_sigma))
+        )
+        api = ttft + out_raw / self.rate
         side = kind == "side"
         fields: dict[str, Any] = {
             "t": round(t, 3),
             "type": "n" if side else "s",
             "model": SIDE_MODEL if side else MAIN_MODEL,
             "in": conv.tokens,
-            "out": out,
+            "out": self._scaled(out_raw),
             "input_types": ["text"] if kind in ("first", "human", "side") else ["tool_result"],
             "output_types": ["text"] if stop != "tool_use" else ["thinking", "text", "tool_use"],
             "stop": stop,
@@ -181,63 +209,76 @@ class _Session:
         line = orjson.dumps(fields)[:-1] + b',"hash_ids":[' + conv.ids_text() + b"]}"
         return line, api
 
+    def _side(self, t: float) -> bytes:
+        side = _Conv()
+        self._grow(side, self._ln(self.k.side_prompt, 500, 60_000))
+        line, _ = self._request(side, t, self._raw(self.k.side_output), "side", "end_turn", 0.0)
+        return line
+
+    def _next_tokens(self, conv: _Conv, new: int) -> int:
+        """Compaction at the cap, or a context edit; returns the tokens to append."""
+        k, rng = self.k, self.rng
+        if conv.tokens + new > self.compact_at:
+            self._cut(conv, max(1, self.system_blocks))  # the summary follows the system prompt
+            return self._ln(k.compact_to)
+        if rng.random() < k.p_edit and conv.full > 1:
+            if rng.random() < k.p_big_edit:
+                keep = max(1, int(conv.full * rng.uniform(0.05, 0.5)))
+            else:  # the measured common case: the last block or two change
+                keep = max(1, conv.full - int(rng.geometric(0.6)))
+            dropped = conv.tokens - keep * self.bs
+            self._cut(conv, keep)
+            return new + int(dropped * rng.uniform(0.6, 1.0))
+        return new
+
     def _conversation(
-        self, conv: _Conv, turns: int, t: float, depth: int, tool: tuple[float, float]
+        self, conv: _Conv, turns: int, t: float, spawns: dict[int, int], sub: bool
     ) -> tuple[list[bytes], float]:
-        """Run one conversation of `turns` main requests from time t; return entries, end time."""
+        """Run one conversation of `turns` requests from time t (spawns: turn → batch size);
+        return its entries and end time."""
         k, rng = self.k, self.rng
         entries: list[bytes] = []
         think, kind = 0.0, "first"
+        out_spec = k.sub_output if sub else k.output
+        tool_spec = k.sub_tool_result if sub else k.tool_result
         for turn in range(turns):
             last = turn == turns - 1
-            out_raw = self._raw(k.output, 1, 32_000)
-            out = self._scaled(out_raw)
-            human = not last and rng.random() < k.p_human
+            out_raw = self._raw(out_spec, 1, k.output_cap)
+            human = not sub and not last and rng.random() < k.p_human
             stop = "end_turn" if last or human else "tool_use"
             line, api = self._request(conv, t, out_raw, kind, stop, think)
             entries.append(line)
             done = t + api
-            if not last and rng.random() < k.p_side:
-                side = _Conv()
-                self._grow(side, self._ln(k.side_prompt, 500, 60_000))
-                side_line, _ = self._request(
-                    side,
-                    t + api * float(rng.uniform(0.1, 0.9)),
-                    self._raw((60.0, 0.8)),
-                    "side",
-                    "end_turn",
-                    0.0,
-                )
-                entries.append(side_line)
-            n_spawn = 0
-            if not last and rng.random() < (k.p_spawn if depth == 0 else k.p_nested):
-                n_spawn = int(rng.choice([1, 2, 3], p=[0.7, 0.2, 0.1]))
+            if not sub and not last and rng.random() < k.p_side:
+                entries.append(self._side(t + api * float(rng.uniform(0.1, 0.9))))
             resume = done
-            for _ in range(n_spawn if depth < 2 else 0):
-                entry, end = self._subagent(conv, done + float(rng.uniform(0.05, 0.5)), depth + 1)
+            for _ in range(spawns.get(turn, 0) if not last else 0):
+                entry, end = self._subagent(conv, done + float(rng.uniform(0.05, 0.5)))
                 entries.append(entry)
                 resume = max(resume, end)
             if last:
                 return entries, done
-            gap = k.human_gap if human else k.tool_gap
-            think = resume - done + float(np.exp(np.log(gap[0]) + rng.normal(0, gap[1])))
+            gap = self._raw(k.human_gap, 0.0, k.human_gap_cap) if human else self._tool_gap(sub)
+            think = resume - done + gap
             t = done + think
             kind = "human" if human else "tool"
-            new = out + (self._ln((150.0, 1.0)) if human else self._ln(tool, 20, 60_000))
-            if conv.tokens + new > self.cap / self.cfg.scale:
-                self._cut(
-                    conv, max(1, self.system_blocks)
-                )  # compaction: summary after the system prompt
-                new = self._ln(k.compact_to)
-            elif rng.random() < k.p_edit and conv.full > 1:
-                keep = max(1, int(conv.full * rng.uniform(0.3, 0.98)))
-                dropped = conv.tokens - keep * self.bs
-                self._cut(conv, keep)
-                new += int(dropped * rng.uniform(0.6, 1.0))
-            self._grow(conv, new)
+            if human:
+                tail = self._ln(k.human_message)
+            elif not sub and rng.random() < k.p_big_tool:
+                tail = self._ln(k.big_tool_result)
+            else:
+                tail = self._ln(tool_spec, 20, 200_000)
+            self._grow(conv, self._next_tokens(conv, self._scaled(out_raw) + tail))
         return entries, t
 
-    def _subagent(self, parent: _Conv, t: float, depth: int) -> tuple[bytes, float]:
+    def _tool_gap(self, sub: bool) -> float:
+        """A tool's run time, ended by the Bash tool's timeout."""
+        k, rng = self.k, self.rng
+        run = self._raw(k.sub_tool_gap if sub else k.tool_gap, 0.0, 1e7)
+        limit = k.tool_timeout[1] if rng.random() < k.p_long_timeout else k.tool_timeout[0]
+        return min(run, limit + k.timeout_overhead * float(rng.random()))
+
+    def _subagent(self, parent: _Conv, t: float) -> tuple[bytes, float]:
         k, rng = self.k, self.rng
         conv = _Conv()
         stype = SUBAGENT_TYPES[int(rng.integers(len(SUBAGENT_TYPES)))]
@@ -249,11 +290,12 @@ class _Session:
                 conv.text = parent.text[: _comma_pos(parent.text, shared)]
                 conv.full, conv.tokens = shared, shared * self.bs
                 system -= shared * self.bs
-        self._grow(conv, system + self._ln(k.first_message))
-        turns = max(
-            1, round(np.clip(k.sub_turns[0] * np.exp(rng.normal(0, k.sub_turns[1])), 1, 300))
-        )
-        entries, end = self._conversation(conv, turns, t, depth, k.sub_tool_result)
+        self._grow(conv, system + self._ln(k.sub_first_message))
+        turns = self._count(k.sub_turns, 1, 500)
+        nested = {}
+        if k.p_nested > 0 and turns > 1 and rng.random() < k.p_nested:
+            nested = {int(rng.integers(turns - 1)): 1}
+        entries, end = self._conversation(conv, turns, t, nested, sub=True)
         head = {
             "t": round(t, 3),
             "type": "subagent",
@@ -265,15 +307,28 @@ class _Session:
         }
         return orjson.dumps(head)[:-1] + b',"requests":[' + b",".join(entries) + b"]}", end
 
-    def line(self) -> bytes:
+    def _spawn_plan(self, turns: int) -> dict[int, int]:
+        """Which main turns spawn a batch of subagent groups, and how many groups each."""
         k, rng = self.k, self.rng
+        if turns < 2 or rng.random() >= k.p_subagents:
+            return {}
+        n = min(self._count(k.batches, 1, 15), turns - 1)
+        sizes = [1 + int(rng.poisson(k.batch_poisson)) for _ in range(n)]
+        at = rng.choice(turns - 1, size=len(sizes), replace=False)
+        return {int(a): s for a, s in zip(at, sizes, strict=True)}
+
+    def line(self) -> bytes:
+        k = self.k
         conv = _Conv()
         system = self._uniform(k.system)
         self._grow(conv, system)
         self.system_blocks = conv.full
-        self._grow(conv, self._ln(k.first_message))
-        turns = round(np.clip(k.top_turns[0] * np.exp(rng.normal(0, k.top_turns[1])), 8, 1500))
-        entries, _ = self._conversation(conv, turns, 0.0, 0, k.tool_result)
+        first = self._ln(k.first_message)
+        if self.rng.random() < k.p_resumed:
+            first += self._ln(k.resumed_context, 1.0, 0.9 * self.compact_at * self.cfg.scale)
+        self._grow(conv, first)
+        turns = self._count(k.top_turns, 3, 3_000)
+        entries, _ = self._conversation(conv, turns, 0.0, self._spawn_plan(turns), sub=False)
         head = {
             "id": self.id,
             "models": [MAIN_MODEL, SIDE_MODEL],
@@ -285,6 +340,38 @@ class _Session:
         if self.cfg.scale != 1:
             head["token_scale"] = self.cfg.scale  # replay.traces.scale reads it
         return orjson.dumps(head)[:-1] + b',"requests":[' + b",".join(entries) + b"]}"
+
+
+class _IdText:
+    """The text "1,2,3,…" of consecutive ids, built once and sliced (ids count up from 1)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.text = b""
+        self.ends = np.zeros(1, dtype=np.int64)  # ends[i]: where id i's digits end
+
+    def grow(self, n: int) -> None:
+        ids = np.arange(self.size + 1, n + 1)
+        part = b",".join(b"%d" % i for i in ids.tolist())
+        lens = np.char.str_len(ids.astype(str)).astype(np.int64) + 1
+        base = len(self.text) + 1 if self.size else 0
+        ends = base + np.cumsum(lens) - 1
+        self.text = self.text + b"," + part if self.size else part
+        self.ends = np.concatenate((self.ends, ends))
+        self.size = n
+
+    def slice(self, start: int, n: int) -> bytes:
+        if start + n - 1 > self.size:
+            self.grow(max(2 * self.size, start + n, 1 << 16))
+        lo = int(self.ends[start - 1]) + 1 if start > 1 else 0
+        return self.text[lo : int(self.ends[start + n - 1])]
+
+
+_IDS = _IdText()
+
+
+def _ids_text(start: int, n: int) -> bytes:
+    return _IDS.slice(start, n)
 
 
 def _comma_pos(text: bytes, k: int) -> int:
