@@ -70,12 +70,12 @@ SOURCE: dict[str, SourceRow] = {
 SOURCE_PLACEMENT = {"vllm-like": 2_200, "asc-lru": 240, "asc-unit-lru": 240}
 SOURCE_WORKING_SET = {32: 0.93, 48: 1.34}
 
-# The rule switches (replay.sim.policy_base.RULES) under which the source's table is
-# reproduced (scripts/policy_experiments.py; README, "The source's policy table"): every
-# allocation is stamped when it is used or written — KV blocks when the request starts (its
-# hit and its allocation), prefill checkpoints when written, a resumed checkpoint when the
-# request resuming from it starts — where vLLM's free queue (the `engine` set, our
-# defaults) stamps a request's blocks when it ends and frees them.
+# `--rules source`, no longer the default (issue 22: the policies' own defaults read the
+# source's words, docs/policy-table.md): the rule switches (replay.sim.policy_base.RULES)
+# under which the source's table was reproduced on the corpus before its recalibration
+# (README, "The source's policy table"): every allocation stamped when it is used or
+# written — KV blocks when the request starts, prefill checkpoints when written, a resumed
+# checkpoint when the request resuming from it starts.
 SOURCE_RULES: dict[str, Any] = {
     "block_stamp": "start",
     "prefill_state_stamp": "write",
@@ -292,10 +292,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--rules",
-        choices=("source", "engine"),
-        default="source",
-        help="source: the stamping rules that reproduce the source's model (SOURCE_RULES); "
-        "engine: each policy's own defaults",
+        choices=("defaults", "source", "engine"),
+        default="defaults",
+        help="defaults: each policy's own rules (the source's words, issue 22; 'engine' is "
+        "the old name); source: every allocation stamped at its use (SOURCE_RULES, the set "
+        "that reproduced the source's table on the corpus before its recalibration)",
     )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
@@ -348,7 +349,7 @@ def main() -> int:
     sessions = [int(x) for x in args.sessions.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
     given = parse_opts(args.opt)
-    base = SOURCE_RULES if args.rules == "source" else {}
+    base = SOURCE_RULES if args.rules == "source" else {}  # defaults / engine: the policy's
     opts = {p: {**base, **given.get(p, {})} for p in policies}
     configs = [
         SimConfig(
