@@ -83,7 +83,9 @@ class DensePolicy(Policy):
     def make_placement(self, profile: ModelProfile) -> Placement:
         every = int(self.opts["every"])
         if every <= 0:  # EveryN would divide by zero
-            raise PolicyError(f"policy 'dense': option every must be a positive token count, not {every}")
+            raise PolicyError(
+                f"policy 'dense': option every must be a positive token count, not {every}"
+            )
         return EveryN(every)
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
