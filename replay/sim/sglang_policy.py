@@ -130,6 +130,17 @@ class SglangLRU(Eviction):
         return b.deps == sum(1 for o in b.rstates if o.pos <= s.pos) and not b.live
 
     def evict_one(self, pool: Pool, now: float) -> bool:
+        """One victim; under KV pressure, leaves until a block is freed (a leaf inside a
+        block another state needs frees SGLang tokens but no whole block here)."""
+        blocks = self.cache.resident_blocks
+        dropped = False
+        while self._evict(pool):
+            dropped = True
+            if pool != "kv" or self.cache.resident_blocks < blocks:
+                return True
+        return dropped and pool != "kv"
+
+    def _evict(self, pool: Pool) -> bool:
         heap, aside = self.heap, []
         try:
             while heap:

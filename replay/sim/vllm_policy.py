@@ -29,15 +29,18 @@ come from (paths under `vllm/`):
    recomputed into new blocks (`allocate_slots` allocates from `num_computed_tokens`, the
    state-limited hit): the request holds them beside the cached copies while it runs.
 
-Where this model still simplifies (bounds documented in the cross-check tests): a recomputed
-duplicate block is dropped when the request ends (vLLM keeps it as a second cached copy until
-it is evicted), and a resumed-from state stays pinned while the request runs (vLLM may evict
-it once the prefill has moved past it).
+   The state a request resumed from is therefore not held while the request runs: its
+   block goes to the free queue, stamped, when the request takes it (rule
+   `pin_resumed_state` off).
+
+Where this model still simplifies (bound in the cross-check tests and
+docs/native-policies.md): a recomputed duplicate block is dropped when the request ends, where
+vLLM keeps it as a second cached copy of the same hash until it is evicted.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
 from replay.sim.eviction import AllocationLRU, Eviction
@@ -92,6 +95,9 @@ class VllmLRU(AllocationLRU):
 class VllmPolicy(Policy):
     name = "vllm"
     description = "vLLM 0.32: replay-boundary and junction states (retention 0), block LRU"
+    # Rule 4: the state a request resumed from is not held while it runs (vLLM frees its
+    # block into the free queue once the running state moves past it, at the first step).
+    rule_defaults: ClassVar[dict[str, Any]] = {"pin_resumed_state": False}
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ReplayBoundary()
