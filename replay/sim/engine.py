@@ -152,6 +152,17 @@ class EngineCore:
                 end = start
         return end
 
+    def _no_aligned_chunk(self, seq: Sequence, budget: int) -> bool:
+        """Up front: whether `seq` surely gets no chunk in this step's remaining `budget`
+        (rule `subblock_chunks` off): less than a block is left and, even from the ideal
+        resume position the caller knows, its prompt does not end within it."""
+        if self.rules.subblock_chunks:
+            return False
+        bt = self.cache.block_tokens
+        if budget >= bt or bt > min(self.clock.budget_tokens, self.clock.prefill_cap_tokens):
+            return False
+        return seq.target - min(seq.hint, seq.target - 1) > budget
+
     def _started(self, seq: Sequence, resume: Resume) -> bool:
         """Bookkeeping of a scheduled request; whether it is its first scheduling."""
         # An engine always computes at least the last token before the next (its logits).
@@ -249,6 +260,8 @@ class EngineCore:
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             if self._blocked and self.running:
                 break
+            if self._no_aligned_chunk(self.waiting[0], budget):
+                break  # vLLM: no block-aligned chunk fits what is left of the budget
             new = self._admit_head(now)
             if new is None and not self.running and self.cache.unpark_all(now):
                 new = self._admit_head(now)  # parked states yield before the head is lost

@@ -159,6 +159,13 @@ def test_a_chunk_short_of_a_block_is_not_run_unless_it_ends_the_prompt() -> None
         core.add(b)
         core.step(0.0)
         assert (a.computed, b.computed) == (192, b_computed)
+    # Reserving up front, b is not even admitted (it would hold its room and compute nothing).
+    core = _core(100, UPFRONT_RULES.with_(subblock_chunks=False), prof=kw)
+    a, b = _seq(1, 1000, 2, 0), _seq(2, 1000, 2, 5000)
+    core.add(a)
+    core.add(b)
+    r = core.step(0.0)
+    assert [s.rid for s in r.started] == [1] and core.num_waiting == 1
 
 
 def test_an_engine_that_can_run_nothing_raises_instead_of_spinning() -> None:
