@@ -28,7 +28,9 @@ runner = CliRunner()
 NAN = math.nan
 
 
-def traj(tid: str, blocks: list[list[int]], t: list[float], api: list[float], **kw: object):  # type: ignore[no-untyped-def]
+def traj(
+    tid: str, blocks: list[list[int]], t: list[float], api: list[float], **kw: object
+) -> Trajectory:
     n = len(blocks)
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(b) for b in blocks])
