@@ -267,12 +267,14 @@ def resolve_window(run: Run, window: Window | tuple[float, float] | None) -> Win
     (`replay.windows.clip_to_covered`): a given window past the data is a RunDirError, one
     that ends after it is clipped; the clip is said in the window's source and the run's
     notes, so rates are divided by the time covered and a report says which."""
+    own = run.default_window()
     if window is None:
-        win, given = run.default_window(), False
+        win = own
     elif isinstance(window, Window):
-        win, given = window, True
+        win = window
     else:
-        win, given = Window(float(window[0]), float(window[1]), "argument"), True
+        win = Window(float(window[0]), float(window[1]), "argument")
+    given = win.source != own.source  # the run's own window (passed on again) is never refused
     end = covered_s(run)
     if end is None:
         return win

@@ -55,6 +55,24 @@ def test_an_interrupted_run_covers_only_up_to_its_last_event(builder: Any) -> No
     assert end is not None and 172.0 <= end < 172.01  # the last done_s: 170 + 2
     win = resolve_window(run, None)
     assert win.end_s == end and "clipped" in win.source
+    assert resolve_window(run, win) == win  # passed on again (price, report): kept
+
+
+def test_an_interrupted_run_that_stopped_before_its_window_is_noted_not_refused(
+    builder: Any,
+) -> None:
+    """The torn-tail probe: killed before its own window began; price still reads it."""
+    b = builder()
+    b.req("a", 10.0)
+    run_dir = b.write(config={"window": [200.0, 600.0], "duration_s": 600.0})
+    man = json.loads((run_dir / "manifest.json").read_text())
+    man["status"] = "interrupted"
+    (run_dir / "manifest.json").write_text(json.dumps(man))
+    run = load_run(run_dir)
+    win = resolve_window(run, None)
+    assert (win.start_s, win.end_s) == (200.0, 600.0) and resolve_window(run, win) == win
+    assert any("lies after the run's data ends" in n for n in run.notes)
+    assert window_metrics(run, win).set_index("engine").loc["a", "requests"] == 0
 
 
 def test_price_and_report_say_the_clip(builder: Any, tmp_path: Path) -> None:

@@ -37,15 +37,13 @@ def test_a_window_after_the_run_says_both_flags() -> None:
 
 def test_clip_to_covered_keeps_clips_or_refuses() -> None:
     """Issue 24: the one parser also fits a window to the time a run's data covers."""
-    import pytest as _pytest
-
     from replay.windows import WindowError, clip_to_covered
 
     assert clip_to_covered(60.0, 120.0, 180.0, "--window 1-2 min") == (60.0, 120.0, None)
     lo, hi, note = clip_to_covered(60.0, 6000.0, 180.0, "--window 1-100 min")
     assert (lo, hi) == (60.0, 180.0) and note is not None
     assert "ends after the data: clipped to 60-180 s" in note and "0-3 min (180 s)" in note
-    with _pytest.raises(WindowError, match="starts after the run ends"):
+    with pytest.raises(WindowError, match="starts after the run ends"):
         clip_to_covered(300.0, 600.0, 180.0, "--window 5-10 min")
     kept = clip_to_covered(900.0, 2700.0, 180.0, "manifest config.window", refuse_past=False)
     assert kept[:2] == (900.0, 2700.0) and "nothing measured" in str(kept[2])
