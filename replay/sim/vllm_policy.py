@@ -29,26 +29,32 @@ come from (paths under `vllm/`):
    recomputed into new blocks (`allocate_slots` allocates from `num_computed_tokens`, the
    state-limited hit): the request holds them beside the cached copies while it runs.
 
-   The state a request resumed from is therefore not held while the request runs: its
-   block goes to the free queue, stamped, when the request takes it (rule
-   `pin_resumed_state` off).
 
 Where this model still simplifies (bound in the cross-check tests and
-docs/native-policies.md): a recomputed duplicate block is dropped when the request ends, where
-vLLM keeps it as a second cached copy of the same hash until it is evicted.
+docs/native-policies.md), each modelled as a switch that is off by default because, on the
+held-out trace, turning it on moves the hit rate away from vLLM's own manager, not towards
+it: a recomputed duplicate block is dropped when the request ends, where vLLM keeps it as a
+second cached copy of the same hash until it is evicted (option `cached_copies`); and a
+resumed-from state stays pinned while the request runs, where vLLM frees its block once the
+running state moves past it (rule `pin_resumed_state=False`).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.eviction import AllocationLRU, Eviction
-from replay.sim.nodes import State
+from replay.sim.cache import HybridCache
+from replay.sim.eviction import AllocationLRU, Eviction, Pool
+from replay.sim.keys import Prefix
+from replay.sim.nodes import Block, State
 from replay.sim.policy_base import Placement, Policy
+from replay.sim.requests import CacheError, Handle
 
 if TYPE_CHECKING:
-    from replay.sim.cache import HybridCache, ResumeInfo
+    from replay.sim.requests import ResumeInfo
 
 
 class ReplayBoundary(Placement):
@@ -76,11 +82,14 @@ class ReplayBoundary(Placement):
 
 class VllmLRU(AllocationLRU):
     """vLLM's free queue: LRU by release time, tail first; a resumed-from state counts as
-    released when the request took it (rule 4)."""
+    released when the request took it (rule 4); a block may have extra cached copies (rule
+    5), each its own entry in the queue."""
 
     def __init__(self, cache: HybridCache):
         super().__init__(cache)
         self._taken: dict[int, float] = {}
+        self.copies: dict[Block, dict[int, float]] = {}  # block -> {copy token: its stamp}
+        self._tokens = itertools.count(1)
 
     def on_resume(self, s: State, now: float) -> None:
         self._taken[s.uid] = now
@@ -91,19 +100,117 @@ class VllmLRU(AllocationLRU):
             s.last_use = min(s.last_use, taken)
         super().on_state_released(s, now, used)
 
+    def add_copy(self, b: Block, now: float) -> None:
+        """A second cached copy of `b` (a duplicate its request recomputed), released now."""
+        t = next(self._tokens)
+        self.copies.setdefault(b, {})[t] = now
+        self.cache.resident_blocks += 1
+        # a negative version marks a copy's entry (never equal to a block's own version)
+        self._file(self._block_pool, (now, -b.end, next(self._seq), -t, b))
+
+    def evict_one(self, pool: Pool, now: float) -> bool:
+        heap = self.heaps[pool]
+        while heap:
+            _, _, _, ver, obj = heapq.heappop(heap)
+            if isinstance(obj, Block):
+                if ver < 0 or obj in self.copies:
+                    if self._evict_copy(obj, ver):
+                        return True
+                    continue
+                if obj.ver != ver or not obj.resident or obj.live:
+                    continue
+                self.cache.drop_block(obj)
+            else:
+                if obj.ver != ver or not obj.resident or obj.live:
+                    continue
+                self.cache.drop_state(obj)
+            self.victim = obj
+            return True
+        return False
+
+    def _evict_copy(self, b: Block, ver: int) -> bool:
+        """Pop one cached copy of `b`: a copy's own entry, or the block's entry while a copy
+        is left (the copy left keeps its own release stamp)."""
+        extra = self.copies.get(b)
+        if not extra:
+            self.copies.pop(b, None)
+            if ver < 0 or b.ver != ver or not b.resident or b.live:
+                return False
+            self.cache.drop_block(b)
+            self.victim = b
+            return True
+        if ver < 0:
+            if -ver not in extra:
+                return False
+            del extra[-ver]
+        else:
+            if b.ver != ver or not b.resident or b.live:
+                return False
+            t, stamp = min(extra.items(), key=lambda kv: kv[1])
+            del extra[t]  # the block's own entry now stands for the copy left
+            b.last_use = stamp
+            self._push_block(b)
+        if not extra:
+            del self.copies[b]
+        self.cache.resident_blocks -= 1
+        self.victim = b
+        return True
+
+
+class VllmCache(HybridCache):
+    """Rule 5 at a request's end: the blocks it recomputed while a cached copy of them was
+    resident stay as second cached copies (vLLM caches a full block under its hash even when
+    that hash is cached already: `BlockPool.cache_full_blocks`, `BlockHashToBlockMap`)."""
+
+    def __init__(self, profile: ModelProfile, policy: Policy, capacity_blocks: int | None = None):
+        super().__init__(profile, policy, capacity_blocks)
+        self._dups: dict[int, list[Block]] = {}
+
+    def begin(self, prefix: Prefix, prompt_len: int, info: ResumeInfo, now: float) -> Handle:
+        h = super().begin(prefix, prompt_len, info, now)
+        B = self.B
+        lo, hi = info.resume_pos // B, min(info.kv_pos, prompt_len) // B
+        dups = [b for b in info.path[lo:hi] if b.resident]
+        if dups:
+            self._dups[id(h)] = dups
+        return h
+
+    def abort(self, h: Handle, now: float) -> None:
+        self._dups.pop(id(h), None)
+        super().abort(h, now)
+
+    def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
+        dups = [b for b in self._dups.pop(id(h), ()) if b.resident]
+        if not self.policy.opts["cached_copies"]:
+            dups = []
+        super().finish(h, full, total_len, now)
+        ev = self.eviction
+        assert isinstance(ev, VllmLRU)
+        for b in reversed(dups):  # freed tail first, as the request's other blocks
+            if b.resident:
+                ev.add_copy(b, now)
+        if dups and not self.make_room(0, 0, now):
+            raise CacheError("vllm: a request's cached copies exceed its reservation")
+
 
 class VllmPolicy(Policy):
     name = "vllm"
     description = "vLLM 0.32: replay-boundary and junction states (retention 0), block LRU"
-    # Rule 4: the state a request resumed from is not held while it runs (vLLM frees its
-    # block into the free queue once the running state moves past it, at the first step).
-    rule_defaults: ClassVar[dict[str, Any]] = {"pin_resumed_state": False}
+    # The two simplifications left (module docstring), modelled and off by default: on the
+    # held-out trace they move the hit rate away from vLLM's own manager (measured in
+    # docs/native-policies.md, scripts/vllm_tight_experiment.py). `cached_copies`: a
+    # recomputed duplicate stays as a second cached copy; rule `pin_resumed_state=False`: the
+    # resumed-from state is not held while its request runs.
+    options: ClassVar[dict[str, Any]] = {"cached_copies": False}
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ReplayBoundary()
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
         return VllmLRU(cache)
+
+    def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
+        return VllmCache(profile, self, capacity_blocks)
 
     def prefill_positions(self, info: ResumeInfo, n: int, block: int) -> list[int]:
         assert isinstance(self.placement, ReplayBoundary)

@@ -75,17 +75,43 @@ def test_the_old_model_differs_where_the_issue_says(vllm_worker):
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_tight_cache_bound(vllm_worker, setting):
-    """Overlapping conversations in a 40-block cache. The resumed-from state is not held
-    while its request runs (as vLLM frees its block once the running state moves past it);
-    ours still drops a recomputed duplicate block when its request ends, where vLLM keeps it
-    as a second cached copy until evicted: under eviction pressure the two part on a few
-    requests. Bound measured over these seeds (seeds 0-4 in docs/native-policies.md): at
-    most 3 of 30 requests differ and cached tokens within 80 (of ≈ 50-200)."""
+    """Overlapping conversations in a 40-block cache. Ours drops a recomputed duplicate block
+    when its request ends, where vLLM keeps it as a second cached copy until evicted, and
+    keeps a resumed-from state pinned while its request runs: under eviction pressure the two
+    part on a few requests. Bound measured over these seeds: at most 5 of 30 requests differ
+    and cached tokens within 120 (of ≈ 100–600). Both are modelled as switches, off by
+    default (`test_the_two_simplifications_as_switches`)."""
     for seed in range(3):
         ours, theirs, _ = _pair(vllm_worker, "tight", setting, seed, capacity=40)
         a, b, diff = compare(ours, theirs)
-        assert diff <= 3, f"seed {seed}: ours {ours}\nvLLM {theirs}"
-        assert abs(a - b) <= 80, f"seed {seed}: {a} vs {b}"
+        assert diff <= 5, f"seed {seed}: ours {ours}\nvLLM {theirs}"
+        assert abs(a - b) <= 120, f"seed {seed}: {a} vs {b}"
+
+
+def test_the_two_simplifications_as_switches(vllm_worker):
+    """Modelled, each can be turned on (docs/native-policies.md has what they do to the
+    agreement): a recomputed duplicate kept as a second cached copy (`cached_copies`) and
+    the resumed-from state not held while its request runs (`pin_resumed_state=False`).
+    With both on the tight workload's differing requests fall from 21 to 14 of 150, and the
+    exact workloads still agree request by request."""
+    both = {"cached_copies": True, "pin_resumed_state": False}
+    total = 0
+    for seed in range(5):
+        prof = tiny_profile(40)
+        reqs = WORKLOADS["tight"](np.random.default_rng(seed), B)
+        nat = make_policy("vllm-native", prof, **SETTINGS["paper"]).make_cache(
+            prof, worker=vllm_worker
+        )
+        theirs = drive(nat, reqs)
+        total += compare(drive(make_policy("vllm", prof, **both).make_cache(prof), reqs), theirs)[2]
+    assert total == 14
+    prof = tiny_profile(400)
+    for name in EXACT:
+        reqs = WORKLOADS[name](np.random.default_rng(0), B)
+        nat = make_policy("vllm-native", prof, **SETTINGS["paper"]).make_cache(
+            prof, worker=vllm_worker
+        )
+        assert drive(make_policy("vllm", prof, **both).make_cache(prof), reqs) == drive(nat, reqs)
 
 
 def test_fork_flags_need_the_fork(vllm_worker):
