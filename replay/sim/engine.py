@@ -42,7 +42,7 @@ from typing import Literal
 
 from replay.sim.clock import StepClock
 from replay.sim.engine_cache import EngineCache, GrowingCache, Resume
-from replay.sim.engine_rules import SGLANG_CLIP_MAX_NEW_TOKENS, EngineRules, rules_for
+from replay.sim.engine_rules import EngineRules, rules_for
 from replay.sim.engine_seq import (
     EngineCounters,
     EngineStall,
@@ -50,6 +50,7 @@ from replay.sim.engine_seq import (
     StepResult,
     TokenSink,
 )
+from replay.sim.engine_step import Chunk, PerStepScheduling
 
 __all__ = [
     "Admission",
@@ -63,7 +64,6 @@ __all__ = [
 ]
 
 Admission = Literal["schedule", "park"]
-Chunk = tuple["Sequence", int, int]  # a prefill chunk [a, b) of a sequence
 
 
 def admission_for(name: str) -> Admission:
@@ -72,7 +72,7 @@ def admission_for(name: str) -> Admission:
     return "park" if name.startswith("flashstate") else "schedule"
 
 
-class EngineCore:
+class EngineCore(PerStepScheduling):
     """Scheduler and step clock of one engine; the cache is the policy's.
 
     `rules`: how it holds memory (default: the engine's own, `rules_for` the cache's
@@ -275,147 +275,6 @@ class EngineCore:
             if end > new.computed:
                 chunks.append((new, new.computed, end))
                 budget -= end - new.computed
-
-    # per step (allocation="step") ----------------------------------------------------------
-    def _schedule_running_per_step(
-        self, now: float, result: StepResult
-    ) -> tuple[list[Sequence], list[Chunk], int]:
-        """Running requests in order, each taking the blocks its step needs (decode: the
-        token it computes; prefill: its chunk); when they cannot be had, preempt."""
-        decoding: list[Sequence] = []
-        chunks: list[Chunk] = []
-        prefilling = [s.computed < s.target for s in self.running]
-        budget = max(0, self.clock.budget_tokens - prefilling.count(False))
-        gone: set[int] = set()  # ids of the requests preempted in this step
-        for seq, pre in zip(list(self.running), prefilling, strict=True):
-            if gone and id(seq) in gone:
-                continue
-            if pre:
-                end = self._chunk_end(seq.computed, budget, seq.target)
-                if budget <= 0 or end <= seq.computed:
-                    continue  # vLLM: nothing to schedule for it this step, the next may run
-                need = end
-            else:
-                need = seq.prompt_len + seq.generated  # the KV of the token it decodes
-            if need > seq.room:
-                n_before = len(result.preempted)
-                outcome = self._grow(seq, need, now, result)
-                gone.update(id(s) for s in result.preempted[n_before:])
-                if outcome == "gone":
-                    break  # vLLM: the request could not be scheduled; nor can later ones
-                if outcome == "stalled":
-                    continue
-            if pre:
-                chunks.append((seq, seq.computed, need))
-                budget -= need - seq.computed
-            else:
-                decoding.append(seq)
-        if gone:  # a victim scheduled earlier in this step does not run
-            decoding = [s for s in decoding if id(s) not in gone]
-            chunks = [c for c in chunks if id(c[0]) not in gone]
-        return decoding, chunks, budget
-
-    def _grow(self, seq: Sequence, tokens: int, now: float, result: StepResult) -> str:
-        """Take room for `seq` to hold `tokens` positions: "ok", "stalled" (no room and no
-        one to preempt: it waits a step) or "gone" (it was preempted or rejected)."""
-        grower = self._grower
-        assert grower is not None
-        while (room := grower.grow(seq.rid, tokens, now)) is None:
-            victim = self._victim()
-            if victim is None:
-                return "stalled"
-            if victim is seq and len(self.running) == 1:
-                if self.cache.unpark_all(now):
-                    continue  # parked states yield before the only request is lost
-                self.running.remove(seq)
-                self._reject(seq, now, result)
-                return "gone"
-            self._preempt(victim, now, result)
-            if victim is seq:
-                return "gone"
-        seq.room = room
-        return "ok"
-
-    def _victim(self) -> Sequence | None:
-        """Who is preempted when a running request cannot grow (rule `preemption`)."""
-        rule = self.rules.preemption
-        if rule == "none" or not self.running:
-            return None
-        if rule == "fewest-output":
-            dec = [s for s in self.running if not s.prefilling]
-            if dec:  # SGLang retracts decoding requests: fewest outputs, longest input
-                return min(dec, key=lambda s: (s.generated, -s.prompt_len))
-        return self.running[-1]
-
-    def _preempt(self, seq: Sequence, now: float, result: StepResult) -> None:
-        """Recompute preemption: its blocks go (what its finished prefill placed stays
-        cached), it goes back to the head of the queue to recompute what it had."""
-        self.running.remove(seq)
-        self.cache.abort(seq.rid, now)
-        seq.target = seq.prompt_len + seq.generated
-        seq.computed = seq.room = 0
-        seq.preemptions += 1
-        self.counters.preemptions += 1
-        self.waiting.appendleft(seq)
-        if self.admission == "park":
-            prompt, n = seq.lookup_prefix()
-            self.cache.park(seq.rid, prompt, n, now, seq.hint)
-        result.preempted.append(seq)
-        self._blocked = False
-
-    def _gate(self, seq: Sequence) -> tuple[int, int]:
-        """The admission gate for `seq` (rule `gate`): the tokens of it that must fit, and
-        the blocks running requests are promised beyond what they hold."""
-        prompt_tokens = seq.target
-        if self.rules.gate == "prompt":
-            return prompt_tokens, 0
-        bt, clip = self.cache.block_tokens, SGLANG_CLIP_MAX_NEW_TOKENS
-        out = sum(min(s.max_tokens - s.generated, clip) for s in self.running)
-        left = sum(-(-(s.target - s.computed) // bt) for s in self.running if s.prefilling)
-        own = min(seq.max_tokens - seq.generated, clip)
-        return prompt_tokens + own, left + -(-out // bt)
-
-    def _schedule_waiting_per_step(
-        self, now: float, budget: int, chunks: list[Chunk], result: StepResult
-    ) -> None:
-        grower = self._grower
-        assert grower is not None
-        while self.waiting and budget > 0 and len(self.running) < self.max_batch:
-            if self._blocked and self.running:
-                break
-            seq = self.waiting[0]
-            prompt, n = seq.lookup_prefix()
-            gate_tokens, committed = self._gate(seq)
-            resume = grower.admit_step(seq.rid, prompt, n, gate_tokens, committed, now, seq.hint)
-            if resume is None and not self.running and self.cache.unpark_all(now):
-                resume = grower.admit_step(
-                    seq.rid, prompt, n, gate_tokens, committed, now, seq.hint
-                )
-            if resume is None:
-                if not self.running:
-                    self._reject(self.waiting.popleft(), now, result)
-                    continue
-                self._blocked = True
-                break  # FCFS: later requests wait behind the head
-            start = min(resume.cached, max(seq.target - 1, 0))
-            end = self._chunk_end(start, budget, seq.target)
-            if end <= start:  # vLLM: no block-aligned chunk fits the budget: `break`
-                grower.unadmit(seq.rid, now)
-                break
-            room = grower.grow(seq.rid, end, now)
-            if room is None:
-                grower.unadmit(seq.rid, now)
-                if not self.running:
-                    self._reject(self.waiting.popleft(), now, result)
-                    continue
-                self._blocked = True
-                break
-            self.waiting.popleft()
-            seq.room = room
-            if self._started(seq, resume):
-                result.started.append(seq)
-            chunks.append((seq, seq.computed, end))
-            budget -= end - seq.computed
 
     def _emit(self, seq: Sequence, t: float, result: StepResult) -> None:
         seq.generated += 1

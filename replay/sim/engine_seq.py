@@ -43,8 +43,10 @@ class Sequence:
     done_t: float | None = None
     cancelled: bool = False
     rejected: bool = False  # the cache can never hold it
-    target: int = -1  # positions to compute before the next token: the prompt, or after a
-    preemptions: int = 0  # preemption the prompt plus the output so far (recompute)
+    # Positions to compute before the next token: the prompt; after a preemption, the
+    # prompt plus the output so far (recompute).
+    target: int = -1
+    preemptions: int = 0
     room: int = 0  # positions its blocks cover (allocation per step)
 
     def __post_init__(self) -> None:
