@@ -226,7 +226,7 @@ def test_no_endpoint_starts_an_emulator_per_engine(tmp_path: Path) -> None:
     # the sample's own scale, the subagent mode, and no trajectory replayed twice
     assert man.trace.token_scale == 16.0 and man.config.subagents == "concurrent"
     assert man.workload.reused_assignments == {"vllm": 0}
-    assert man.workload.trajectories == 160
+    assert man.workload.trajectories == 240
     assert len(read_requests(out)) > 0
 
 

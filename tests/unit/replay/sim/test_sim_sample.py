@@ -15,7 +15,7 @@ from replay.traces.scale import resolve_token_scale
 from replay.traces.synth import SynthConfig, write_synth
 
 # replay/data/README.md: how the sample was made.
-SAMPLE = SynthConfig(n_trajectories=160, seed=7, scale=16)
+SAMPLE = SynthConfig(n_trajectories=240, seed=7, scale=16)
 
 
 @pytest.mark.slow
@@ -27,7 +27,10 @@ def test_sample_has_the_working_set_of_its_full_size_original(tmp_path: Path) ->
     # 1/16 sample stands for): same lengths and times, a sixteenth of the ids.
     full_path = tmp_path / "full.jsonl"
     write_synth(
-        full_path, SynthConfig(n_trajectories=160, seed=SAMPLE.seed, scale=1, block_size=1024)
+        full_path,
+        SynthConfig(
+            n_trajectories=SAMPLE.n_trajectories, seed=SAMPLE.seed, scale=1, block_size=1024
+        ),
     )
     full = load_trace(full_path)
     assert resolve_token_scale(full, None) == 1.0
