@@ -13,7 +13,7 @@ runs/<run-id>/
 
 A run directory has one writer, which holds `RunLock` (replay.rundir_lock, re-exported here)
 for the run's life. manifest.json and summary.json are read and written through their models
-(replay.rundir_models).
+(replay.rundir_models); the readers are in replay.rundir_read, re-exported here.
 """
 
 from __future__ import annotations
@@ -24,16 +24,13 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ValidationError
 
 from replay.records import (
-    RECORD_FIELDS,
     REQUEST_SCHEMA,
     RequestRecord,
     records_to_table,
@@ -55,18 +52,21 @@ from replay.rundir_lock import (
     lock_holder,
     utc_now,
 )
-from replay.rundir_models import (
-    READ,
-    Manifest,
-    RunStatus,
-    RunSummary,
+from replay.rundir_models import Manifest, RunStatus, RunSummary
+from replay.rundir_read import (
+    JOURNAL,
+    MANIFEST,
+    REQUESTS,
+    SERVER_METRICS,
+    SUMMARY,
+    parse_manifest,
+    read_journal,
+    read_manifest,
+    read_requests,
+    read_summary,
+    schema_note,
 )
 
-MANIFEST = "manifest.json"
-REQUESTS = "requests.parquet"
-JOURNAL = "requests.jsonl"
-SERVER_METRICS = "server_metrics.parquet"
-SUMMARY = "summary.json"
 # A `running` run whose writer holds no lock, or whose heartbeat (written every 5 s) is older
 # than this, was killed: it is shown as `interrupted (stale)`.
 STALE_AFTER_S = 60.0
@@ -284,145 +284,19 @@ class RunWriter:
         write_summary_file(self.run_dir, summary)
 
 
-# reading ---------------------------------------------------------------------------------
-def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """Every complete line of the journal (a torn last line from a kill is skipped; readers
-    count it with `torn_tail_bytes`)."""
-    path = Path(run_dir) / JOURNAL
-    if not path.exists():
-        return []
-    rows: list[dict[str, Any]] = []
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.endswith(b"\n"):
-                break
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                raise RunDirError(
-                    f"{path}: line {number} is not valid JSON ({e.msg} at column {e.colno}); "
-                    "the harness writes whole lines, so the file was edited or damaged: "
-                    f"restore or delete line {number}"
-                ) from None
-            if not isinstance(row, dict):
-                raise RunDirError(
-                    f"{path}: line {number} is not a JSON object (a request record); "
-                    f"restore or delete line {number}"
-                )
-            rows.append(row)
-    return rows
-
-
-def _journal_lines(run_dir: Path) -> int:
-    """Complete lines in the journal (0 when there is none)."""
-    path = Path(run_dir) / JOURNAL
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    return data.count(b"\n")
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _validate_file(path: Path, model: type[_M], data: Any, fix: str) -> _M:
-    """`data` read from `path` as `model` (unknown keys ignored: the read rule of
-    replay.rundir_models); RunDirError naming the file and the first bad field."""
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object, got {type(data).__name__}; {fix}")
-    try:
-        return model.model_validate(data, context={READ: True})
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] != "value_error":  # a value error's message shows the value itself
-            msg += f", got {err.get('input')!r}"
-        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise RunDirError(f"{path}: field '{field}': {msg}{more}; {fix}") from None
-
-
-def parse_manifest(path: Path, data: Any) -> Manifest:
-    """A manifest's parsed JSON, validated (see `_validate_file`)."""
-    return _validate_file(
-        path, Manifest, data, "fix or restore the file (README: Run directory (contract))"
-    )
-
-
-def schema_note(path: Path, version: object, known: int) -> str | None:
-    """The warning for a file written under a schema this harness does not know, else None."""
-    if version == known:
-        return None
-    return (
-        f"{path}: schema_version {version!r}, but this harness reads version {known}: fields "
-        "it does not know are ignored and figures may be misread; read it with the harness "
-        "that wrote it"
-    )
-
-
-def read_manifest(run_dir: Path) -> Manifest:
-    """The run's manifest.json, validated; RunDirError naming the file (and field)."""
-    path = Path(run_dir) / MANIFEST
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (FileNotFoundError, NotADirectoryError) as e:
-        raise RunDirError(f"{path}: missing; is {run_dir} a run directory?") from e
-    except orjson.JSONDecodeError as e:
-        raise RunDirError(f"{path}: not valid JSON ({e}); fix or restore the file") from None
-    return parse_manifest(path, data)
-
-
-def read_summary(run_dir: Path) -> RunSummary | None:
-    """The run's summary.json, validated; None when there is none. RunDirError naming the
-    file (and field) when it is broken."""
-    path = Path(run_dir) / SUMMARY
-    fix = "delete it and run `replay report` to rebuild it"
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except orjson.JSONDecodeError as e:
-        raise RunDirError(f"{path}: not valid JSON ({e}); {fix}") from None
-    return _validate_file(path, RunSummary, data, fix)
-
-
 def write_summary_file(run_dir: Path, summary: RunSummary) -> None:
     """Atomically write the run's summary.json (analysis.summary is its one producer)."""
     write_json_atomic(Path(run_dir) / SUMMARY, summary.model_dump(mode="json"))
 
 
-def read_requests(run_dir: Path) -> pd.DataFrame:
-    """The run's request records; prefers the journal when it is ahead of the parquet file
-    (a run still being written, or one killed between parquet rewrites)."""
-    run_dir = Path(run_dir)
-    pq_path = run_dir / REQUESTS
-    table: pa.Table | None = None
-    if pq_path.exists():
-        try:
-            table = pq.read_table(pq_path)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise RunDirError(f"{pq_path}: unreadable parquet ({e})") from e
-    # Parse the journal only when it is ahead of the parquet file: counting its complete
-    # lines is far cheaper than decoding them, and a finished run's journal never is.
-    if table is None or _journal_lines(run_dir) > table.num_rows:
-        journal_rows = read_journal(run_dir)
-        if not journal_rows and table is None:
-            raise RunDirError(f"{pq_path}: missing; the run wrote no request records")
-        table = records_to_table(journal_rows)
-    missing = [c for c in ("engine", "prompt_tokens", "status") if c not in table.column_names]
-    if missing:
-        raise RunDirError(f"{pq_path}: missing columns {', '.join(missing)}")
-    df = table.to_pandas()
-    for name in RECORD_FIELDS:
-        if name not in df.columns:
-            df[name] = None
-    return df
-
-
 __all__ = [
     "JOURNAL",
     "LOCK",
+    "MANIFEST",
+    "REQUESTS",
     "REQUEST_SCHEMA",
+    "SERVER_METRICS",
+    "SUMMARY",
     "DiskFullError",
     "Manifest",
     "RunDirError",
