@@ -124,7 +124,10 @@ def test_synth_then_stats(tmp_path: Path) -> None:
 
 def test_synth_bad_flags(tmp_path: Path) -> None:
     for args, message in [
-        (["--scale", "0.5"], "--scale must be at least 1 (it divides token lengths), got 0.5"),
+        (
+            ["--scale", "0.5"],
+            "--scale must be a finite number of at least 1 (it divides token lengths), got 0.5",
+        ),
         (["--trajectories", "0"], "--trajectories must be at least 1, got 0"),
     ]:
         result = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path / "x.jsonl"), *args])
