@@ -135,9 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         variants = [parse_variant(v) for v in a.variant or ["adopted:"]]
-        sessions = [int(x) for x in a.sessions.split(",")]
     except ValueError as e:
         print(f"pressure_sweep: {e}", file=sys.stderr)
+        return 2
+    bad_n = [x for x in a.sessions.split(",") if not x.strip().isdigit() or int(x) < 1]
+    if bad_n:
+        print(
+            f"pressure_sweep: --sessions: '{bad_n[0]}' is not a positive whole number",
+            file=sys.stderr,
+        )
+        return 2
+    sessions = [int(x) for x in a.sessions.split(",")]
+    bad_kv = [kv for kv in a.profile_set if "=" not in kv]
+    if bad_kv:
+        print(f"pressure_sweep: --profile-set: '{bad_kv[0]}' is not KEY=VALUE", file=sys.stderr)
         return 2
     try:
         profile = load_profile(DEFAULT_MODEL)

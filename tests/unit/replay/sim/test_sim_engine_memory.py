@@ -196,3 +196,24 @@ def test_the_event_loop_raises_on_work_refiled_at_the_same_time() -> None:
         ok.at(1.0, lambda: None)
     ok.run(2.0)
     assert ok.now == 2.0
+
+
+def test_the_executor_raises_when_steps_keep_running_nothing() -> None:
+    """A core whose steps report a moved request but never run anything (a bug): the
+    simulator's executor stops with the policy and the time instead of re-filing forever."""
+    from replay.sim.driver import EventLoop
+    from replay.sim.engine import StepResult
+    from replay.sim.executors import EngineExecutor
+
+    class Spinning(EngineCore):
+        def step(self, now: float) -> StepResult:
+            return StepResult(0.0, preempted=list(self.waiting))
+
+    p = _profile()
+    core = Spinning(StepClock(p), engine_cache("vllm", p, blocks=12), "schedule", VLLM_RULES)
+    core.add(_seq(1, 32, 4, 0))
+    loop = EventLoop("vllm")
+    ex = EngineExecutor(loop, core, lambda t: None)
+    loop.at(3.0, ex._step)
+    with pytest.raises(EngineStall, match=r"vllm: \d+ engine steps at t=3\.000000 s ran nothing"):
+        loop.run(10.0)
