@@ -1,5 +1,5 @@
-"""Ctrl-C on any command ends it with 130 and one word, never a traceback, whether it lands
-while the command modules load or while the command works (issue 24)."""
+"""Ctrl-C on any command ends it with 130, never a traceback, whether it lands while the
+command modules load or while the command works (issue 24)."""
 
 from __future__ import annotations
 
@@ -35,5 +35,7 @@ def test_ctrl_c_is_quiet(after_s: float, tmp_path: Path) -> None:
         pytest.skip("the command finished before the signal")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=20)
-    assert proc.returncode in (130, 1), out  # 1: click's own "Aborted!"
-    assert "Traceback" not in out and ("interrupted" in out or "Aborted" in out)
+    # 130 either way: "interrupted" from replay's own handler, or a blank line from typer's
+    # (a KeyboardInterrupt inside a command is typer's Exit(130))
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and ("interrupted" in out or not out.strip())
