@@ -409,7 +409,12 @@ async def _probe(
     adapter_options: dict[str, Any],
 ) -> None:
     kind = report.kind
-    n = probe_tokens or max(4 * (report.block_size or 256), 1024)
+    # Half a block past a block boundary: a hybrid engine resumes only from a state strictly
+    # inside the prompt (hits are capped at n - 1), and SGLang keeps a prefill's state at the
+    # last grid point of its chunk; a block-multiple prompt would put that state at its very
+    # end and report no hit on a healthy engine.
+    block = report.block_size or 256
+    n = probe_tokens or max(4 * block, 1024) + block // 2
     if report.context_tokens:
         n = min(n, max(report.context_tokens // 2 - 16, 16))
     # A fresh prompt no earlier request can have cached: a nonce seeds the generator.
