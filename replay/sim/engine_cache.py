@@ -159,11 +159,15 @@ def cache_settings(
                 opts[key] = max(1, round(float(base[key]) / token_scale))
     capacity = blocks
     if blocks is not None and any(k in cls.options for k in _POOL_OPTIONS):
-        own = make_policy(policy, profile, **opts).capacity_blocks(profile)
+        # The pools the policy itself settles on for this profile (SGLang derives them from
+        # the profile's memory), scaled to `blocks`; not the class's defaults, which are
+        # one profile's numbers.
+        sized = make_policy(policy, profile, **opts)
+        own = sized.capacity_blocks(profile)
         ratio = blocks / own if own else 1.0
         for key in _POOL_OPTIONS:
             if key in cls.options:
-                value = opts.get(key, base[key])
+                value = sized.opts.get(key, base[key])
                 assert isinstance(value, int | float)
                 opts[key] = max(1, round(value * ratio))
         capacity = None
