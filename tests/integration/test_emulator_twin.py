@@ -33,7 +33,7 @@ TTFT_TOLERANCE = 0.15
 # (0.27-0.77 modelled s at 4×). A TTFT that short is compared within this many modelled
 # seconds instead (250 ms of wall time per request).
 TTFT_ALLOWANCE_S = 1.0
-# SGLang runs as a saturated queue (below): its TTFT is the queue's, and every request ahead
+# SGLang, when it runs as a saturated queue: its TTFT is the queue's, and every request ahead
 # adds its own wall overhead in the live run. Measured gaps: 11-16% over four runs; allowed 25%.
 QUEUE_TTFT_TOLERANCE = 0.25
 SESSIONS = 48
@@ -119,10 +119,7 @@ def test_simulator_predicts_the_emulated_run_at_48_sessions(tmp_path: Path) -> N
         rel = QUEUE_TTFT_TOLERANCE if e == "sglang" else TTFT_TOLERANCE
         allowed = max(rel * predicted["ttft"], TTFT_ALLOWANCE_S)
         assert ttft_gap <= allowed, (e, measured, predicted)
-        if e == "sglang":
-            # SGLang's 5.9M-token KV pool cannot hold 48 of the sample's contexts: both sides
-            # run it as a saturated queue, where which prefixes survive depends on the order
-            # of arrivals the wall clock perturbs. Both must show the collapse.
-            assert measured["hit"] < 0.2 and predicted["hit"] < 0.2, (e, measured, predicted)
-            continue
+        # Every engine, SGLang too: with the sample at the real corpus's pace (issue 22) and
+        # SGLang's pools sized from memory, its 48 sessions no longer saturate the engine
+        # (measured 0.876 against 0.899 predicted), so its hit rate is compared like the rest.
         assert abs(measured["hit"] - predicted["hit"]) <= HIT_TOLERANCE, (e, measured, predicted)
