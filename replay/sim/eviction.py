@@ -21,6 +21,8 @@ import heapq
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from replay.sim.nodes import Block, State
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 Pool = str  # "any" (one shared pool), "kv" or "state" (SGLang's two pools)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # SGLang's LRU (sglang_policy) is interpreted
 class Eviction:
     """Hooks the cache calls; the default keeps everything and evicts nothing."""
 
