@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from replay.sim.policies import POLICY_NAMES
+from tests.child import run_child
 from tests.required import SGLANG, VLLM, missing, real_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,18 +46,8 @@ def sweep(
     timing: str, policies: list[str], limit_s: float, minutes: float = 45.0
 ) -> list[dict[str, object]]:
     trace = real_trace()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, str(trace), timing, ",".join(policies), str(minutes)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=limit_s,
-        )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        started = [ln for ln in out.splitlines() if ln.startswith("start")]
-        pytest.fail(f"{timing} timing on {trace.name}: no end within {limit_s} s; {started[-1:]}")
+    args = [str(trace), timing, ",".join(policies), str(minutes)]
+    proc = run_child(CHILD, args, limit_s, f"{timing} timing on {trace.name}")
     if proc.returncode != 0 and "NativeError" in proc.stderr:
         missing(proc.stderr.strip().splitlines()[-1], NATIVE[policies[0]])
     assert proc.returncode == 0, proc.stderr[-3000:]

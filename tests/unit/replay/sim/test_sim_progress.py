@@ -12,8 +12,6 @@ not idle yet, re-filed the state at the same time forever."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from replay.sim.cache import HybridCache
 from replay.sim.eviction import GreedyDualSize
 from replay.sim.keys import LineagePrefix
 from replay.sim.policies import POLICY_NAMES, make_policy
+from tests.child import run_child
 from tests.unit.replay.sim.conftest import tiny_profile
 
 # vllm-native runs vLLM's own code in a worker; its own tests drive it.
@@ -34,13 +33,7 @@ LIMIT_S = 240  # the whole child process: ~40 short runs that each take well und
 def test_a_due_demotion_timer_always_finds_its_state_idle() -> None:
     # In a child process with a limit: the regression this pins is an endless loop.
     code = "from tests.unit.replay.sim.test_sim_progress import due_timer_case; due_timer_case()"
-    root = Path(__file__).resolve().parents[4]
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("GreedyDualSize._demote did not return at a timer's due time (60 s limit)")
+    proc = run_child(code, [], 60, "GreedyDualSize._demote at a timer's due time")
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -162,16 +155,7 @@ print("all done", flush=True)
 def test_every_policy_finishes_on_hostile_timestamps(
     hostile_traces: dict[str, Path], kind: str
 ) -> None:
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, str(hostile_traces[kind]), ",".join(POLICIES)],
-            capture_output=True,
-            text=True,
-            timeout=LIMIT_S,
-        )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        started = [ln for ln in out.splitlines() if ln.startswith("start")]
-        pytest.fail(f"{kind} timestamps: no end within {LIMIT_S} s; last started: {started[-1:]}")
+    args = [str(hostile_traces[kind]), ",".join(POLICIES)]
+    proc = run_child(CHILD, args, LIMIT_S, f"{kind} timestamps")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "all done" in proc.stdout
