@@ -71,7 +71,10 @@ def _replays(g: pd.DataFrame) -> list[pd.DataFrame]:
     """Split one (engine, slot, trajectory, agent)'s records into its replays: a slot may be
     assigned the same trajectory again, which starts over (with a priming request)."""
     g = g.sort_values(["scheduled_s", "attempt"])
-    starts = (g.priming & (g.attempt == 0)) | (g.turn.diff() < 0)
+    # A first attempt at a turn no later than the last one starts over: a one-turn trajectory
+    # replayed again in its slot repeats its turn (the corpus at the real pace, issue 22).
+    back = g.turn.diff() <= 0
+    starts = (g.priming & (g.attempt == 0)) | (g.turn.diff() < 0) | (back & (g.attempt == 0))
     ids = starts.cumsum()
     return [part for _, part in g.groupby(ids)]
 
