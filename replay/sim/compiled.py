@@ -31,6 +31,7 @@ MODULES: tuple[str, ...] = (
     "materialize",
     "eviction",
     "vllm_policy",
+    "sglang_policy",
 )
 
 SIM_DIR = Path(__file__).resolve().parent
