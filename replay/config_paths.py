@@ -10,6 +10,9 @@ from typing import Any
 import yaml
 
 _REPO_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+# The real corpus in the shared folder beside a checkout (../shared/traces/, not part of the
+# project): the tests, the benchmarks and the experiments that replay it look for it here.
+REAL_CORPUS = _REPO_CONFIGS.parents[1] / "shared" / "traces" / "kvct-dev.jsonl.gz"
 
 
 def config_dir() -> Path:

@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from replay.config_paths import REAL_CORPUS
 from replay.sim import compiled
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import SimConfig, simulate
@@ -38,7 +39,6 @@ from replay.traces.synth import SynthConfig, write_synth
 
 TARGET_S = 1.0  # issue 14: a 48-session, 45-minute replay in ≤ 1 s of simulation
 DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
-REAL_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/traces/kvct-dev.jsonl.gz"
 
 
 def corpora(paths: list[str] | None) -> list[str]:

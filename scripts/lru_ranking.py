@@ -28,13 +28,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from policy_table import run_configs, without_subagents
 
+from replay.config_paths import REAL_CORPUS
 from replay.sim import driver, runner
 from replay.sim.measures import WorkingSet
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
 from replay.traces.model import Trace
 
-REAL_TRACE = Path("..") / "shared" / "traces" / "kvct-dev.jsonl.gz"
+REAL_TRACE = REAL_CORPUS
 POLICIES = ("vllm-like", "asc-unit-lru", "flashstate-eq7")
 # Issue 22: the independent re-implementation of the source's description on kvct-dev
 # (trace timing, subagents skipped, 2,531 blocks), hit rate at 48 / 64 / 80 / 96 sessions.

@@ -11,6 +11,8 @@ from typing import NoReturn
 
 import pytest
 
+from replay.config_paths import REAL_CORPUS
+
 VLLM = "REPLAY_REQUIRE_VLLM"
 SGLANG = "REPLAY_REQUIRE_SGLANG"  # SGLang beside the CPU vLLM (setup_vllm_cpu.sh --with-sglang)
 PEERS = "REPLAY_REQUIRE_PEERS"
@@ -18,7 +20,7 @@ SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/buil
 # The real corpus beside the project (../shared/traces/kvct-dev.jsonl.gz): `.ci/run` sets it,
 # since CI has ../shared; a fresh clone elsewhere skips those tests with a message.
 REAL_TRACE = "REPLAY_REQUIRE_REAL_TRACE"
-REAL_TRACE_PATH = Path(__file__).resolve().parents[1].parent / "shared/traces/kvct-dev.jsonl.gz"
+REAL_TRACE_PATH = REAL_CORPUS
 
 
 def real_trace() -> Path:
