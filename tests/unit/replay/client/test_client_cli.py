@@ -321,11 +321,11 @@ def test_final_table_prices_through_the_one_pricing(
     from rich.console import Console
 
     import analysis.economics
-    from replay.commands import run as run_cmd
+    from replay.commands import final_table as run_cmd
 
     def rendered(engines: dict[str, Any]) -> str:
         console = Console(width=200, record=True)
-        console.print(run_cmd._final_table(_outcome(engines, tmp_path)))
+        console.print(run_cmd.final_table(_outcome(engines, tmp_path)))
         return console.export_text()
 
     assert "5.29" in rendered({"fs": {**_MEASURED, "gpu_type": "B200"}})  # the demo's profit
