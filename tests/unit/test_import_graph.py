@@ -16,7 +16,10 @@ Layers, top to bottom:
   among them, the client (`replay.client`) and its view of engines (`replay.engines`: adapters,
   preflight, scraping, configs, launch) reach every server over HTTP and never import the
   emulator server (`replay.emulator`), which imports neither of them; the simulator
-  (`replay.sim`, the engine model the emulator serves) imports none of the three.
+  (`replay.sim`, the engine model the emulator serves) imports none of the three;
+- `replay.fleet` (router policies for an engine of N replicas, issue 26): a library below the
+  executors, shared by all three, so it imports none of them nor the layers above them (it
+  sees requests and replicas through its own views, replay.fleet.base).
 
 Type-only imports (under `if TYPE_CHECKING:`) count for the layers (a module that names an
 upper layer's types depends on it) but not for circles: they never run, so they cannot leave a
@@ -218,6 +221,8 @@ def _arrow_rules(e: Edge) -> str | None:
         return "the emulator server imports neither the client nor its view of engines"
     if _under(src, ("replay.sim",)) and _under(dst, (*client, "replay.emulator")):
         return "the simulator (the engine model) imports neither the client nor the emulator"
+    if _under(src, ("replay.fleet",)) and _under(dst, (*EXECUTORS, "analysis", "dashboards")):
+        return "the router policies are a library below the executors: they import none of them"
     return None
 
 
@@ -270,4 +275,7 @@ def test_the_checker_sees_a_cycle_and_a_back_arrow() -> None:
     assert _arrow_rules(Edge("replay.engines.launch", "replay.emulator.launch", 1, False))
     assert _arrow_rules(Edge("replay.emulator.server", "replay.engines.adapters", 1, False))
     assert _arrow_rules(Edge("replay.sim.native.worker", "replay.engines.configs", 1, False))
+    assert _arrow_rules(Edge("replay.fleet.cache_aware", "replay.sim.keys", 1, True))
+    assert _arrow_rules(Edge("replay.fleet.base", "analysis.runs", 1, False))
+    assert _arrow_rules(Edge("replay.sim.fleet", "replay.fleet.base", 1, False)) is None
     assert _arrow_rules(Edge("replay.commands.run", "analysis.runs", 1, False)) is None

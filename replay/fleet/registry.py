@@ -1,0 +1,37 @@
+"""Router names, their classes and parameters: the one list every executor and flag reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from replay.fleet.base import Router, RouterContext
+from replay.fleet.simple import LeastLoad, RoundRobin, SessionHash
+
+ROUTERS: dict[str, type[Router]] = {
+    cls.name: cls
+    for cls in (
+        RoundRobin,
+        LeastLoad,
+        SessionHash,
+    )
+}
+
+
+def router_names() -> tuple[str, ...]:
+    return tuple(ROUTERS)
+
+
+class UnknownRouter(ValueError):
+    pass
+
+
+def make_router(
+    name: str, ctx: RouterContext, overrides: Mapping[str, object] | None = None
+) -> Router:
+    """The router `name` for `ctx.replicas` replicas; a clear error for an unknown name."""
+    cls = ROUTERS.get(name)
+    if cls is None:
+        raise UnknownRouter(f"unknown router {name!r}; choose one of {', '.join(ROUTERS)}")
+    if ctx.replicas < 1:
+        raise ValueError(f"a fleet needs at least 1 replica, not {ctx.replicas}")
+    return cls(ctx, overrides)
