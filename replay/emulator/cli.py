@@ -55,6 +55,7 @@ def build_config(
     token_scale: float = 1.0,
     tokenizer: str | None = None,
     fail: Fail = plain_fail,
+    replica: int | None = None,
 ) -> EmulatorConfig:
     """The config from flags; a bad value fails naming its flag."""
     flag = {
@@ -73,6 +74,7 @@ def build_config(
         "max_batch": "--max-batch",
         "hash_tokens": "--hash-tokens",
         "port": "--port",
+        "replica": "--replica",
     }
     try:
         fc = FaultConfig.model_validate(faults)
@@ -91,6 +93,7 @@ def build_config(
             hash_tokens=hash_tokens,
             tokenizer=tokenizer,
             faults=fc,
+            replica=replica,
         )
         cfg.resolved_profile()  # fail now on a bad --model, not at the first request
     except ValidationError as e:
@@ -158,6 +161,11 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
             help="text endpoints' tokenizer: Hugging Face folder, tokenizer.json or hub name "
             "(default: the built-in deterministic one)",
         ),
+        replica: int | None = typer.Option(
+            None,
+            "--replica",
+            help="index among the engine's replicas: answered in an x-replay-replica header",
+        ),
     ) -> None:
         """Serve an engine emulator: the simulator's engine model behind a real HTTP API."""
         faults: dict[str, object] = {
@@ -172,6 +180,7 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer, fail,
+            replica,
         )  # fmt: skip
         from replay.emulator.server import serve  # the server's imports: only to serve
         from replay.emulator.tokenizer import load_tokenizer

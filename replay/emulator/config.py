@@ -110,6 +110,12 @@ class EmulatorConfig(BaseModel):
         "name (needs the `tokenizers` package); default: the built-in deterministic one",
     )
     faults: FaultConfig = Field(default_factory=lambda: FaultConfig())
+    replica: int | None = Field(
+        default=None,
+        ge=0,
+        description="this server's index among its engine's replicas; it answers every request "
+        "with an `x-replay-replica` header (None: a lone server, no header)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EmulatorConfig:
@@ -170,6 +176,8 @@ class EmulatorConfig(BaseModel):
             args += ["--hash-tokens", str(self.hash_tokens)]
         if self.tokenizer:
             args += ["--tokenizer", self.tokenizer]
+        if self.replica is not None:
+            args += ["--replica", str(self.replica)]
         f = self.faults
         if f.error_rate:
             args += ["--error-rate", repr(f.error_rate)]

@@ -31,6 +31,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from replay.emulator.config import EmulatorConfig, FaultConfig
 from replay.lifeline import PARENT_ENV
@@ -49,7 +50,7 @@ class _Child:
 
     def __init__(self, cfg: EmulatorConfig, log_dir: Path, timeout_s: float) -> None:
         self.cfg = cfg
-        self.log_path = log_dir / f"{cfg.engine}-{cfg.port or 'auto'}.log"
+        self.log_path = log_dir / f"{server_name(cfg)}-{cfg.port or 'auto'}.log"
         self.timeout_s = timeout_s
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
@@ -136,15 +137,23 @@ def _wait_healthy(url: str, timeout_s: float, child: _Child) -> None:
     )
 
 
+def server_name(cfg: EmulatorConfig) -> str:
+    """The engine's name for a lone server, `engine.N` for its replica N."""
+    return cfg.engine if cfg.replica is None else f"{cfg.engine}.{cfg.replica}"
+
+
 class EmulatorGroup:
-    """Running emulators: `urls` maps engine name to base URL. Use `start_emulators`."""
+    """Running emulators: `urls` maps each server's name (`server_name`: the engine, or
+    `engine.N` for replica N) to its base URL. Use `start_emulators` or `start_fleet`."""
 
     def __init__(self, configs: Sequence[EmulatorConfig], restart: bool, timeout_s: float) -> None:
-        names = [c.engine for c in configs]
+        names = [server_name(c) for c in configs]
         if len(set(names)) != len(names):
-            raise ValueError(f"one emulator per engine name, got {names}")
+            raise ValueError(f"one emulator per engine name (or engine replica), got {names}")
         self._tmp = tempfile.TemporaryDirectory(prefix="replay-emulators-")
-        self._children = {c.engine: _Child(c, Path(self._tmp.name), timeout_s) for c in configs}
+        self._children = {
+            server_name(c): _Child(c, Path(self._tmp.name), timeout_s) for c in configs
+        }
         self._restart = restart
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -153,6 +162,14 @@ class EmulatorGroup:
     @property
     def urls(self) -> dict[str, str]:
         return {name: child.url for name, child in self._children.items()}
+
+    @property
+    def fleet(self) -> dict[str, list[str]]:
+        """Each engine's replica URLs in replica order (a lone server: a list of one)."""
+        out: dict[str, list[tuple[int, str]]] = {}
+        for child in self._children.values():
+            out.setdefault(child.cfg.engine, []).append((child.cfg.replica or 0, child.url))
+        return {engine: [url for _, url in sorted(pairs)] for engine, pairs in out.items()}
 
     def restarts(self) -> dict[str, int]:
         """How many times each emulator was restarted after dying."""
@@ -214,25 +231,67 @@ def emulator_configs(
     policies: Mapping[str, str] | None = None,
     faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
     ports: Mapping[str, int] | None = None,
+    replicas: int = 1,
 ) -> list[EmulatorConfig]:
-    """One `EmulatorConfig` per engine, sharing the model, clock and capacity settings."""
+    """One `EmulatorConfig` per engine, sharing the model, clock and capacity settings; with
+    `replicas` N > 1, N per engine (replica 0..N-1, each its own server and cache, free
+    ports: `ports` pins lone servers only)."""
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1, got {replicas}")
     out = []
     for engine in engines:
         f = faults.get(engine) if isinstance(faults, Mapping) else faults
-        out.append(
-            EmulatorConfig(
-                engine=engine,
-                policy=(policies or {}).get(engine),
-                model=model,
-                port=(ports or {}).get(engine, 0),
-                time_scale=time_scale,
-                blocks=blocks,
-                block_tokens=block_tokens,
-                max_batch=max_batch,
-                faults=f or FaultConfig(),
+        for replica in range(replicas) if replicas > 1 else [None]:
+            out.append(
+                EmulatorConfig(
+                    engine=engine,
+                    policy=(policies or {}).get(engine),
+                    model=model,
+                    port=(ports or {}).get(engine, 0) if replica is None else 0,
+                    time_scale=time_scale,
+                    blocks=blocks,
+                    block_tokens=block_tokens,
+                    max_batch=max_batch,
+                    faults=f or FaultConfig(),
+                    replica=replica,
+                )
             )
-        )
     return out
+
+
+def replica_configs(cfg: EmulatorConfig, replicas: int) -> list[EmulatorConfig]:
+    """`replicas` copies of one emulator's settings, replica 0..N-1, each on a free port."""
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1, got {replicas}")
+    return [cfg.model_copy(update={"replica": i, "port": 0}) for i in range(replicas)]
+
+
+@contextlib.contextmanager
+def start_fleet(
+    engines: Sequence[str] | Sequence[EmulatorConfig],
+    replicas: int,
+    *,
+    restart: bool = False,
+    timeout_s: float = 60.0,
+    **settings: Any,
+) -> Iterator[EmulatorGroup]:
+    """`replicas` emulator servers per engine (`engines`: names, with `emulator_configs`'s
+    keyword `settings`, or ready configs, each multiplied); yields the group, whose `fleet`
+    maps each engine to its replicas' URLs. Every replica answers with its index in the
+    `x-replay-replica` header (replay.emulator.server.REPLICA_HEADER)."""
+    if engines and all(isinstance(e, EmulatorConfig) for e in engines):
+        configs = [
+            r for e in engines if isinstance(e, EmulatorConfig) for r in replica_configs(e, replicas)
+        ]
+    else:
+        base = emulator_configs([str(e) for e in engines], **settings)
+        configs = [r for c in base for r in replica_configs(c, replicas)]
+    group = EmulatorGroup(configs, restart=restart, timeout_s=timeout_s)
+    group.start()
+    try:
+        yield group
+    finally:
+        group.close()
 
 
 @contextlib.contextmanager

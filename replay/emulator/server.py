@@ -50,6 +50,9 @@ from replay.profiles import ModelProfile
 from replay.sim.engine import EngineCore, Sequence
 from replay.sim.engine_cache import EngineCache
 
+# The header naming the replica that answered (EmulatorConfig.replica; absent on a lone server).
+REPLICA_HEADER = "x-replay-replica"
+
 # Token-id prompts of a million tokens are ~7 MB of JSON.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -139,7 +142,14 @@ class EmulatorServer:
             app.router.add_get("/get_model_info", self._model_info)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
+        if self.cfg.replica is not None:
+            app.on_response_prepare.append(self._tag_replica)
         return app
+
+    async def _tag_replica(self, _req: web.Request, resp: web.StreamResponse) -> None:
+        """Every answer of a replica names it (`REPLICA_HEADER`), so a client behind a router
+        can tell which replica served it without trusting the router."""
+        resp.headers[REPLICA_HEADER] = str(self.cfg.replica)
 
     async def _on_startup(self, _app: web.Application) -> None:
         self.runner.start()
