@@ -83,7 +83,7 @@ def load(root: Path, name: str) -> Run:
         # A file that parses but breaks the contract in a way analysis does not name.
         raise RunUnavailable(
             f"Cannot open this run: {path} has a malformed file ({type(e).__name__}: {e}). "
-            "Check it against the run-directory contract in the README."
+            "Check it against the run-directory contract in docs/run-directory.md."
         ) from e
 
 

@@ -1,9 +1,9 @@
-"""The run-directory contract checked: the README's field tables, generated from the models,
-and the strict check of every manifest.json / summary.json under a folder.
+"""The run-directory contract checked: the field tables of docs/run-directory.md, generated from
+the models, and the strict check of every manifest.json / summary.json under a folder.
 
-`python -m replay.rundir_contract README.md` rewrites the tables between the README's
+`python -m replay.rundir_contract` rewrites the tables between docs/run-directory.md's
 `<!-- rundir-contract:begin -->` and `<!-- rundir-contract:end -->` markers;
-tests/unit/replay/test_rundir_models.py fails when the README and the models disagree.
+tests/unit/replay/test_rundir_models.py fails when that page and the models disagree.
 `written_problems(root)` is what tests/conftest.py runs after every test on its tmp_path.
 """
 
@@ -39,12 +39,13 @@ def written_problems(root: Path) -> list[str]:
     return out
 
 
-BEGIN = "<!-- rundir-contract:begin (python -m replay.rundir_contract README.md) -->"
+CONTRACT_PAGE = Path(__file__).parents[1] / "docs" / "run-directory.md"
+BEGIN = "<!-- rundir-contract:begin (python -m replay.rundir_contract) -->"
 END = "<!-- rundir-contract:end -->"
 
 
 def _type_text(annotation: Any) -> str:
-    """A short, stable name of a field's type for the README table."""
+    """A short, stable name of a field's type for the contract table."""
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin in (typing.Union, types.UnionType):
@@ -94,8 +95,8 @@ def contract_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, s
 
 
 def contract_markdown() -> str:
-    """The README's field tables of manifest.json and summary.json (scripts/rundir_contract.py
-    writes them into the README; a unit test checks the README agrees)."""
+    """The field tables of manifest.json and summary.json (`python -m replay.rundir_contract`
+    writes them into docs/run-directory.md; a unit test checks the page agrees)."""
     out = []
     for title, model in (("manifest.json", Manifest), ("summary.json", RunSummary)):
         out += [f"`{title}` (schema_version {model.model_fields['schema_version'].default}):", ""]
@@ -113,26 +114,26 @@ def contract_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-def readme_section(text: str) -> str | None:
-    """The generated part of a README's text (None when it has no markers)."""
+def contract_section(text: str) -> str | None:
+    """The generated part of a page's text (None when it has no markers)."""
     if BEGIN not in text or END not in text:
         return None
     return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
-def rewrite(readme: Path) -> bool:
+def rewrite(page: Path) -> bool:
     """Put the current tables between the markers; True when the file changed."""
-    text = readme.read_text()
-    if readme_section(text) is None:
-        raise SystemExit(f"{readme}: no {BEGIN} ... {END} markers; add them where the tables go")
+    text = page.read_text()
+    if contract_section(text) is None:
+        raise SystemExit(f"{page}: no {BEGIN} ... {END} markers; add them where the tables go")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     new = f"{head}{BEGIN}\n{contract_markdown()}{END}{tail}"
     if new != text:
-        readme.write_text(new)
+        page.write_text(new)
     return new != text
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else CONTRACT_PAGE
     print(f"{path}: {'rewritten' if rewrite(path) else 'already up to date'}")

@@ -1,8 +1,8 @@
 """The run directory's typed files: `Manifest` (manifest.json) and `RunSummary` (summary.json).
 
 Every producer writes through these models and every reader validates through them
-(`replay.rundir.read_manifest` / `read_summary`); the README's "Run directory (contract)"
-section is tested against them (tests/unit/replay/test_rundir_models.py).
+(`replay.rundir.read_manifest` / `read_summary`); the field tables of docs/run-directory.md
+are tested against them (tests/unit/replay/test_rundir_models.py).
 
 Unknown keys: **forbidden on write** (a producer that adds a key adds a described field here
 first), **ignored on read** (a run directory written by an older or newer harness still

@@ -1,4 +1,4 @@
-"""The typed run directory: the models agree with the README, old run directories still read,
+"""The typed run directory: the models agree with docs/run-directory.md, old run directories still read,
 the write rule refuses what the read rule tolerates, and every bad file is named with its
 field, never a traceback."""
 
@@ -23,19 +23,24 @@ from analysis.manifest import (
 from replay.cli import app
 from replay.records import RequestRecord
 from replay.rundir import RunDirError, RunWriter, read_manifest, read_summary
-from replay.rundir_contract import contract_markdown, readme_section, written_problems
+from replay.rundir_contract import (
+    CONTRACT_PAGE,
+    contract_markdown,
+    contract_section,
+    written_problems,
+)
 from replay.rundir_models import Manifest, RunSummary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rundir_v1"
-README = Path(__file__).parents[3] / "README.md"
 
 
-def test_the_readme_tables_are_the_models() -> None:
-    section = readme_section(README.read_text())
-    assert section is not None, "README.md lost its rundir-contract markers"
+def test_the_contract_page_tables_are_the_models() -> None:
+    assert Path(__file__).parents[3] / "docs" / "run-directory.md" == CONTRACT_PAGE
+    section = contract_section(CONTRACT_PAGE.read_text())
+    assert section is not None, "docs/run-directory.md lost its rundir-contract markers"
     assert section == contract_markdown(), (
-        "README.md's run-directory tables differ from replay/rundir_models.py: run "
-        "`python -m replay.rundir_contract README.md`"
+        "docs/run-directory.md's tables differ from replay/rundir_models.py: run "
+        "`python -m replay.rundir_contract`"
     )
     # Every field the contract's file list names is a field of the model.
     for field in ("schema_version", "run_id", "command", "harness_version", "status"):
