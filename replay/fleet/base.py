@@ -45,6 +45,7 @@ class RouteRequest:
     tokens: Sequence[int] | None = None  # token ids, where the executor has them
     text: str | None = None  # the prompt text, where the executor sends text (SMG's HTTP path)
     expected_output_tokens: int = 0
+    now_s: float | None = None  # the executor's clock at routing (periodic router tasks)
 
     def block_keys(self, block: int, limit: int | None = None) -> list[int]:
         """The prompt's prefix key at every full block of `block` tokens (at most `limit`

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from replay.fleet.base import Router, RouterContext
+from replay.fleet.cache_aware import CacheAware
 from replay.fleet.simple import LeastLoad, RoundRobin, SessionHash
 
 ROUTERS: dict[str, type[Router]] = {
@@ -13,6 +14,7 @@ ROUTERS: dict[str, type[Router]] = {
         RoundRobin,
         LeastLoad,
         SessionHash,
+        CacheAware,
     )
 }
 
