@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import replay
+from replay.client import fanout
 from replay.client.config import EngineSpec
 from replay.client.health import EngineWatch
 from replay.client.session import EngineSessions, LiveStats, SessionPolicy
@@ -107,6 +108,11 @@ class RunPlan:
     restarts: Callable[[], dict[str, int]] | None = None
     # ... and when each was down (perf_counter_ns pairs), for outages between health polls.
     outages: Callable[[], dict[str, list[tuple[int, int | None]]]] | None = None
+    # Client processes (replay.client.fanout): K workers each own every K-th session slot;
+    # with `ray_address` they are Ray actors ("local": a Ray started here).
+    workers: int = 1
+    ray_address: str | None = None
+    keep_parts: bool = False  # keep parts/ after the merge (tests compare it to the journal)
 
     @property
     def duration_wall_s(self) -> float:
@@ -348,15 +354,28 @@ async def run_live(
     # event loop's thread waits for the GIL behind them (the default is 5 ms).
     switch = sys.getswitchinterval()
     sys.setswitchinterval(min(switch, 0.001))
-    t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
     policy = SessionPolicy(
         time_scale=plan.time_scale,
         clock_scale=plan.clock_scale,
         retries=plan.retries,
         backoff_s=plan.backoff_s,
     )
+    pool = None
+    if fanout.uses_workers(plan):
+        pool = fanout.build_pool(plan, reports, salt, first_ordinals, policy)
+        try:
+            await asyncio.to_thread(pool.start)  # every worker ready before the clock starts
+        except BaseException:
+            await asyncio.to_thread(pool.stop)
+            writer.close("failed")
+            raise
+    t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
+    if pool is not None:
+        pool.go(fanout.timing(t0, plan.duration_wall_s))
     runners: dict[str, EngineSessions] = {}
     for spec, rep in zip(plan.engines, reports, strict=True):
+        if pool is not None:
+            break
         adapter = make_adapter(
             spec.kind, spec.url or "", rep.model, limits=plan.limits, **spec.adapter_options()
         )
@@ -396,6 +415,13 @@ async def run_live(
         name: asyncio.create_task(r.run(), name=f"engine:{name}") for name, r in runners.items()
     }
     stats = {n: r.stats for n, r in runners.items()}
+    if pool is not None:
+        stats = {
+            s.name: LiveStats(sessions=w.sessions, clock_scale=plan.clock_scale)
+            for s in plan.engines
+        }
+        merge = fanout.merge_loop(pool, writer, stats, plan.flush_interval_s)
+        tasks = {"workers": asyncio.create_task(merge, name="workers")}
     refresh_stop = asyncio.Event()
     refresher = asyncio.create_task(
         _refresh_parquet(plan.out_dir, refresh_stop, plan.parquet_interval_s, writer)
@@ -415,6 +441,8 @@ async def run_live(
             for r in results
             if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)
         ]
+        if pool is not None:
+            await fanout.finish(pool, writer, stats, plan.keep_parts)
         if crashed and status == "completed":
             status = "failed"
         refresh_stop.set()
@@ -432,7 +460,11 @@ async def run_live(
         if crashed:
             writer.update_manifest(error=f"{type(crashed[0]).__name__}: {crashed[0]}")
         _record_faults(writer, plan, events0 + watch.events + _missed_outages(plan, watch))
-        reuse = reuse_counts(plan.trace, runners)
+        reuse = (
+            fanout.worker_counts(pool, workload, list(stats))
+            if pool is not None
+            else reuse_counts(plan.trace, runners)
+        )
         writer.update_manifest(workload=reuse)
         summary = _summary(plan)
         if summary is not None:

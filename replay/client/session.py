@@ -112,6 +112,7 @@ class EngineSessions:
         context_tokens: int | None = None,
         policy: SessionPolicy | None = None,
         first_ordinals: dict[int, int] | None = None,
+        slots: list[int] | None = None,
     ):
         self.name = name
         self.adapter = adapter
@@ -122,6 +123,9 @@ class EngineSessions:
         self.context_tokens = context_tokens
         self.policy = policy or SessionPolicy()
         self.first_ordinals = first_ordinals or {}
+        # The session slots this process replays (a worker of `--workers K` owns every K-th
+        # slot, replay.client.workers); None: all of them.
+        self.slots = list(range(workload.cfg.sessions)) if slots is None else list(slots)
         self.index = PrefixIndex()
         self.stats = LiveStats(sessions=workload.cfg.sessions, clock_scale=self.policy.clock_scale)
 
@@ -141,8 +145,7 @@ class EngineSessions:
     # sessions --------------------------------------------------------------------------
     async def run(self) -> None:
         """Run every session slot until cancelled (the orchestrator ends the run)."""
-        slots = range(self.workload.cfg.sessions)
-        await asyncio.gather(*(self._session(s) for s in slots))
+        await asyncio.gather(*(self._session(s) for s in self.slots))
 
     async def _session(self, slot: int) -> None:
         start = self.first_ordinals.get(slot, 0)

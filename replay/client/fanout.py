@@ -1,0 +1,157 @@
+"""The live run's glue to its client workers (`--workers K`, `--ray ADDRESS`): the worker
+specs from the resolved plan, the loop that merges their records into the run writer and
+the live panel's stats, and the trajectory counts the manifest keeps.
+
+The run (replay.client.orchestrate.run_live) stays the one writer of `requests.jsonl` and
+of everything else in the run directory; the workers only send requests and write their
+own part files (replay.client.workers, replay.client.pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replay.client.pool import Timing, WorkerPool
+from replay.client.session import LiveStats, SessionPolicy
+from replay.client.workers import PARTS, WorkerEngine, WorkerSpec
+from replay.records import RECORD_FIELDS, RequestRecord
+from replay.rundir import RunWriter, read_journal
+from replay.rundir_models import WorkloadCounts
+from replay.workload import Workload
+
+if TYPE_CHECKING:
+    from replay.client.orchestrate import RunPlan
+    from replay.engines.preflight import PreflightReport
+
+
+class WorkerFailed(RuntimeError):
+    """A client worker failed past its restarts (or a session in it crashed)."""
+
+
+def uses_workers(plan: RunPlan) -> bool:
+    return plan.workers > 1 or plan.ray_address is not None
+
+
+def build_pool(
+    plan: RunPlan,
+    reports: list[PreflightReport],
+    salt: int,
+    first_ordinals: dict[int, int],
+    policy: SessionPolicy,
+) -> WorkerPool:
+    engines = [
+        WorkerEngine(
+            name=s.name,
+            kind=s.kind,
+            url=s.url or "",
+            model=r.model,
+            context_tokens=s.context_tokens or r.context_tokens,
+            vocab_size=s.vocab_size,
+            adapter_options=s.adapter_options(),
+        )
+        for s, r in zip(plan.engines, reports, strict=True)
+    ]
+    k = max(plan.workers, 1)
+    specs = [
+        WorkerSpec(
+            index=i,
+            workers=k,
+            engines=engines,
+            trace=plan.trace,
+            workload=plan.workload,
+            salt=salt,
+            run_dir=str(Path(plan.out_dir).absolute()),
+            t0_ns=0,
+            epoch_ns=0,
+            end_epoch_ns=0,
+            host=socket.gethostname(),
+            policy=policy,
+            limits=plan.limits,
+            first_ordinals={s: n for s, n in first_ordinals.items() if s % k == i},
+            parent_pid=os.getpid(),
+        )
+        for i in range(k)
+    ]
+    taken = read_journal(plan.out_dir) if plan.resume else []
+    return WorkerPool(specs, ray_address=plan.ray_address, taken=taken)
+
+
+def timing(t0_ns: int, duration_wall_s: float) -> Timing:
+    """The run's start (`t0_ns` on this machine's perf_counter clock) on both clocks."""
+    epoch = time.time_ns() - (time.perf_counter_ns() - t0_ns)
+    return Timing(t0_ns, epoch, epoch + int(duration_wall_s * 1e9))
+
+
+def _observe(stats: dict[str, LiveStats], rows: list[dict[str, Any]]) -> None:
+    now = time.perf_counter_ns()
+    for row in rows:
+        st = stats.get(str(row.get("engine")))
+        if st is not None:
+            st.observe(RequestRecord(**{k: row[k] for k in RECORD_FIELDS if k in row}), now)
+
+
+async def merge_loop(
+    pool: WorkerPool, writer: RunWriter, stats: dict[str, LiveStats], interval_s: float
+) -> None:
+    """Merge the workers' records every interval and restart a worker that died; raises
+    WorkerFailed when one fails for good (the run ends `failed`)."""
+    while True:
+        await asyncio.to_thread(pool.check)
+        rows = await asyncio.to_thread(pool.poll)
+        for row in rows:
+            writer.add(row)
+        _observe(stats, rows)
+        if pool.failed:
+            raise WorkerFailed(pool.failed)
+        await asyncio.sleep(interval_s)
+
+
+async def finish(
+    pool: WorkerPool, writer: RunWriter, stats: dict[str, LiveStats], keep_parts: bool
+) -> None:
+    """Stop the workers (none is left running), merge the rest of their records, note the
+    restarts; the part files go once the journal holds every line of them."""
+    await asyncio.to_thread(pool.stop)
+    rows = await asyncio.to_thread(pool.poll)
+    for row in rows:
+        writer.add(row)
+    _observe(stats, rows)
+    writer.flush()
+    if pool.notes:
+        writer.update_manifest(notes=[*writer.manifest.notes, *pool.notes])
+    if not keep_parts and writer.disk_full is None:
+        shutil.rmtree(Path(writer.run_dir) / PARTS, ignore_errors=True)
+
+
+def worker_counts(pool: WorkerPool, workload: Workload, engines: list[str]) -> WorkloadCounts:
+    """Trajectories started per engine, and how many replayed one again (from the records:
+    the workers' own counters died with them)."""
+    assignments: dict[str, int] = {}
+    reused: dict[str, int] = {}
+    for name in engines:
+        n = r = 0
+        for slot in range(workload.cfg.sessions):
+            k = pool.starts.get((name, slot), 0)
+            n += k
+            r += sum(workload.assignment(slot, o).reuse > 0 for o in range(k))
+        assignments[name], reused[name] = n, r
+    return WorkloadCounts(
+        trajectories=len(workload.trajectories), assignments=assignments, reused_assignments=reused
+    )
+
+
+__all__ = [
+    "WorkerFailed",
+    "build_pool",
+    "finish",
+    "merge_loop",
+    "timing",
+    "uses_workers",
+    "worker_counts",
+]

@@ -1,0 +1,107 @@
+"""`replay run --workers K --ray ADDRESS`: the run's client workers as Ray actors.
+
+Each actor runs one `replay.client.workers` worker, the same code as a local worker
+process, and writes its part file into the run directory, so a worker on another machine
+needs the run directory on a filesystem both machines share (a local Ray, `--ray local`,
+shares this machine's). Ray is the harness's distributed engine already (replay.sim.sweep
+places a sweep's simulations the same way). A stopped run kills its actors (`ray.kill`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from replay.client.workers import WorkerSpec, run_worker
+
+
+class RayError(RuntimeError):
+    """Ray is missing or its cluster cannot be reached; the message names --ray."""
+
+
+def connect(address: str) -> None:
+    try:
+        import ray
+    except ImportError as e:
+        raise RayError(
+            "--ray: Ray is not installed; it is the optional extra: pip install 'agent-replay[ray]'"
+        ) from e
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=None if address == "local" else address, log_to_driver=False)
+    except Exception as e:  # Ray raises several types for an unreachable cluster
+        raise RayError(f"--ray {address}: cannot start or reach Ray ({e})") from e
+
+
+class _Worker:
+    """The actor: holds the spec until the run's start is known, then runs the worker."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def run(self, timing: Any) -> int:
+        return run_worker(replace(self.spec, **vars(timing)))
+
+
+class RayHandle:
+    """One worker actor, with the interface of a local worker process (replay.client.pool)."""
+
+    def __init__(self, spec: WorkerSpec):
+        import ray
+
+        actor_cls = ray.remote(num_cpus=0)(_Worker)
+        # No parent pid: an actor's parent is Ray's raylet, not this process.
+        self.actor: Any = actor_cls.remote(replace(spec, parent_pid=None))
+        self._run: Any = None
+        self._pid: int | None = None
+        self._code: int | None = None
+
+    def ready(self, timeout_s: float) -> bool:
+        import ray
+
+        try:
+            self._pid = int(ray.get(self.actor.ready.remote(), timeout=timeout_s))
+        except Exception:
+            return False
+        return True
+
+    def go(self, timing: Any) -> None:
+        self._run = self.actor.run.remote(timing)
+
+    def exitcode(self) -> int | None:
+        import ray
+
+        if self._code is not None:
+            return self._code
+        if self._run is None:
+            return None
+        done, _ = ray.wait([self._run], timeout=0)
+        if not done:
+            return None
+        try:
+            self._code = int(ray.get(done[0]))
+        except Exception:  # the actor died (killed, its node lost)
+            self._code = -9
+        return self._code
+
+    def pid(self) -> int | None:
+        return self._pid
+
+    def join(self, timeout_s: float) -> None:
+        import ray
+
+        if self._run is not None:
+            ray.wait([self._run], timeout=timeout_s)
+
+    def kill(self) -> None:
+        import ray
+
+        ray.kill(self.actor)
+
+
+__all__ = ["RayError", "RayHandle", "connect"]
