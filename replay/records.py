@@ -56,6 +56,15 @@ class RequestRecord:
     trace_prompt_tokens: int | None = None
     trace_latency_s: float | None = None
     extends_previous: bool | None = None
+    # Fleets (issue 26): the replica that served it (0-based within its engine; null for a
+    # one-replica engine), the router that chose it (a name from replay.fleet, or
+    # "external" for a real router in front), the decision's branch, its scores per replica
+    # (a JSON list, the policy's units) and the overlap (tokens) the router predicted.
+    replica: int | None = None
+    router: str | None = None
+    route_branch: str | None = None
+    route_scores: str | None = None
+    route_overlap: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +106,11 @@ REQUEST_SCHEMA = pa.schema(
         ("trace_prompt_tokens", _INT),
         ("trace_latency_s", _F),
         ("extends_previous", pa.bool_()),
+        ("replica", _INT),
+        ("router", _S),
+        ("route_branch", _S),
+        ("route_scores", _S),
+        ("route_overlap", _INT),
     ]
 )
 assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"
