@@ -56,6 +56,9 @@ class StreamResult:
     status: str = "ok"  # ok | error | timeout | cancelled
     error: str | None = None
     http_status: int | None = None
+    # The response headers the adapter was asked to keep (`Adapter.keep_headers`): the
+    # replica a router in front names (issue 26), by lower-case name.
+    headers: dict[str, str] | None = None
 
     def fail(self, status: str, error: str, http_status: int | None = None) -> None:
         self.status, self.error, self.http_status = status, error, http_status
@@ -153,6 +156,7 @@ class Adapter(ABC):
         self.headers = {"Content-Type": "application/json", **(headers or {})}
         self._session = session
         self._own_session = session is None
+        self.keep_headers: tuple[str, ...] = ()  # response headers kept in StreamResult.headers
 
     # lifecycle -------------------------------------------------------------------------
     @property
@@ -200,6 +204,10 @@ class Adapter(ABC):
                 async with self.session.post(
                     self.endpoint(), data=body, headers=self.headers
                 ) as resp:
+                    if self.keep_headers:
+                        res.headers = {
+                            h: v for h in self.keep_headers if (v := resp.headers.get(h))
+                        }
                     if resp.status != 200:
                         text = (await resp.read())[:300].decode("utf-8", "replace")
                         res.fail("error", f"HTTP {resp.status}: {text.strip()}", resp.status)
