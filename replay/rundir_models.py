@@ -100,6 +100,14 @@ class EngineEntry(_Record):
         default=None, description="an emulator's engine model (clock, budgets, capacity, scale)"
     )
     block_size: int | None = Field(default=None, description="the KV block size from /metrics")
+    replicas: int | None = Field(
+        default=None, ge=1, description="replicas behind the engine (gpus counts all of them)"
+    )
+    fleet: dict[str, Any] | None = Field(
+        default=None,
+        description="who routes the replicas: the router, its version and parameters, the "
+        "replica URLs (replay.client.fleet)",
+    )
     context_tokens: int | None = Field(default=None, description="the context length used")
     vocab_size: int | None = Field(
         default=None, description="vocabulary the prompts are drawn from"
