@@ -76,6 +76,10 @@ class ReplicaView:
     active_tokens: int = 0  # prompt + expected output tokens of its in-flight requests
     kv_utilisation: float | None = None  # 0..1 as the replica publishes it; None: unknown
     resumable: Resumable | None = None  # None: the replica publishes no resume lookup
+    # The longest prefix of the request whose KV blocks are resident there: what KV events
+    # tell a router (Dynamo's indexer); None: the replica publishes no KV events.
+    cached_prefix: Resumable | None = None
+    waiting_requests: int | None = None  # the replica's own waiting queue (its metrics)
     processed: int = 0  # requests the router has sent here in all (SMG's tie-break)
 
 

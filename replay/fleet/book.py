@@ -47,6 +47,8 @@ class LoadBook:
         self,
         kv_utilisation: Sequence[float | None] | None = None,
         resumable: Sequence[Resumable | None] | None = None,
+        cached_prefix: Sequence[Resumable | None] | None = None,
+        waiting: Sequence[int | None] | None = None,
     ) -> list[ReplicaView]:
         n = len(self.in_flight)
         return [
@@ -57,6 +59,8 @@ class LoadBook:
                 active_tokens=self.active_tokens[i],
                 kv_utilisation=kv_utilisation[i] if kv_utilisation is not None else None,
                 resumable=resumable[i] if resumable is not None else None,
+                cached_prefix=cached_prefix[i] if cached_prefix is not None else None,
+                waiting_requests=waiting[i] if waiting is not None else None,
                 processed=self.processed[i],
             )
             for i in range(n)
@@ -94,16 +98,22 @@ class Fleet:
         router: Router,
         kv_utilisation: Callable[[int], float | None] | None = None,
         resumable: Sequence[Resumable | None] | None = None,
+        cached_prefix: Sequence[Resumable | None] | None = None,
+        waiting: Callable[[int], int | None] | None = None,
     ):
         self.router = router
         self.replicas = router.ctx.replicas
         self.book = LoadBook(self.replicas)
         self._kv = kv_utilisation
         self._resumable = resumable
+        self._cached = cached_prefix
+        self._waiting = waiting
 
     def route(self, req: RouteRequest) -> Ticket:
         kv = [self._kv(i) for i in range(self.replicas)] if self._kv is not None else None
-        decision = self.router.route(req, self.book.views(kv, self._resumable))
+        wait = [self._waiting(i) for i in range(self.replicas)] if self._waiting else None
+        views = self.book.views(kv, self._resumable, self._cached, wait)
+        decision = self.router.route(req, views)
         if not 0 <= decision.replica < self.replicas:
             raise RuntimeError(
                 f"router {self.router.name} chose replica {decision.replica} of {self.replicas}"

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 
 from replay.fleet.base import Router, RouterContext
 from replay.fleet.cache_aware import CacheAware
+from replay.fleet.scored import Dynamo, LlmD
 from replay.fleet.simple import LeastLoad, RoundRobin, SessionHash
+from replay.fleet.state_aware import StateAware
 
 ROUTERS: dict[str, type[Router]] = {
     cls.name: cls
@@ -15,6 +17,9 @@ ROUTERS: dict[str, type[Router]] = {
         LeastLoad,
         SessionHash,
         CacheAware,
+        LlmD,
+        Dynamo,
+        StateAware,
     )
 }
 
