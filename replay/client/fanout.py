@@ -54,6 +54,7 @@ def build_pool(
             context_tokens=s.context_tokens or r.context_tokens,
             vocab_size=s.vocab_size,
             adapter_options=s.adapter_options(),
+            fleet=plan.fleets.get(s.name),
         )
         for s, r in zip(plan.engines, reports, strict=True)
     ]

@@ -35,6 +35,7 @@ from typing import Any
 import replay
 from replay.client import fanout
 from replay.client.config import EngineSpec
+from replay.client.fleet import FleetSpec, build_client_fleet, replica_names
 from replay.client.health import EngineWatch
 from replay.client.session import EngineSessions, LiveStats, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
@@ -100,6 +101,7 @@ class RunPlan:
     trace_token_scale: float = 1.0  # the trace's own (replay.traces.scale)
     resume: bool = False
     emulated: bool | None = None  # every engine is an emulator this harness started
+    spec: dict[str, Any] | None = None  # the run's RunSpec as resolved (manifest.json's `spec`)
     # Builds summary.json from the run directory at the end (the command layer passes
     # analysis.summary.summary_of_dir); None: the run writes no summary.
     summarize: Callable[[Path], RunSummary] | None = None
@@ -111,6 +113,9 @@ class RunPlan:
     # Client processes (replay.client.fanout): K workers each own every K-th session slot;
     # with `ray_address` they are Ray actors ("local": a Ray started here).
     workers: int = 1
+    # Engines of several replicas (replay.client.fleet), by engine name; the engine's `url`
+    # is then its first replica's (or the router's, with router "external").
+    fleets: dict[str, FleetSpec] = field(default_factory=dict)
     ray_address: str | None = None
     keep_parts: bool = False  # keep parts/ after the merge (tests compare it to the journal)
 
@@ -132,30 +137,48 @@ class RunOutcome:
 Tick = Callable[[dict[str, LiveStats], float, float], None]  # stats, elapsed_s, duration_s
 
 
+def _replica_urls(plan: RunPlan, e: EngineSpec) -> list[str]:
+    fleet = plan.fleets.get(e.name)
+    return list(fleet.urls) if fleet is not None else [e.url or ""]
+
+
 async def check_engines(plan: RunPlan) -> list[PreflightReport]:
-    return list(
-        await asyncio.gather(
-            *(
-                preflight(
-                    e.url or "",
-                    e.kind,
-                    e.model,
-                    vocab_size=e.vocab_size,
-                    adapter_options=e.adapter_options(),
-                )
-                for e in plan.engines
+    """One report per engine; an engine of replicas is checked on every replica, and its
+    report is the first failing replica's (else the first replica's)."""
+    jobs = [(i, u) for i, e in enumerate(plan.engines) for u in _replica_urls(plan, e)]
+    reports = await asyncio.gather(
+        *(
+            preflight(
+                u,
+                plan.engines[i].kind,
+                plan.engines[i].model,
+                vocab_size=plan.engines[i].vocab_size,
+                adapter_options=plan.engines[i].adapter_options(),
             )
+            for i, u in jobs
         )
     )
+    out: list[PreflightReport] = []
+    for i in range(len(plan.engines)):
+        mine = [r for (j, _), r in zip(jobs, reports, strict=True) if j == i]
+        out.append(next((r for r in mine if not r.ok), mine[0]))
+    return out
 
 
-def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> EngineEntry:
+def _engine_entry(
+    spec: EngineSpec, rep: PreflightReport, fleet: FleetSpec | None = None
+) -> EngineEntry:
+    # Replicas the client routes each have the engine's GPUs: pricing counts them all. A
+    # router in front hides how many it has (the spec's gpus stand for the whole fleet).
+    replicas = len(fleet.urls) if fleet is not None and fleet.router != "external" else 1
     return EngineEntry(
         name=spec.name,
         kind=spec.kind,
         url=redact_url(spec.url),
         model=rep.model,
-        gpus=spec.gpus,
+        gpus=spec.gpus * replicas,
+        replicas=replicas if fleet is not None else None,
+        fleet=_fleet_entry(fleet) if fleet is not None else None,
         gpu_type=spec.gpu_type,
         server_version=rep.server_version,
         flags=[f"{k}={v}" for k, v in sorted(rep.server_info.items()) if k != "engine_model"],
@@ -167,6 +190,22 @@ def _engine_entry(spec: EngineSpec, rep: PreflightReport) -> EngineEntry:
         preflight={c.name: c.ok for c in rep.checks},
         preflight_warnings=preflight_warnings(rep),
     )
+
+
+def _fleet_entry(fleet: FleetSpec) -> dict[str, Any]:
+    from replay.fleet import make_router
+    from replay.fleet.base import RouterContext
+
+    if fleet.router == "external":
+        return {"router": "external", "router_version": fleet.router_version}
+    r = make_router(fleet.router, RouterContext(len(fleet.urls)), fleet.params)
+    return {
+        "router": r.name,
+        "router_version": f"replay {replay.__version__}",
+        "router_source": r.source,
+        "params": dict(r.p),
+        "replica_urls": [redact_url(u) for u in fleet.urls],
+    }
 
 
 class ScaleConflict(ValueError):
@@ -286,8 +325,12 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             # report never guesses; None leaves analysis to its defaults.
             slo=plan.slo,
         ),
-        engines=[_engine_entry(s, r) for s, r in zip(plan.engines, reports, strict=True)],
+        engines=[
+            _engine_entry(s, r, plan.fleets.get(s.name))
+            for s, r in zip(plan.engines, reports, strict=True)
+        ],
         emulated=plan.emulated,
+        spec=plan.spec,
     )
 
 
@@ -379,6 +422,13 @@ async def run_live(
         adapter = make_adapter(
             spec.kind, spec.url or "", rep.model, limits=plan.limits, **spec.adapter_options()
         )
+        fleet = None
+        if (fspec := plan.fleets.get(spec.name)) is not None:
+            await adapter.close()
+            fleet = build_client_fleet(
+                spec.name, spec.kind, fspec, rep.model, limits=plan.limits,
+                adapter_options=spec.adapter_options(), seed=plan.workload.seed,
+            )  # fmt: skip
         runners[spec.name] = EngineSessions(
             spec.name,
             adapter,
@@ -389,9 +439,16 @@ async def run_live(
             context_tokens=spec.context_tokens or rep.context_tokens,
             policy=policy,
             first_ordinals=first_ordinals,
+            fleet=fleet,
         )
+    polled = {
+        k: v
+        for s in plan.engines
+        if s.kind != "openai"
+        for k, v in replica_names(s.name, plan.fleets.get(s.name), s.url or "").items()
+    }
     scraper = MetricsScraper(
-        {s.name: s.url or "" for s in plan.engines if s.kind != "openai"},
+        polled,
         t0,
         plan.scrape_interval_s,
         clock_scale=plan.clock_scale,
@@ -400,7 +457,7 @@ async def run_live(
     # A resumed run keeps its earlier events.
     events0 = [e.model_dump() for e in manifest.events]
     watch = EngineWatch(
-        {s.name: s.url or "" for s in plan.engines if s.kind != "openai"},
+        polled,
         t0,
         plan.clock_scale,
         plan.health_interval_s,
@@ -453,7 +510,7 @@ async def run_live(
         with contextlib.suppress(Exception):
             await asyncio.wait_for(watch_task, 5)
         for r in runners.values():
-            await r.adapter.close()
+            await r.close()
         writer.flush(force_parquet=True)
         if scraper.num_rows:
             writer.write_server_metrics(scraper.table())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from replay.client.fleet import ClientFleet, conversation_key
 from replay.client.ideal import PrefixIndex, computed_sequence
 from replay.engines.adapters import Adapter, StreamResult
 from replay.prompts import Context, PromptBuilder
@@ -113,9 +114,13 @@ class EngineSessions:
         policy: SessionPolicy | None = None,
         first_ordinals: dict[int, int] | None = None,
         slots: list[int] | None = None,
+        fleet: ClientFleet | None = None,
     ):
         self.name = name
-        self.adapter = adapter
+        # An engine of replicas (replay.client.fleet): its first adapter builds the bodies,
+        # the fleet routes each request to one of them.
+        self.fleet = fleet
+        self.adapter = fleet.adapter if fleet is not None else adapter
         self.workload = workload
         self.builder = builder
         self.t0_ns = t0_ns
@@ -128,6 +133,10 @@ class EngineSessions:
         self.slots = list(range(workload.cfg.sessions)) if slots is None else list(slots)
         self.index = PrefixIndex()
         self.stats = LiveStats(sessions=workload.cfg.sessions, clock_scale=self.policy.clock_scale)
+
+    async def close(self) -> None:
+        for a in self.fleet.adapters if self.fleet is not None else [self.adapter]:
+            await a.close()
 
     # time ------------------------------------------------------------------------------
     def _s(self, ns: int | None) -> float | None:
@@ -264,7 +273,12 @@ class EngineSessions:
             res = StreamResult()
             self.stats.in_flight += 1
             try:
-                await self.adapter.generate(body, res)
+                if self.fleet is not None:
+                    key = conversation_key(a.slot, a.identity, rec.agent)
+                    req = self.fleet.request(rec, prompt, key)
+                    await self.fleet.generate(rec, req, body, res)
+                else:
+                    await self.adapter.generate(body, res)
             except asyncio.CancelledError:
                 self._fill(rec, res)
                 rec.status, rec.error = "cancelled", "cancelled at the end of the run"

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from replay.client.fleet import FleetSpec, build_client_fleet
 from replay.client.session import EngineSessions, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
 from replay.lifeline import PARENT_ENV, die_with_parent
@@ -62,6 +63,9 @@ class WorkerEngine:
     context_tokens: int | None
     vocab_size: int
     adapter_options: dict[str, Any] = field(default_factory=dict)
+    # Replicas this worker routes over itself (its own router and load book: K workers are
+    # K router instances, each seeing its own sessions' load), or a router in front.
+    fleet: FleetSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,12 @@ async def _serve(spec: WorkerSpec) -> int:
     runners = []
     for e in spec.engines:
         adapter = make_adapter(e.kind, e.url, e.model, limits=spec.limits, **e.adapter_options)
+        fleet = None
+        if e.fleet is not None:
+            fleet = build_client_fleet(
+                e.name, e.kind, e.fleet, e.model, limits=spec.limits,
+                adapter_options=e.adapter_options, seed=spec.workload.seed,
+            )  # fmt: skip
         runners.append(
             EngineSessions(
                 e.name,
@@ -162,6 +172,7 @@ async def _serve(spec: WorkerSpec) -> int:
                 policy=spec.policy,
                 first_ordinals=spec.first_ordinals,
                 slots=slots,
+                fleet=fleet,
             )
         )
     tasks = [asyncio.create_task(r.run()) for r in runners]
@@ -186,7 +197,7 @@ async def _serve(spec: WorkerSpec) -> int:
                 print(f"worker {spec.index}: {type(res).__name__}: {res}", file=sys.stderr)
                 code = 3
         for runner in runners:
-            await runner.adapter.close()
+            await runner.close()
         out.close()
     return code
 

@@ -1,0 +1,247 @@
+"""An engine of N replicas as the live client drives it (issue 26).
+
+Who routes is explicit:
+
+- **the client** (`--endpoint vllm=URL1,URL2,…`, a router from replay.fleet: the one
+  implementation the emulator fleet and the simulator use too): every request is routed by
+  the router over its own load book (in-flight requests, prefill tokens released at the
+  first token, active tokens released at the end), sent to the chosen replica's adapter,
+  and its record names the replica, the router, the decision's branch, its scores and the
+  overlap the router predicted (beside the engine's reported `cached_tokens`).
+- **a real router in front** (`--endpoint vllm=ROUTER_URL --router external`): the client
+  sends everything to the router and reads the serving replica from the response: the
+  emulator's own `x-replay-replica` header (an index) where the router passes it on,
+  else SMG's `x-smg-routed-worker-id` (the worker's URL), numbered in the order the URLs
+  first appear (`ClientFleet.worker_urls` keeps that order for the manifest).
+
+Session pinning is the router's: `session_hash` pins a conversation's turns to one replica,
+`cache_aware` follows its tree. The routing key is the conversation: the session slot, its
+trajectory's identity (a reuse is its own conversation) and the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+
+import replay
+from replay.engines.adapters import Adapter, StreamResult
+from replay.fleet import Fleet, RouterContext, RouteRequest, Ticket, make_router, router_names
+from replay.records import RequestRecord
+
+EXTERNAL = "external"
+# replay.emulator.server.REPLICA_HEADER and replay.engines.smg.ROUTED_HEADER (tests check
+# they agree; the client does not import the emulator).
+REPLICA_HEADER = "x-replay-replica"
+SMG_WORKER_HEADER = "x-smg-routed-worker-id"
+
+
+class FleetError(ValueError):
+    """A bad fleet: unknown router, a parameter it does not take, no replica."""
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """One engine's replicas and who routes them."""
+
+    urls: tuple[str, ...]  # replica URLs; with router "external": the router's URL only
+    router: str = "round_robin"  # a replay.fleet router, or "external"
+    params: Mapping[str, object] = field(default_factory=dict)
+    router_version: str | None = None  # external: the router's version, as the user says
+
+    def check(self, engine: str) -> None:
+        if not self.urls:
+            raise FleetError(f"engine {engine}: a fleet needs at least one URL")
+        if self.router == EXTERNAL:
+            if len(self.urls) != 1:
+                raise FleetError(
+                    f"--router external: engine {engine} names {len(self.urls)} URLs; give "
+                    "the router's one URL (it knows its workers), or drop --router external "
+                    "to let the client route"
+                )
+            return
+        if self.router not in router_names():
+            raise FleetError(
+                f"--router {self.router}: unknown router; choose one of "
+                f"{', '.join(router_names())} or external"
+            )
+        try:
+            make_router(self.router, RouterContext(replicas=len(self.urls)), self.params)
+        except ValueError as e:
+            raise FleetError(f"--router {self.router}: {e}") from None
+
+
+class _Watched(StreamResult):
+    """A StreamResult that calls back when its first token arrives (the router releases the
+    request's prefill tokens then, as SMG and Dynamo count them)."""
+
+    __slots__ = ("_on_first",)
+
+    def __init__(self, on_first: Callable[[], None]):
+        self._on_first: Callable[[], None] | None = None
+        super().__init__()
+        self._on_first = on_first
+
+    @property
+    def first_token_ns(self) -> int | None:
+        value: int | None = _FIRST.__get__(self)
+        return value
+
+    @first_token_ns.setter
+    def first_token_ns(self, value: int | None) -> None:
+        _FIRST.__set__(self, value)
+        cb = getattr(self, "_on_first", None)
+        if value is not None and cb is not None:
+            self._on_first = None
+            cb()
+
+
+_FIRST: Any = StreamResult.__dict__["first_token_ns"]  # the slot's descriptor
+
+
+def conversation_key(slot: int, identity: str, agent: str) -> str:
+    return f"{slot}/{identity}/{agent}"
+
+
+class ClientFleet:
+    """One engine's replicas, their adapters and the router (see the module docstring)."""
+
+    def __init__(self, engine: str, spec: FleetSpec, adapters: Sequence[Adapter], seed: int = 0):
+        spec.check(engine)
+        self.engine = engine
+        self.spec = spec
+        self.adapters = list(adapters)
+        self.external = spec.router == EXTERNAL
+        self.fleet: Fleet | None = None
+        if self.external:
+            for a in self.adapters:
+                a.keep_headers = (REPLICA_HEADER, SMG_WORKER_HEADER)
+        else:
+            router = make_router(spec.router, RouterContext(len(spec.urls), seed), spec.params)
+            self.fleet = Fleet(router)
+        self.worker_urls: list[str] = []  # external: replicas in order of first appearance
+
+    @property
+    def adapter(self) -> Adapter:
+        """The adapter that builds request bodies (replicas serve one model: one body)."""
+        return self.adapters[0]
+
+    def describe(self) -> dict[str, Any]:
+        """For the manifest: the replicas, the router, its version and parameters."""
+        if self.fleet is None:
+            return {
+                "router": EXTERNAL,
+                "router_version": self.spec.router_version,
+                "url": self.spec.urls[0],
+                "replica_urls": list(self.worker_urls),
+                "replica_from": f"{REPLICA_HEADER}, else {SMG_WORKER_HEADER}",
+            }
+        r = self.fleet.router
+        return {
+            "router": r.name,
+            "router_version": f"replay {replay.__version__}",
+            "router_source": r.source,
+            "params": dict(r.p),
+            "replicas": len(self.adapters),
+            "replica_urls": [a.url for a in self.adapters],
+        }
+
+    def request(self, rec: RequestRecord, prompt: np.ndarray, key: str) -> RouteRequest:
+        return RouteRequest(
+            engine=self.engine,
+            session=key,
+            prompt_tokens=len(prompt),
+            turn=rec.turn,
+            tokens=cast(Sequence[int], prompt),  # numpy ids: sliced and hashed as ints
+            expected_output_tokens=rec.expected_output_tokens,
+            now_s=rec.scheduled_s,
+        )
+
+    async def generate(
+        self, rec: RequestRecord, req: RouteRequest, body: bytes, res: StreamResult
+    ) -> None:
+        """Route (or let the router in front route), send, and fill the record's fleet
+        columns. `res` is the caller's result; the stream is read into it."""
+        if self.fleet is None:
+            rec.router = EXTERNAL
+            try:
+                await self.adapters[0].generate(body, res)
+            finally:
+                rec.replica = self._replica_from(res.headers or {})
+            return
+        ticket = self.fleet.route(req)
+        self._fill(rec, ticket)
+        fleet = self.fleet
+        watched = _Watched(lambda: fleet.first_token(ticket))
+        try:
+            await self.adapters[ticket.replica].generate(body, watched)
+        finally:
+            _copy(watched, res)
+            fleet.finish(ticket, ok=res.status == "ok")
+
+    def _fill(self, rec: RequestRecord, t: Ticket) -> None:
+        d = t.decision
+        rec.replica = d.replica
+        rec.router = self.spec.router
+        rec.route_branch = d.branch
+        rec.route_scores = json.dumps([round(float(s), 6) for s in d.scores]) if d.scores else None
+        rec.route_overlap = d.predicted_overlap
+
+    def _replica_from(self, headers: Mapping[str, str]) -> int | None:
+        value = headers.get(REPLICA_HEADER)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+        url = headers.get(SMG_WORKER_HEADER)
+        if not url:
+            return None
+        url = url.rstrip("/")
+        if url not in self.worker_urls:
+            self.worker_urls.append(url)
+        return self.worker_urls.index(url)
+
+
+def _copy(src: StreamResult, dst: StreamResult) -> None:
+    for name in StreamResult.__slots__:
+        setattr(dst, name, getattr(src, name))
+
+
+def build_client_fleet(
+    engine: str,
+    kind: str,
+    spec: FleetSpec,
+    model: str | None,
+    *,
+    limits: Any,
+    adapter_options: Mapping[str, Any],
+    seed: int = 0,
+) -> ClientFleet:
+    """The engine's fleet: one adapter (its own connection pool) per replica URL."""
+    from replay.engines.adapters import make_adapter
+
+    adapters = [make_adapter(kind, u, model, limits=limits, **adapter_options) for u in spec.urls]
+    return ClientFleet(engine, spec, adapters, seed)
+
+
+def replica_names(engine: str, spec: FleetSpec | None, url: str) -> dict[str, str]:
+    """What the metrics scraper and the health watch poll for one engine: each replica as
+    `engine.N` (a router in front, or a lone server: the engine's one URL)."""
+    if spec is None or spec.router == EXTERNAL or len(spec.urls) < 2:
+        return {engine: url}
+    return {f"{engine}.{i}": u for i, u in enumerate(spec.urls)}
+
+
+__all__ = [
+    "EXTERNAL",
+    "REPLICA_HEADER",
+    "SMG_WORKER_HEADER",
+    "ClientFleet",
+    "FleetError",
+    "FleetSpec",
+    "build_client_fleet",
+    "conversation_key",
+    "replica_names",
+]
