@@ -25,6 +25,7 @@ from replay.commands.scale_guard import (
     check_sim_work,
 )
 from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
+from replay.fleet import router_names
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.rundir import new_run_id
 from replay.sim.policies import POLICY_NAMES
@@ -94,6 +95,27 @@ def parse_window(text: str | None, duration_min: float) -> tuple[float, float]:
     return seconds((lo, hi))
 
 
+def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], list[str]]:
+    """--replicas / --router (comma lists sweep them); ([], []) for one engine per run."""
+    if replicas is None and router is None:
+        return [], []
+    choices = ", ".join(router_names())
+    if router is None:
+        fail(f"--router: give the router over the replicas (choose one of {choices})")
+    counts: list[int] = []
+    for part in (p.strip() for p in (replicas or "1").split(",")):
+        if not part.isdigit() or int(part) < 1:
+            fail(f"--replicas: '{part}' is not a positive whole number (e.g. --replicas 4,8)")
+        counts.append(int(part))
+    names = [r.strip() for r in router.split(",") if r.strip()]
+    if not names:
+        fail(f"--router: give at least one router (choose one of {choices})")
+    bad = [r for r in names if r not in router_names()]
+    if bad:
+        fail(f"--router: unknown router {', '.join(bad)} (choose one of {choices})")
+    return _once(counts, "--replicas"), _once(names, "--router")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def _cmd(
@@ -145,10 +167,21 @@ def register(app: typer.Typer) -> None:
             "it (a trace's own token_scale is used; a different value is an error).",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
+        replicas: str | None = typer.Option(
+            None,
+            "--replicas",
+            help="Copies of each engine behind --router, on one clock (a comma list sweeps).",
+        ),
+        router: str | None = typer.Option(
+            None,
+            "--router",
+            help=f"Router over the replicas (a comma list sweeps): {', '.join(router_names())}.",
+        ),
     ) -> None:
         """Simulate hybrid-state cache policies over a trace: run directories + summary.csv."""
         names = parse_policies(policies)
         counts = parse_sessions(sessions)
+        fleet_sizes, routers = parse_fleet(replicas, router)
         if timing not in TIMINGS:
             fail(f"--timing: '{timing}' is not one of {', '.join(TIMINGS)}")
         if duration_min <= 0:
@@ -212,6 +245,8 @@ def register(app: typer.Typer) -> None:
             subagents=subagents,
             token_scale=scale,
             warmup_s=warmup,
+            replicas=fleet_sizes,
+            routers=routers,
         )
         try:
             long = check_sim_work(tr, counts, len(configs), duration_min * 60.0, workers)
@@ -291,7 +326,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:
             table.add_row(
-                r["policy"],
+                r["policy"] + (f" ×{r['replicas']} {r['router']}" if r.get("router") else ""),
                 str(r["sessions"]),
                 str(r["seed"]),
                 f"{r['requests']:,}",

@@ -15,6 +15,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from replay.sim.fleet import FleetConfig, simulate_fleet
+from replay.sim.fleet_run import write_fleet_run
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.traces.model import Trace
@@ -32,27 +34,57 @@ def plan(
     policies: Sequence[str],
     sessions: Sequence[int],
     seeds: int,
+    *,
+    replicas: Sequence[int] = (),
+    routers: Sequence[str] = (),
+    router_opts: dict[str, Any] | None = None,
     **common: Any,
 ) -> list[SimConfig]:
-    """Every combination, policies outermost (runs of one policy finish together)."""
+    """Every combination, policies outermost (runs of one policy finish together). With
+    `replicas` and `routers` each point is a fleet (`replay.sim.fleet`) of every replica
+    count × router; without, one engine per run."""
+    if not replicas and not routers:
+        return [
+            SimConfig(policy=p, sessions=n, seed=s, **common)
+            for p in policies
+            for n in sessions
+            for s in range(seeds)
+        ]
     return [
-        SimConfig(policy=p, sessions=n, seed=s, **common)
+        FleetConfig(
+            policy=p,
+            sessions=n,
+            seed=s,
+            replicas=k,
+            router=r,
+            router_opts=dict(router_opts or {}),
+            **common,
+        )
         for p in policies
+        for k in (replicas or (1,))
+        for r in (routers or ("round_robin",))
         for n in sessions
         for s in range(seeds)
     ]
 
 
+def run_one(trace: Trace, cfg: SimConfig) -> SimResult:
+    """One point: a fleet's or a single engine's simulation."""
+    if isinstance(cfg, FleetConfig):
+        return simulate_fleet(trace, cfg)
+    return simulate(trace, cfg)
+
+
 def _simulate_in_worker(cfg: SimConfig) -> SimResult:
     assert _WORKER_TRACE is not None, "worker started without a trace"
-    return simulate(_WORKER_TRACE, cfg)
+    return run_one(_WORKER_TRACE, cfg)
 
 
 def _local(trace: Trace, configs: list[SimConfig], workers: int) -> Iterator[SimResult]:
     global _WORKER_TRACE
     if workers <= 1 or len(configs) <= 1:
         for cfg in configs:
-            yield simulate(trace, cfg)
+            yield run_one(trace, cfg)
         return
     _WORKER_TRACE = trace
     try:
@@ -77,7 +109,7 @@ def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[Si
             ray.init(address=None if address == "local" else address, log_to_driver=False)
         except Exception as e:  # Ray raises several types for an unreachable cluster
             raise RayError(f"cannot start or reach Ray at '{address}': {e}") from e
-    remote_sim = ray.remote(simulate)
+    remote_sim = ray.remote(run_one)
     trace_ref = ray.put(trace)
     pending = [remote_sim.remote(trace_ref, cfg) for cfg in configs]
     while pending:
@@ -104,7 +136,8 @@ def run_sweep(
     )
     by_name: dict[str, dict[str, Any]] = {}
     for res in results:
-        write_run(
+        writer = write_fleet_run if isinstance(res.config, FleetConfig) else write_run
+        writer(
             res,
             out_dir / res.config.run_name,
             command=command,

@@ -1,0 +1,275 @@
+"""The fleet in the simulator (issue 26): an engine as N replicas behind a router, on one
+virtual clock.
+
+Every replica is a full copy of the engine model (its own cache, scheduler and step clock,
+`replay.sim.engine.EngineCore`, or in trace timing its own `TraceExecutor`); the router
+(`replay.fleet`, the one implementation the client and the emulator fleet use) chooses a
+replica per request when the session sends it. A router sees what it counts itself (in
+flight, queued prefill, active tokens: `replay.fleet.book.LoadBook`) and what a replica
+publishes: its KV utilisation, its waiting queue, the KV-resident prefix of the request
+(what KV events tell Dynamo) and where it could resume the request (`state_aware`'s
+lookup). Both lookups read the replica's cache without changing it (`HybridCache.lookup`).
+
+Records name their replica and the decision (branch, scores, predicted overlap); the
+request's `ideal_cached_tokens` stays the conversation's own ideal (the lineage's hint or
+the replica's tree), so a turn routed away from its history shows as a placement miss.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay.fleet import Fleet, RouterContext, RouteRequest, Ticket, make_router
+from replay.profiles import ModelProfile, load_profile
+from replay.records import RequestRecord
+from replay.sim.clock import StepClock
+from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.engine import EngineCore, StepResult, admission_for
+from replay.sim.engine_cache import SimCache, cache_settings
+from replay.sim.engine_rules import parse_rules, rules_for
+from replay.sim.executors import EngineExecutor, Sampler, TraceExecutor
+from replay.sim.measures import Occupancy, WorkingSet, summarize
+from replay.sim.runner import SimConfig, SimResult, to_record
+from replay.sim.scale import scaled_profile
+from replay.traces.model import Trace
+from replay.workload import Workload, WorkloadConfig
+
+OnFirst = Callable[[SimRequest], None]
+
+
+@dataclass(frozen=True)
+class FleetConfig(SimConfig):
+    """A simulated run of `replicas` copies of the policy's engine behind `router`."""
+
+    replicas: int = 1
+    router: str = "round_robin"
+    router_opts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_name(self) -> str:
+        return f"{self.policy}-r{self.replicas}-{self.router}-s{self.sessions}-seed{self.seed}"
+
+
+class EngineReplica(EngineExecutor):
+    """An engine replica that tells the fleet when a request's first token comes."""
+
+    def __init__(self, *args: Any, on_first: OnFirst, **kw: Any):
+        super().__init__(*args, **kw)
+        self.on_first = on_first
+
+    def _end_step(self, res: StepResult) -> None:
+        for seq, _, _ in res.emitted:
+            if seq.generated == 1:
+                self.on_first(self.jobs[seq.rid][0])
+        super()._end_step(res)
+
+
+class TraceReplica(TraceExecutor):
+    """A trace-timing replica (its first token comes when it starts)."""
+
+    def __init__(self, *args: Any, on_first: OnFirst, **kw: Any):
+        super().__init__(*args, **kw)
+        self.on_first = on_first
+
+    def _start(self, req: SimRequest, done: Callable[[], None]) -> bool:
+        ok = super()._start(req, done)
+        if ok:
+            self.on_first(req)
+        return ok
+
+
+class FleetExecutor:
+    """Routes each submitted request to a replica and keeps the router's book."""
+
+    def __init__(self, loop: EventLoop, engine: str, fleet: Fleet):
+        self.loop, self.engine, self.fleet = loop, engine, fleet
+        self.replicas: list[EngineReplica | TraceReplica] = []
+        self.tickets: dict[int, Ticket] = {}  # id(SimRequest) -> its ticket
+        self.routed: dict[int, Ticket] = {}  # kept for the records
+
+    def first_token(self, req: SimRequest) -> None:
+        t = self.tickets.get(id(req))
+        if t is not None:
+            self.fleet.first_token(t)
+
+    def submit(self, req: SimRequest, done: Callable[[], None]) -> None:
+        rr = RouteRequest(
+            engine=self.engine,
+            session=str(req.conv),
+            prompt_tokens=req.n,
+            turn=req.index,
+            prefix=req.seq,
+            expected_output_tokens=req.out,
+            now_s=self.loop.now,
+        )
+        ticket = self.fleet.route(rr)
+        key = id(req)
+        self.tickets[key] = self.routed[key] = ticket
+
+        def finished() -> None:
+            self.tickets.pop(key, None)
+            self.fleet.finish(ticket, ok=req.status == "ok")
+            done()
+
+        self.replicas[ticket.replica].submit(req, finished)
+
+
+def _lookups(caches: list[SimCache], loop: EventLoop) -> tuple[list[Any], list[Any]]:
+    """Per replica: where it could resume a request, and its KV-resident prefix (tokens)."""
+
+    def resume(i: int) -> Callable[[RouteRequest], int]:
+        def f(rr: RouteRequest) -> int:
+            assert rr.prefix is not None
+            return caches[i].cache.lookup(rr.prefix, rr.prompt_tokens, loop.now).resume_pos
+
+        return f
+
+    def kv(i: int) -> Callable[[RouteRequest], int]:
+        def f(rr: RouteRequest) -> int:
+            assert rr.prefix is not None
+            return caches[i].cache.lookup(rr.prefix, rr.prompt_tokens, loop.now).kv_pos
+
+        return f
+
+    n = len(caches)
+    return [resume(i) for i in range(n)], [kv(i) for i in range(n)]
+
+
+def simulate_fleet(
+    trace: Trace, cfg: FleetConfig, profile: ModelProfile | None = None
+) -> SimResult:
+    """`replay.sim.runner.simulate` for a fleet: the same workload over `cfg.replicas`
+    engine copies behind `cfg.router`."""
+    t0 = time.perf_counter()
+    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
+    settings = cache_settings(
+        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
+    )
+    caches = [SimCache(settings) for _ in range(cfg.replicas)]
+    wcfg = WorkloadConfig(
+        sessions=cfg.sessions,
+        duration_s=cfg.duration_s,
+        window=cfg.window,
+        seed=cfg.seed,
+        subagents=cfg.subagents,
+        warmup_s=cfg.warmup_s,
+    )
+    loop = EventLoop(cfg.policy)
+    occ = Occupancy(cfg.window)
+    B, C = profile.block_tokens, profile.checkpoint_blocks
+    ws = WorkingSet(cfg.window, B, C)
+    sessions: Sessions | None = None
+
+    def sample(now: float) -> None:
+        assert sessions is not None
+        w = sum(-(-t // B) + C for t in sessions.context_blocks.values())
+        states = sum(c.cache.resident_states for c in caches)
+        occ.add(now, states, sum(c.cache.used_blocks for c in caches), w)
+
+    clock = StepClock(profile, cfg.token_scale)
+    ctx = RouterContext(cfg.replicas, seed=cfg.seed, prefill_seconds=clock.prefill_seconds)
+    router = make_router(cfg.router, ctx, cfg.router_opts)
+    resume, kv = _lookups(caches, loop)
+    cores: list[EngineCore] = []
+
+    def waiting(i: int) -> int | None:
+        return len(cores[i].waiting) if cores else None
+
+    fleet = Fleet(
+        router,
+        kv_utilisation=lambda i: caches[i].usage(),
+        resumable=resume,
+        cached_prefix=kv,
+        waiting=waiting,
+    )
+    ex = FleetExecutor(loop, cfg.policy, fleet)
+    smp: Sampler = sample
+    for cache in caches:
+        if cfg.timing == "engine":
+            rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
+            admission = cfg.admission or admission_for(cfg.policy)
+            if admission not in ("park", "schedule"):
+                raise ValueError(f"admission: '{admission}' is not one of park, schedule")
+            core = EngineCore(clock, cache, admission, rules)  # type: ignore[arg-type]
+            cores.append(core)
+            ex.replicas.append(EngineReplica(loop, core, smp, cfg.window, on_first=ex.first_token))
+        else:
+            ex.replicas.append(
+                TraceReplica(loop, cache.cache, profile, smp, on_first=ex.first_token)
+            )
+    sessions = Sessions(loop, ex, Workload(trace, wcfg), cfg.duration_s)
+    sessions.on_context = ws.update
+    sessions.start()
+    loop.run(cfg.duration_s)
+    ws_blocks = ws.mean_blocks(cfg.duration_s)
+    sessions.on_context = None
+    records = [
+        _record(r, cfg, ex.routed.get(id(r))) for r in sessions.requests if r.sent_s is not None
+    ]
+    wall = time.perf_counter() - t0
+    assert settings.capacity is not None
+    # Per-GPU rates count every replica's GPUs.
+    summary = summarize(
+        records,
+        occ,
+        profile.model_copy(update={"gpus": profile.gpus * cfg.replicas}),
+        policy=cfg.policy,
+        sessions=cfg.sessions,
+        seed=cfg.seed,
+        timing=cfg.timing,
+        wall_seconds=wall,
+        capacity=settings.capacity.reported_blocks * cfg.replicas,
+        evictions=sum(c.cache.evictions for c in caches),
+        refusals=sum(c.cache.admission_refusals for c in caches),
+        working_set_blocks=ws_blocks,
+        token_scale=cfg.token_scale,
+    )
+    summary.update(
+        {
+            "block_tokens": profile.block_tokens,
+            "token_scale": cfg.token_scale,
+            "full_size_block_tokens": round(profile.block_tokens * cfg.token_scale),
+            "subagents": cfg.subagents,
+            "assignments": sessions.assignments,
+            "trajectories_replayed": len(sessions.trajectories_replayed),
+            "reused_assignments": sessions.reused_assignments,
+            "replicas": cfg.replicas,
+            "router": cfg.router,
+            "route_branches": _branches(records),
+        }
+    )
+    engine: dict[str, float] = {}
+    engine_ex = [r for r in ex.replicas if isinstance(r, EngineReplica)]
+    if engine_ex:
+        stats = [r.stats.summary() for r in engine_ex]
+        engine = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}  # mean over replicas
+        engine["busy_share_max"] = max(s["busy_share"] for s in stats)
+        engine["waiting_mean"] = sum(s["waiting_mean"] for s in stats)
+        engine["prefill_tokens_per_s"] = sum(s["prefill_tokens_per_s"] for s in stats)
+        engine["preemptions"] = sum(r.core.counters.preemptions for r in engine_ex)
+    return SimResult(cfg, records, summary, wall, engine)
+
+
+def _record(r: SimRequest, cfg: FleetConfig, ticket: Ticket | None) -> RequestRecord:
+    rec = to_record(r, cfg.policy)
+    if ticket is not None:
+        d = ticket.decision
+        rec.replica = d.replica
+        rec.router = cfg.router
+        rec.route_branch = d.branch
+        rec.route_scores = json.dumps([round(s, 6) for s in d.scores]) if d.scores else None
+        rec.route_overlap = d.predicted_overlap
+    return rec
+
+
+def _branches(records: list[RequestRecord]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.route_branch is not None:
+            counts[r.route_branch] = counts.get(r.route_branch, 0) + 1
+    total = sum(counts.values()) or 1
+    return ",".join(f"{k}:{v / total:.3f}" for k, v in sorted(counts.items()))

@@ -1,0 +1,57 @@
+"""`replay simulate --replicas N --router P`: bad values name the flag and the choices, and a
+small fleet runs end to end through the command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.fleet import router_names
+from replay.traces import sample_path
+
+
+def said(res: Any) -> str:
+    return " ".join((res.output + res.stderr).split())
+
+
+def _sim(tmp_path: Path, *extra: str) -> Any:
+    args = ["simulate", "--trace", str(sample_path()), "--policies", "flashstate",
+            "--sessions", "4", "--duration-min", "3", "--out", str(tmp_path / "o"), *extra]  # fmt: skip
+    return CliRunner().invoke(app, args)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--replicas", "4", "--router", "best"], "--router: unknown router best (choose one of "),
+        (["--replicas", "0", "--router", "round_robin"], "--replicas: '0' is not a positive"),
+        (["--replicas", "two", "--router", "round_robin"], "--replicas: 'two' is not a positive"),
+        (["--replicas", "4"], "--router: give the router over the replicas (choose one of "),
+        (["--replicas", "4", "--router", ","], "--router: give at least one router"),
+    ],
+)
+def test_bad_fleet_flags_name_the_flag_and_the_choices(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    res = _sim(tmp_path, *extra)
+    assert res.exit_code == 2, said(res)
+    assert message in said(res)
+    if "choose one of" in message:
+        assert ", ".join(router_names()) in said(res)
+    assert "Traceback" not in said(res)
+
+
+def test_a_small_fleet_runs_through_the_command(tmp_path: Path) -> None:
+    res = _sim(tmp_path, "--timing", "engine", "--replicas", "2", "--router", "state_aware",
+               "--json")  # fmt: skip
+    assert res.exit_code == 0, said(res)
+    rows = json.loads(res.stdout[res.stdout.index("[") :])
+    assert rows[0]["replicas"] == 2 and rows[0]["router"] == "state_aware"
+    run = tmp_path / "o" / "flashstate-r2-state_aware-s4-seed0"
+    summary = json.loads((run / "summary.json").read_text())
+    assert "flashstate" in summary["engines"]
