@@ -40,7 +40,7 @@ from replay.sim.keys import Prefix
 from replay.sim.materialize import finish_request
 from replay.sim.materialize import prefill_done as materialize_prompt
 from replay.sim.nodes import Block, State
-from replay.sim.requests import CacheError, Handle, ResumeInfo
+from replay.sim.requests import CacheError, Handle, ResumeInfo, bounded_capacity
 
 if TYPE_CHECKING:
     from replay.sim.policy_base import Policy
@@ -63,13 +63,15 @@ class HybridCache:
         self.policy = policy
         self.B = profile.block_tokens
         self.C = profile.checkpoint_blocks
-        # `capacity_blocks` overrides the policy's (what-ifs, tests); an unbounded policy
-        # (`ideal`) stays unbounded.
-        own = policy.capacity_blocks(profile)
-        self.capacity: int | None = (
-            capacity_blocks if capacity_blocks is not None and own is not None else own
-        )
+        # `capacity_blocks` overrides the policy's (what-ifs, tests) by the one rule of
+        # `replay.sim.capacity` (an unbounded policy stays unbounded; pools are sized before).
         self.state_slots: int | None = policy.state_slots(profile)
+        self.capacity: int | None = bounded_capacity(
+            policy.name,
+            policy.capacity_blocks(profile),
+            capacity_blocks,
+            self.state_slots is not None,
+        )
         self.nodes: dict[int, Block] = {}
         self.states: dict[int, State] = {}
         self.root = Block(0, None, -1, 0, None)

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from replay.profiles import ModelProfile
 from replay.sim.cache import Handle, HybridCache, ResumeInfo
+from replay.sim.capacity import Capacity, resolve_capacity
 from replay.sim.keys import Prefix
 from replay.sim.kv_lru import KVLRUCache
 from replay.sim.requests import Resume
@@ -35,6 +36,11 @@ class EngineCache(Protocol):
     @property
     def capacity_blocks(self) -> int | None:
         """Blocks the cache holds (None: unbounded)."""
+        ...
+
+    @property
+    def capacity(self) -> Capacity:
+        """Where that block count (and any pools) came from (`replay.sim.capacity`)."""
         ...
 
     def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:
@@ -122,13 +128,13 @@ class CacheSettings:
     policy: str
     profile: ModelProfile
     options: dict[str, object] = field(default_factory=dict)
-    capacity_blocks: int | None = None  # None: the policy's own size for the profile
+    # The block count handed to the cache (None: the policy's own size, its pools included).
+    capacity_blocks: int | None = None
+    capacity: Capacity | None = None  # the resolution it came from (`replay.sim.capacity`)
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
-_TOKEN_OPTIONS = ("grid", "chunk", "every", "kv_tokens")
-# Options that size a policy's own pools: they follow a changed block count.
-_POOL_OPTIONS = ("state_slots", "kv_tokens")
+_TOKEN_OPTIONS = ("grid", "chunk", "every")
 
 
 def cache_settings(
@@ -141,37 +147,29 @@ def cache_settings(
     """Settings for `policy` on `profile` (already scaled by `token_scale`), with the cache
     resized to `blocks` if given and `options` (unscaled) on top of the policy's own.
 
-    Token-valued options (SGLang's 256-token grid, chunk and 5.9M-token KV pool, dense's
-    spacing) shrink by the token scale, so a scaled prompt gets as many checkpoints as its
-    full-size original. A policy that sizes its own pools (SGLang: ≈430 checkpoint slots
-    beside its KV pool) has them resized in proportion to `blocks`; any other policy gets
-    `blocks` as its capacity."""
-    from replay.sim.policies import Policy, make_policy
+    Token-valued options (SGLang's 256-token grid and chunk, dense's spacing, a KV pool
+    given in tokens) shrink by the token scale, so a scaled prompt gets as many checkpoints
+    as its full-size original. The capacity is `replay.sim.capacity.resolve_capacity`'s: a
+    policy with pools of its own (SGLang's state slots beside its KV pool) gets them as
+    options, sized from `blocks` (or the profile's memory) as SGLang sizes them; any other
+    policy gets the resolved block count."""
+    from replay.sim.policies import Policy
 
     cls = Policy.registry.get(policy)
-    if cls is None:  # let make_policy name the known ones
-        return CacheSettings(policy, profile, dict(options or {}), blocks)
-    base = {**cls.options, **(options or {})}
     opts: dict[str, object] = dict(options or {})
-    if token_scale != 1.0:
+    if cls is not None and token_scale != 1.0:
+        base = {**cls.options, **opts}
         for key in _TOKEN_OPTIONS:
             if key in cls.options:
                 opts[key] = max(1, round(float(base[key]) / token_scale))
-    capacity = blocks
-    if blocks is not None and any(k in cls.options for k in _POOL_OPTIONS):
-        # The pools the policy itself settles on for this profile (SGLang derives them from
-        # the profile's memory), scaled to `blocks`; not the class's defaults, which are
-        # one profile's numbers.
-        sized = make_policy(policy, profile, **opts)
-        own = sized.capacity_blocks(profile)
-        ratio = blocks / own if own else 1.0
-        for key in _POOL_OPTIONS:
-            if key in cls.options:
-                value = sized.opts.get(key, base[key])
-                assert isinstance(value, int | float)
-                opts[key] = max(1, round(value * ratio))
-        capacity = None
-    return CacheSettings(policy, profile, opts, capacity)
+        kv = opts.get("kv_tokens")  # a KV pool given in full-size tokens
+        if isinstance(kv, int | float) and not isinstance(kv, bool) and kv > 0:
+            opts["kv_tokens"] = max(1, round(kv / token_scale))
+    cap = resolve_capacity(policy, profile, blocks, opts)
+    if cap.pooled:
+        opts["state_slots"], opts["kv_tokens"] = cap.state_slots, cap.kv_tokens
+        return CacheSettings(policy, profile, opts, None, cap)
+    return CacheSettings(policy, profile, opts, cap.blocks, cap)
 
 
 def engine_cache(
@@ -179,7 +177,9 @@ def engine_cache(
 ) -> EngineCache:
     """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`."""
     if policy == "kv-lru":
-        return KVLRUCache(profile.block_tokens, blocks or profile.blocks_per_engine)
+        cap = resolve_capacity(policy, profile, blocks)
+        assert cap.blocks is not None
+        return KVLRUCache(profile.block_tokens, cap.blocks, cap)
     return SimCache(cache_settings(policy, profile, token_scale, blocks))
 
 
@@ -205,6 +205,9 @@ class SimCache:
         policy = make_policy(settings.policy, settings.profile, **settings.options)
         self.cache = policy.make_cache(settings.profile, settings.capacity_blocks)
         self.policy = settings.policy
+        self._capacity = settings.capacity or resolve_capacity(
+            settings.policy, settings.profile, settings.capacity_blocks, settings.options
+        )
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
         self._handles: dict[int, Handle] = {}
         self._resume: dict[int, int] = {}  # request -> resume position (what it keeps)
@@ -221,6 +224,10 @@ class SimCache:
     @property
     def capacity_blocks(self) -> int | None:
         return self.cache.capacity
+
+    @property
+    def capacity(self) -> Capacity:
+        return self._capacity
 
     def _begin(
         self, prompt: Prefix, prompt_len: int, now: float, hint: int

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from replay.sim.capacity import Capacity
 from replay.sim.keys import Prefix
 from replay.sim.requests import Resume
 
 
 class KVLRUCache:
-    """Per-block LRU prefix cache over `blocks` blocks of `block_tokens` tokens."""
+    """Per-block LRU prefix cache over `blocks` blocks of `block_tokens` tokens; `capacity`:
+    where that count came from (`replay.sim.capacity.resolve_capacity("kv-lru", ...)`)."""
 
-    def __init__(self, block_tokens: int, blocks: int) -> None:
+    def __init__(self, block_tokens: int, blocks: int, capacity: Capacity | None = None) -> None:
         self._bt = block_tokens
         self.blocks = blocks
+        self._capacity = capacity or Capacity(
+            "kv-lru", blocks, blocks, blocks, "override", f"{blocks} blocks given"
+        )
         self._free_lru: OrderedDict[int, None] = OrderedDict()  # evictable, oldest first
         self._refs: dict[int, int] = {}  # resident block key -> requests using it
         self._owned: dict[int, int] = {}  # request -> private blocks it holds
@@ -33,6 +38,10 @@ class KVLRUCache:
     @property
     def capacity_blocks(self) -> int | None:
         return self.blocks
+
+    @property
+    def capacity(self) -> Capacity:
+        return self._capacity
 
     def _resident_blocks(self, seq: Prefix, n: int) -> list[int]:
         keys = []

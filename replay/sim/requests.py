@@ -1,6 +1,7 @@
 """What the cache hands its callers: where a request resumes (`ResumeInfo`), the live
-request's bookkeeping (`Handle`), and the error for misusing the API; and what any engine
-cache (`replay.sim.engine_cache.EngineCache`) tells the engine model: `Resume`."""
+request's bookkeeping (`Handle`), and the error for misusing the API (with the capacity rule
+the cache core checks a block count by, `bounded_capacity`); and what any engine cache
+(`replay.sim.engine_cache.EngineCache`) tells the engine model: `Resume`."""
 
 from __future__ import annotations
 
@@ -77,6 +78,25 @@ class Handle:
 @mypyc_attr(native_class=False)  # mypyc compiles no subclass of a built-in exception
 class CacheError(RuntimeError):
     """Misuse of the cache API (a bug in the caller, not bad input)."""
+
+
+def bounded_capacity(
+    policy: str, own: int | None, override: int | None, pooled: bool
+) -> int | None:
+    """The blocks a cache holds when handed the block count `override` while its policy holds
+    `own` by itself (None: unbounded): `replay.sim.capacity`'s rules 2-4, here so that the
+    cache core applies them without importing the resolver (which imports the policies)."""
+    if own is None:
+        return None  # rule 2: an unbounded policy stays unbounded
+    if override is None or override == own:
+        return own
+    if pooled:  # rule 4: the pools are sized before the cache is built
+        raise CacheError(
+            f"policy '{policy}' sizes its state and KV pools from the engine's memory: pass "
+            f"the block count ({override}) to replay.sim.capacity.resolve_capacity (the "
+            "--capacity-blocks / --blocks setting), not to the cache"
+        )
+    return override
 
 
 @dataclass(frozen=True, slots=True)

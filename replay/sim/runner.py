@@ -22,7 +22,6 @@ from replay.sim.engine_cache import Resume, SimCache, cache_settings
 from replay.sim.engine_rules import parse_rules, rules_for
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
-from replay.sim.policy_base import engine_cache_blocks
 from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
 from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
@@ -142,7 +141,8 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
     sessions.on_context = None
     records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]
     wall = time.perf_counter() - t0
-    effective = cfg.capacity_blocks or cache.capacity or engine_cache_blocks(profile)
+    assert settings.capacity is not None
+    effective = settings.capacity.reported_blocks  # replay.sim.capacity: the one rule
     summary = summarize(
         records,
         occ,

@@ -28,9 +28,11 @@ prints the table). The rules, with the SGLang 0.5.22 source they come from (path
    when inserted and when a request resumes from it (the Mamba LRU touches only the matched
    state: components/mamba.py `refresh_lru`).
 6. Pools and rows. From memory (replay.sim.native.sglang_cache.pool_sizes: kv_cache_configurator.py
-   L2978-3083): GLM-5.3-Flash's 2,531 blocks give 238 state slots and 1,336 blocks of KV. A
-   running request holds three state slots (its own and the two ping-pong track slots:
-   HybridReqToTokenPool.alloc with the extra buffer), and its latest prefill state stays
+   L2978-3083), the profile's blocks_per_engine or a block override alike
+   (`replay.sim.capacity.resolve_capacity`): GLM-5.3-Flash's 2,531 blocks give 238 state
+   slots and 1,336 blocks of KV. A running request holds three state slots (its own and the
+   two ping-pong track slots: HybridReqToTokenPool.alloc with the extra buffer), and its
+   latest prefill state stays
    locked until it ends (the tree lock moves onto the inserted node); the state it resumed
    from is locked only until its first insert. At most slots // 5 requests run at once
    (kv_cache_configurator.py L2812-2831 caps max_running_requests so); the next one waits.
@@ -55,7 +57,7 @@ from replay.sim.cache import HybridCache
 from replay.sim.eviction import Eviction, Pool
 from replay.sim.keys import Prefix
 from replay.sim.nodes import State
-from replay.sim.policy_base import Placement, Policy, PolicyError, engine_cache_blocks
+from replay.sim.policy_base import Placement, Policy, PolicyError
 from replay.sim.requests import CacheError, Handle
 
 if TYPE_CHECKING:
@@ -244,11 +246,13 @@ class SglangPolicy(Policy):
         given = {k for k in ("state_slots", "kv_tokens") if k in opts}
         super().__init__(profile, **opts)
         if given != {"state_slots", "kv_tokens"}:  # rule 6: the rest from the memory
+            # (the profile's; a block override is resolved to both pools before the policy
+            # is built: replay.sim.capacity.resolve_capacity, by this same pool_sizes)
             from replay.sim.native.sglang_cache import pool_sizes
 
             try:
                 kv, slots = pool_sizes(
-                    engine_cache_blocks(profile),
+                    profile.blocks_per_engine,
                     profile.block_tokens,
                     profile.checkpoint_blocks,
                     self.opts["mamba_full_memory_ratio"],
