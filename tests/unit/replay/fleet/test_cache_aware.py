@@ -1,4 +1,6 @@
-"""SMG's cache_aware, decision by decision (hand-computed on small streams)."""
+"""SMG's cache_aware, decision by decision (hand-computed on small streams). `ties="first"`
+makes smg's random tie-breaks reproducible where a test needs one pick; the rules are those
+of smg 1.13.0 as scripts/router_agreement.py measures them against the real router."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import pytest
 
 from replay.fleet import ReplicaView, RouterContext, RouteRequest, make_router
 from replay.fleet.cache_aware import CacheAware
+from replay.fleet.radix import chunk_keys
 
 
 def ca(n: int = 3, **over: object) -> CacheAware:
+    over.setdefault("ties", "first")
     r = make_router("cache_aware", RouterContext(n), over)
     assert isinstance(r, CacheAware)
     return r
@@ -35,20 +39,62 @@ def test_defaults_are_smg_launch_1_13_0() -> None:
     assert r.p["balance_rel_threshold"] == 1.5
     assert r.p["eviction_interval_secs"] == 60.0
     assert r.p["max_tree_size"] == 2**26
-    assert r.p["miss_rule"] == "min_load"
+    assert r.p["miss_rule"] == "expected_wait"
+    assert r.p["mean_prefill_tokens"] == 1024 and r.p["load_monitor_interval"] == 10.0
+    assert make_router("cache_aware", RouterContext(2)).p["ties"] == "random"
 
 
 def test_miss_on_empty_tree_takes_least_loaded_with_smg_tie_break() -> None:
-    r = ca()
+    # min_load (1.9.0's code): ties on load go to fewer processed, then the lower index
+    r = ca(miss_rule="min_load")
     d = r.route(req(A), views([2, 1, 1]))
     assert (d.replica, d.branch, d.predicted_overlap) == (1, "cache_miss", 0)
-    # ties on load go to fewer processed, then the lower index
     vs = [
         ReplicaView(0, 1, processed=5),
         ReplicaView(1, 1, processed=2),
         ReplicaView(2, 1, processed=2),
     ]
-    assert ca().route(req(A), vs).replica == 1
+    assert ca(miss_rule="min_load").route(req(A), vs).replica == 1
+
+
+def test_expected_wait_miss_rule() -> None:
+    # No load snapshot yet anywhere: join the shortest queue on in-flight counts.
+    r = ca()
+    assert r.route(req(A), views([2, 1, 1])).replica == 1
+    # After a poll: work dispatched since it (every branch), in mean-prefill units on text.
+    r = ca()
+    r.load_poll([0, 1, 2], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    first = r.route(RouteRequest("e", "s", 4, text="abcd" * 8), views([5, 5, 5]))
+    assert (first.replica, first.scores) == (0, (0.0, 0.0, 0.0))
+    d = r.route(RouteRequest("e", "s", 4, text="wxyz" * 8), views([0, 0, 0]))
+    assert d.replica == 1 and d.scores[0] == 1024 / 2000.0
+    # A hit counts too, so the next miss avoids 0 and 1 although nothing is in flight.
+    assert r.route(RouteRequest("e", "s", 4, text="abcd" * 16), views([0, 0, 0])).replica == 0
+    assert r.route(RouteRequest("e", "s", 4, text="qrst" * 8), views([0, 0, 0])).replica == 2
+    # Queued work and the KV barrier of a snapshot; a replica without one is priced by its
+    # in-flight count at the mean prefill.
+    s = ca()
+    s.load_poll([0, 1], [2000.0, 0.0], [0.0, 0.5])
+    scores = s.wait_scores(req(A), views([0, 0, 3]))
+    assert scores == [1.0, 0.15, 3 * 1024 / 2000.0]
+    # The model polls itself every load_monitor_interval of the executor's clock.
+    t = ca(load_monitor_interval=10.0)
+    t.route(req(A, now=0.0), views([0, 0, 0]))
+    assert t.tally[0] == 64 and t.snapshot[0] == (0.0, 0.0)
+    t.route(req(list(range(200, 264)), now=5.0), views([0, 0, 0]))
+    assert t.tally == [64, 64, 0]
+    t.route(req(list(range(300, 364)), now=10.0), views([0, 0, 0]))
+    assert t.tally == [64, 0, 0]  # reset at 10 s, then the new request credited to 0
+
+
+def test_random_ties_spread_over_the_tied_replicas() -> None:
+    r = make_router("cache_aware", RouterContext(4, seed=3), {"miss_rule": "min_load"})
+    picks = {
+        make_router("cache_aware", RouterContext(4, seed=k)).route(req(A), views([0] * 4)).replica
+        for k in range(20)
+    }
+    assert picks == {0, 1, 2, 3}
+    assert r.route(req(A), views([0, 0, 0, 0])).replica == 0  # min_load: its fixed key
 
 
 def test_hit_goes_to_the_worker_the_tree_names() -> None:
@@ -73,32 +119,45 @@ def test_match_rate_must_exceed_the_threshold() -> None:
     assert (d3.replica, d3.predicted_overlap) == (0, 32)
 
 
-def test_tenant_is_the_node_creator() -> None:
+def test_a_hit_takes_the_least_loaded_holder() -> None:
     r = ca(2)
-    r.route(req(A), views([0, 1]))  # created by 0
-    r.route(req(A), views([100, 0]))  # imbalanced → 1, also inserted for 1
-    d = r.route(req(A), views([1, 1]))
-    assert (d.replica, d.branch) == (0, "cache_hit")
+    r.route(req(A), views([0, 1]))  # held by 0
+    r.record(req(A), 1)  # and by 1 (a spill would do this)
+    assert r.holders(chunk_keys(A, 16)) == (4, [0, 1])
+    d = r.route(req(A), views([2, 1]))
+    assert (d.replica, d.branch, d.scores) == (1, "cache_hit", (2.0, 1.0))
+    assert ca(2).route(req(A), views([0, 0])).branch == "cache_miss"
 
 
 @pytest.mark.parametrize(
-    ("loads", "imbalanced"),
+    ("loads", "spills"),
     [
-        ([70, 0, 3], True),  # 70 − 0 > 64 and 70 > 1.5 × 0
-        ([100, 40, 50], False),  # relative holds (100 > 60) but 60 ≤ 64
-        ([200, 135, 150], False),  # 65 > 64 but 200 ≤ 1.5 × 135
-        ([200, 100, 150], True),  # both
+        # mean 24.3: margin min(64, max(4, 2·√24.3 = 9.9)); 70 > 36.5 and 70 > 34.2
+        ([70, 0, 3], True),
+        ([30, 20, 25], False),  # 30 ≤ 1.5 × 25 = 37.5
+        ([9, 0, 0], True),  # mean 3: margin 4; 9 > 4.5 and 9 > 7
+        ([6, 0, 0], False),  # 6 > 3 but 6 ≤ 2 + 4
+        ([200, 135, 150], False),  # 200 ≤ 1.5 × 161.7
+        ([400, 100, 150], True),  # both, margin 2·√216.7 = 29.4
     ],
 )
-def test_both_count_conditions(loads: list[int], imbalanced: bool) -> None:
+def test_both_count_conditions(loads: list[int], spills: bool) -> None:
     r = ca()
     r.route(req(A), views([0, 1, 1]))  # A on 0: a balanced stream would hit 0
     d = r.route(req(A), views(loads))
-    assert (d.branch == "imbalanced") is imbalanced
-    if imbalanced:
+    assert (d.branch == "spill") is spills
+    if spills:
         assert d.replica == loads.index(min(loads))
     else:
         assert (d.replica, d.branch) == (0, "cache_hit")
+
+
+def test_spill_margin_is_capped_at_the_natural_swing() -> None:
+    r = ca()
+    assert r.spill_margin(0.0) == 4.0 and r.spill_margin(100.0) == 20.0
+    assert r.spill_margin(10_000.0) == 64.0
+    assert ca(balance_abs_threshold=2).spill_margin(100.0) == 2.0
+    assert not r.imbalanced(views([100, 0, 0]))  # counts alone never abandon affinity
 
 
 def test_kv_triggers() -> None:
@@ -112,8 +171,8 @@ def test_kv_triggers() -> None:
 
 
 def test_imbalanced_still_inserts_for_the_chosen_worker() -> None:
-    r = ca(2)
-    d = r.route(req(A), views([100, 0]))
+    r = ca(2, overload_token_usage_threshold=0.9)
+    d = r.route(req(A), views([1, 0], [0.95, 0.1]))
     assert (d.replica, d.branch) == (1, "imbalanced")
     assert r.route(req(A), views([0, 0])).replica == 1
 
@@ -146,8 +205,12 @@ def test_text_counts_characters_and_scales_the_overlap_to_tokens() -> None:
 
 
 def test_bad_parameters_say_which() -> None:
-    with pytest.raises(ValueError, match="miss_rule must be one of min_load, smallest_tree"):
+    with pytest.raises(
+        ValueError, match="miss_rule must be one of expected_wait, min_load, smallest_tree"
+    ):
         ca(miss_rule="newest")
+    with pytest.raises(ValueError, match="ties must be one of random, first"):
+        ca(ties="never")
     with pytest.raises(ValueError, match="unknown parameter 'threshold'"):
         ca(threshold=0.2)
     with pytest.raises(ValueError, match="cache_threshold wants a float"):
