@@ -26,7 +26,9 @@ COUNTER_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _canonical(name: str) -> str:
+def canonical_name(name: str) -> str:
+    """A scraped metric's name in one spelling: without `_total`, with `vllm:` / `sglang:`
+    for `vllm_` / `sglang_` (the counters here and the gauges of analysis.saturation)."""
     name = name.removesuffix("_total")
     for prefix in ("vllm", "sglang"):
         if name.startswith(prefix + "_"):
@@ -59,7 +61,7 @@ def counter_hit_rate(server_metrics: pd.DataFrame | None, engine: str, window: W
     rows = server_metrics[server_metrics["engine"] == engine]
     if rows.empty:
         return math.nan
-    names = rows[name_col].astype(str).map(_canonical)
+    names = rows[name_col].astype(str).map(canonical_name)
     for hits_name, queries_name in COUNTER_PAIRS:
         hits = rows[names == hits_name]
         queries = rows[names == queries_name]
@@ -73,4 +75,4 @@ def counter_hit_rate(server_metrics: pd.DataFrame | None, engine: str, window: W
     return math.nan
 
 
-__all__ = ["COUNTER_PAIRS", "counter_hit_rate"]
+__all__ = ["COUNTER_PAIRS", "canonical_name", "counter_hit_rate"]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.counters import canonical_name
 from analysis.manifest import Window
 
 QUEUE_METRICS = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
@@ -58,14 +59,6 @@ def ols_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return slope, se
 
 
-def _canonical(name: str) -> str:
-    name = name.removesuffix("_total")
-    for prefix in ("vllm", "sglang"):
-        if name.startswith(prefix + "_"):
-            name = prefix + ":" + name[len(prefix) + 1 :]
-    return name
-
-
 def gauge_series(
     server_metrics: pd.DataFrame | None, engine: str, names: tuple[str, ...], window: Window
 ) -> pd.Series | None:
@@ -78,7 +71,7 @@ def gauge_series(
     rows = server_metrics[server_metrics["engine"] == engine]
     if rows.empty:
         return None
-    canon = rows[name_col].astype(str).map(_canonical)
+    canon = rows[name_col].astype(str).map(canonical_name)
     rows = rows[canon.isin(names)]
     t = pd.to_numeric(rows["t_s"], errors="coerce")
     rows = rows[(t >= window.start_s) & (t <= window.end_s)]
