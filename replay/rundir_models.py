@@ -288,6 +288,11 @@ class Manifest(_Record):
         default_factory=dict, description="per engine: drift counts and the warm-start check"
     )
     emulated: bool | None = Field(default=None, description="every engine was an emulator")
+    spec: dict[str, Any] | None = Field(
+        default=None,
+        description="the run's specification as resolved (replay.spec.RunSpec, URLs without "
+        "credentials): what `replay run --resume` continues",
+    )
     dashboard_members: list[str] | None = Field(
         default=None, description="a combined run's member directories (in memory, never written)"
     )

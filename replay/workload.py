@@ -28,7 +28,12 @@ from replay.traces.model import Trace, Trajectory
 
 
 class WorkloadError(ValueError):
-    """A workload setting that cannot work; the message names the setting."""
+    """A workload setting that cannot work; the message names the setting, and `field` the
+    `WorkloadConfig` field (which the run spec maps to its flag)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 SubagentMode = Literal["concurrent", "inline", "skip"]
@@ -66,27 +71,30 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         if self.sessions < 1:
-            raise WorkloadError(f"sessions must be at least 1 (got {self.sessions})")
+            raise WorkloadError(f"sessions must be at least 1 (got {self.sessions})", "sessions")
         if not self.duration_s > 0:
-            raise WorkloadError(f"duration must be positive (got {self.duration_s} s)")
+            raise WorkloadError(f"duration must be positive (got {self.duration_s} s)", "duration_s")
         a, b = self.window
         if not 0 <= a < b <= self.duration_s:
             raise WorkloadError(
-                f"window {a:g}-{b:g} s must satisfy 0 ≤ start < end ≤ duration ({self.duration_s:g} s)"
+                f"window {a:g}-{b:g} s must satisfy 0 ≤ start < end ≤ duration ({self.duration_s:g} s)",
+                "window",
             )
         if not 0 <= self.warmup_s < self.duration_s:
             raise WorkloadError(
-                f"warm-up must lie within the run: 0 ≤ {self.warmup_s:g} < {self.duration_s:g} s"
+                f"warm-up must lie within the run: 0 ≤ {self.warmup_s:g} < {self.duration_s:g} s",
+                "warmup_s",
             )
         if self.gap_cap_s < 0:
-            raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})")
+            raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})", "gap_cap_s")
         if not 0 <= self.start_lo <= self.start_hi <= 1:
             raise WorkloadError(
                 f"start range {self.start_lo}-{self.start_hi} must satisfy 0 ≤ lo ≤ hi ≤ 1"
             )
         if self.subagents not in SUBAGENT_MODES:
             raise WorkloadError(
-                f"subagents must be one of {', '.join(SUBAGENT_MODES)} (got '{self.subagents}')"
+                f"subagents must be one of {', '.join(SUBAGENT_MODES)} (got '{self.subagents}')",
+                "subagents",
             )
 
 

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from typing import NoReturn
 
 import typer
-from pydantic import ValidationError
 
 from replay.emulator.config import (
     DEFAULT_HASH_TOKENS,
     EmulatorConfig,
-    FaultConfig,
+    EmulatorConfigError,
+    emulator_config,
     make_cache,
 )
 from replay.emulator.launch import READY_PREFIX
-from replay.profiles import DEFAULT_MODEL, ProfileError
+from replay.spec import flags as F
 
 Fail = Callable[[str], NoReturn]
 Say = Callable[[str], None]
@@ -41,10 +41,10 @@ def plain_say(line: str) -> None:
 
 def build_config(
     engine: str,
-    model: str,
+    model: str | None,
     host: str,
     port: int,
-    time_scale: float,
+    time_scale: float | None,
     policy: str | None,
     served_model_name: str | None,
     blocks: int | None,
@@ -52,58 +52,22 @@ def build_config(
     max_batch: int | None,
     hash_tokens: int,
     faults: dict[str, object],
-    token_scale: float = 1.0,
+    token_scale: float | None = None,
     tokenizer: str | None = None,
     fail: Fail = plain_fail,
     replica: int | None = None,
 ) -> EmulatorConfig:
-    """The config from flags; a bad value fails naming its flag."""
-    flag = {
-        "error_rate": "--error-rate",
-        "stall_rate": "--stall-rate",
-        "stall_s": "--stall-s",
-        "crash_after": "--crash-after",
-        "slow_start_s": "--slow-start-s",
-        "seed": "--fault-seed",
-        "early_stop_rate": "--early-stop-rate",
-        "engine": "--engine",
-        "time_scale": "--time-scale",
-        "token_scale": "--token-scale",
-        "blocks": "--blocks",
-        "block_tokens": "--block-tokens",
-        "max_batch": "--max-batch",
-        "hash_tokens": "--hash-tokens",
-        "port": "--port",
-        "replica": "--replica",
-    }
+    """The config from flags (`emulator_config`, the one builder; a flag not given takes the
+    model's default); a bad value fails naming its flag."""
     try:
-        fc = FaultConfig.model_validate(faults)
-        cfg = EmulatorConfig(
-            engine=engine,
-            model=model,
-            host=host,
-            port=port,
-            time_scale=time_scale,
-            policy=policy,
-            served_model_name=served_model_name,
-            token_scale=token_scale,
-            blocks=blocks,
-            block_tokens=block_tokens,
-            max_batch=max_batch,
-            hash_tokens=hash_tokens,
-            tokenizer=tokenizer,
-            faults=fc,
-            replica=replica,
-        )
-        cfg.resolved_profile()  # fail now on a bad --model, not at the first request
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = str(err["loc"][0]) if err["loc"] else "engine"
-        name = flag.get(key, f"--{key.replace('_', '-')}")
-        fail(f"{name}: {str(err['msg']).removeprefix('Value error, ')}")
-    except ProfileError as e:
-        fail(f"--model: {e}")
-    return cfg
+        return emulator_config(
+            engine, model=model, host=host, port=port, time_scale=time_scale, policy=policy,
+            served_model_name=served_model_name, blocks=blocks, block_tokens=block_tokens,
+            max_batch=max_batch, hash_tokens=hash_tokens, faults=faults,
+            token_scale=token_scale, tokenizer=tokenizer, replica=replica,
+        )  # fmt: skip
+    except EmulatorConfigError as e:
+        fail(str(e))
 
 
 def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) -> None:
@@ -113,28 +77,18 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
     @app.command("serve-sim")
     def serve_sim(
         engine: str = typer.Option(..., "--engine", help="flashstate, vllm or sglang"),
-        model: str = typer.Option(DEFAULT_MODEL, "--model", help="model profile name or YAML"),
+        model: F.Model = None,
         port: int = typer.Option(8000, "--port", help="port to listen on (0: any free port)"),
         host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
-        time_scale: float = typer.Option(
-            1.0, "--time-scale", help="10 = ten times faster than the modelled GPUs"
-        ),
+        time_scale: F.TimeScale = None,
         policy: str | None = typer.Option(
             None, "--policy", help="cache policy (default: the engine's own; kv-lru: plain KV)"
         ),
         served_model_name: str | None = typer.Option(
             None, "--served-model-name", help="model id to serve (default: the profile name)"
         ),
-        token_scale: float = typer.Option(
-            1.0,
-            "--token-scale",
-            help="the trace's lengths were divided by this (a step then stands for this many real steps)",
-        ),
-        blocks: int | None = typer.Option(
-            None,
-            "--blocks",
-            help="cache blocks per engine (default: the profile's blocks_per_engine)",
-        ),
+        token_scale: F.TokenScale = None,
+        blocks: F.CapacityBlocks = None,
         block_tokens: int | None = typer.Option(
             None, "--block-tokens", help="tokens per cache block (overrides the profile)"
         ),

@@ -6,9 +6,12 @@ flags, `launch.py` turns it back into flags for a child process, and the server 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from collections.abc import Mapping
+from typing import Any
 
-from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
 from replay.sim.clock import StepClock
 from replay.sim.engine import Admission, admission_for
 from replay.sim.engine_cache import EngineCache, engine_cache
@@ -192,6 +195,40 @@ class EmulatorConfig(BaseModel):
         if f.seed:
             args += ["--fault-seed", str(f.seed)]
         return args
+
+
+class EmulatorConfigError(ValueError):
+    """A refused emulator setting; the message starts with its `serve-sim` flag."""
+
+
+# Each setting's `serve-sim` flag (FaultConfig's `seed` is --fault-seed), for refusals.
+FLAG_OF: dict[str, str] = {"seed": "--fault-seed"}
+
+
+def _flag(key: str) -> str:
+    return FLAG_OF.get(key, f"--{key.replace('_', '-')}")
+
+
+def emulator_config(
+    engine: str, *, faults: FaultConfig | Mapping[str, object] | None = None, **settings: Any
+) -> EmulatorConfig:
+    """The one builder of an `EmulatorConfig` (`serve-sim`'s flags, the embedded default's
+    emulators, `launch.emulator_configs`): the model's own defaults for what is not given, the
+    profile loaded now (a bad --model fails here, not at the first request), and a refused
+    value named by its flag from pydantic's error location."""
+    try:
+        fc = faults if isinstance(faults, FaultConfig) else FaultConfig.model_validate(faults or {})
+        given = {k: v for k, v in settings.items() if v is not None}
+        cfg = EmulatorConfig(engine=engine, faults=fc, **given)
+        cfg.resolved_profile()
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "engine"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise EmulatorConfigError(f"{_flag(key)}: {msg}") from None
+    except ProfileError as e:
+        raise EmulatorConfigError(f"--model: {e}") from None
+    return cfg
 
 
 def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir, read_yaml_mapping, shipped_config_subdir
-from replay.emulator.config import EmulatorConfig
+from replay.emulator.config import EmulatorConfig, emulator_config
 from replay.field_errors import first_field_error
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S
 
@@ -106,14 +106,10 @@ def embedded_emulator_configs(
     own policy and the default's model, scaled by the replayed trace's `token_scale`.
     Replaying the bundled sample (`sample=True`) they take the default's block count."""
     d = settings or load_default_run()
+    blocks = d.blocks if sample else None
     return [
-        EmulatorConfig(
-            engine=e,
-            model=d.model,
-            port=0,
-            time_scale=time_scale,
-            token_scale=token_scale,
-            blocks=d.blocks if sample else None,
+        emulator_config(
+            e, model=d.model, port=0, time_scale=time_scale, token_scale=token_scale, blocks=blocks
         )
         for e in engines
     ]

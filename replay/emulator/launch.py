@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.emulator.config import EmulatorConfig, FaultConfig
+from replay.emulator.config import EmulatorConfig, FaultConfig, emulator_config
 from replay.lifeline import PARENT_ENV
 from replay.profiles import DEFAULT_MODEL
 
@@ -243,8 +243,8 @@ def emulator_configs(
         f = faults.get(engine) if isinstance(faults, Mapping) else faults
         for replica in range(replicas) if replicas > 1 else [None]:
             out.append(
-                EmulatorConfig(
-                    engine=engine,
+                emulator_config(
+                    engine,
                     policy=(policies or {}).get(engine),
                     model=model,
                     port=(ports or {}).get(engine, 0) if replica is None else 0,

@@ -1,0 +1,132 @@
+"""The settings every command shares, each field declaring its flag, default and check once:
+the workload, a live run's limits, and what models one engine. `replay.spec.flags` makes the
+command-line options of these fields; this module imports nothing of the client or emulator,
+so the emulator's own command line (a child process) reads it cheaply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+
+from replay.workload import DEFAULT_WORKLOAD as W
+from replay.workload import TIMED_WARMUP_S, SubagentMode, WorkloadConfig
+
+
+def flagged(default: Any, flag: str, help: str, *aliases: str, **rules: Any) -> Any:
+    """A field with its command-line flag (and older names of it), read back by `flag_of`
+    and `replay.spec.flags`."""
+    extra: dict[str, Any] = {"flag": flag, "aliases": list(aliases)}
+    return Field(default, description=help, json_schema_extra=extra, **rules)
+
+
+def flag_of(field: FieldInfo) -> str | None:
+    extra = field.json_schema_extra
+    value = extra.get("flag") if isinstance(extra, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def aliases_of(field: FieldInfo) -> list[str]:
+    extra = field.json_schema_extra
+    value = extra.get("aliases") if isinstance(extra, dict) else None
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class WorkloadSpec(BaseModel):
+    """What is replayed (seconds and minutes of the replayed, unscaled clock)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    trace: str | None = flagged(
+        None, "--trace", "Trace file, folder or hf:owner/name (default: the bundled sample)."
+    )
+    sessions: int = flagged(W.sessions, "--sessions", f"Concurrent sessions ({W.sessions}).", ge=1)
+    duration_min: float = flagged(
+        W.duration_s / 60,
+        "--duration-min",
+        f"Run length in minutes of the trace's clock ({W.duration_s / 60:g}).",
+        gt=0,
+    )
+    window: tuple[float, float] | None = flagged(
+        None,
+        "--window",
+        f"Measured minutes A-B ({W.window[0] / 60:g}-{W.window[1] / 60:g}: the last two "
+        "thirds of the run).",
+    )
+    time_scale: float = flagged(
+        1.0,
+        "--time-scale",
+        "Run X times faster than real time: the modelled engines' steps, the trace's gaps and "
+        "the duration divided by X.",
+        gt=0,
+    )
+    seed: int = flagged(W.seed, "--seed", f"Workload seed ({W.seed}).", ge=0)
+    gap_cap_s: float = flagged(W.gap_cap_s, "--gap-cap-s", f"Tool-gap cap ({W.gap_cap_s:g}).", ge=0)
+    warmup_s: float = flagged(
+        TIMED_WARMUP_S,
+        "--warmup-s",
+        "Spread the sessions' first requests over this many seconds "
+        f"({TIMED_WARMUP_S:g} for a timed replay; {W.warmup_s:g} with trace timing).",
+        ge=0,
+    )
+    # A string here: the replay rules name a bad mode (WorkloadError, field 'subagents').
+    subagents: str = flagged(
+        W.subagents,
+        "--subagents",
+        "concurrent (default: child sessions beside the parent) | inline (in the parent's "
+        "slot, the parent waiting) | skip (left out, as the source's simulation).",
+    )
+    token_scale: float | None = flagged(
+        None,
+        "--token-scale",
+        "The divisor of the trace's token lengths, for a trace that does not declare it (a "
+        "trace's own token_scale is used; a different value is an error).",
+    )
+
+    def config(self, sessions: int | None = None, clamp_warmup: bool = False) -> WorkloadConfig:
+        """The replay rules' config (`replay.workload`); `clamp_warmup`: a warm-up longer than
+        half the run is cut to half (a timed replay's default on a short run)."""
+        duration_s = self.duration_min * 60
+        lo, hi = self.window or (0.0, self.duration_min)
+        warmup = min(self.warmup_s, duration_s / 2) if clamp_warmup else self.warmup_s
+        return WorkloadConfig(
+            sessions=self.sessions if sessions is None else sessions,
+            duration_s=duration_s,
+            window=(lo * 60, hi * 60),
+            gap_cap_s=self.gap_cap_s,
+            seed=self.seed,
+            subagents=cast(SubagentMode, self.subagents),
+            warmup_s=warmup,
+        )
+
+
+class LimitsSpec(BaseModel):
+    """How long a live run waits on an engine, and how often it retries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    retries: int = flagged(3, "--retries", "Retries of a failed turn.", ge=0)
+    stall_timeout_s: float = flagged(120.0, "--stall-timeout-s", "No-token stall limit.", gt=0)
+    request_timeout_s: float = flagged(3600.0, "--request-timeout-s", "Whole-request limit.", gt=0)
+
+
+class EngineShape(BaseModel):
+    """What models one engine (an emulator's or a simulated one's), and room for a fleet:
+    `replicas` copies behind `router`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str | None = flagged(
+        None, "--model", "Model profile: a name in configs/models or a YAML path."
+    )
+    capacity_blocks: int | None = flagged(
+        None,
+        "--capacity-blocks",
+        "Cache size in blocks per engine (default: the profile's blocks_per_engine).",
+        "--blocks",
+        gt=0,
+    )
+    replicas: int = flagged(1, "--replicas", "Copies of each engine behind a router.", ge=1)
+    router: str | None = flagged(None, "--router", "Routing policy over the replicas.")

@@ -1,0 +1,94 @@
+"""The command-line flags of the spec's fields, declared once: `replay run`, `replay simulate`
+and `replay serve-sim` annotate their parameters with these (`sessions: flags.Sessions = None`),
+so a flag's name and help are the field's (`replay.spec.model`) and every command that takes a
+setting takes it under one name.
+
+Every flag defaults to None ("not given"): the layered resolution (`replay.spec.resolve`)
+fills in the config file's value or the command's base layer, and validates the result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+
+from replay.spec.fields import EngineShape, LimitsSpec, WorkloadSpec, aliases_of, flag_of
+
+
+def option(model: type[BaseModel], key: str, help: str | None = None) -> Any:
+    """The typer option of `model.key`: its flag (and the field's older names) and its help."""
+    info = model.model_fields[key]
+    flag = flag_of(info)
+    assert flag is not None, f"{model.__name__}.{key} declares no flag"
+    return typer.Option(flag, *aliases_of(info), help=help or info.description)
+
+
+def workload_flags(**given: Any) -> dict[str, Any]:
+    """The workload fields the flags gave (the flags layer), keyed by field."""
+    return {k: v for k, v in given.items() if k in WorkloadSpec.model_fields}
+
+
+# The workload: `replay run` and `replay simulate` (simulate's --sessions is a list).
+Trace = Annotated[str | None, option(WorkloadSpec, "trace")]
+Sessions = Annotated[int | None, option(WorkloadSpec, "sessions")]
+SessionsList = Annotated[
+    str | None,
+    option(WorkloadSpec, "sessions", help="Concurrent sessions: a comma list, e.g. 16,32,48."),
+]
+DurationMin = Annotated[float | None, option(WorkloadSpec, "duration_min")]
+Window = Annotated[str | None, option(WorkloadSpec, "window")]
+TimeScale = Annotated[float | None, option(WorkloadSpec, "time_scale")]
+Seed = Annotated[int | None, option(WorkloadSpec, "seed")]
+GapCapS = Annotated[float | None, option(WorkloadSpec, "gap_cap_s")]
+WarmupS = Annotated[float | None, option(WorkloadSpec, "warmup_s")]
+Subagents = Annotated[str | None, option(WorkloadSpec, "subagents")]
+TokenScale = Annotated[float | None, option(WorkloadSpec, "token_scale")]
+
+# A live run's limits.
+Retries = Annotated[int | None, option(LimitsSpec, "retries")]
+StallTimeoutS = Annotated[float | None, option(LimitsSpec, "stall_timeout_s")]
+RequestTimeoutS = Annotated[float | None, option(LimitsSpec, "request_timeout_s")]
+
+# What models an engine (simulate, serve-sim), and fleets: N replicas behind a router.
+Model = Annotated[str | None, option(EngineShape, "profile")]
+CapacityBlocks = Annotated[int | None, option(EngineShape, "capacity_blocks")]
+Replicas = Annotated[int | None, option(EngineShape, "replicas")]
+Router = Annotated[str | None, option(EngineShape, "router")]
+
+Out = Annotated[Path | None, typer.Option("--out", help="Run directory (runs/<run-id>).")]
+
+__all__ = [
+    "CapacityBlocks",
+    "DurationMin",
+    "GapCapS",
+    "Model",
+    "Out",
+    "Replicas",
+    "RequestTimeoutS",
+    "Retries",
+    "Router",
+    "Seed",
+    "Sessions",
+    "SessionsList",
+    "StallTimeoutS",
+    "Subagents",
+    "TimeScale",
+    "TokenScale",
+    "Trace",
+    "WarmupS",
+    "Window",
+    "option",
+    "workload_flags",
+]
+
+
+def given_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """`{field: value}` of a command's workload flags as `{flag: value}` (for messages)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        flag = flag_of(WorkloadSpec.model_fields[key])
+        out[flag or key] = value
+    return out

@@ -1,0 +1,318 @@
+"""`replay run`'s spec: its engines (flags, a config file or a resumed manifest), its workload
+(flags over the config file over the embedded default or the workload config's defaults), its
+limits and SLO, resolved once into a `RunSpec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replay.client.config import (
+    ConfigError,
+    EngineSpec,
+    FileConfig,
+    engines_from_flags,
+    load_config_file,
+)
+from replay.redact import MASK, redact_url
+from replay.spec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
+from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged, name_of
+from replay.windows import WindowError, resolve_window_min
+from replay.workload import WorkloadError
+
+EMBEDDED = "the embedded default: configs/workloads/default.yaml"
+EMULATED_KINDS = ("vllm", "flashstate", "sglang")
+
+
+@dataclass
+class RunFlags:
+    """What `replay run` was given (None: not given)."""
+
+    engines: str | None = None
+    endpoint: list[str] = field(default_factory=list)
+    config: Path | None = None
+    resume: Path | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    slo: str | None = None
+    out: Path | None = None
+
+
+@dataclass
+class Resolved:
+    spec: RunSpec
+    notes: list[str]  # lines for the user (which window is measured)
+    settings: Any = None  # the embedded default's DefaultRun, for emulators
+    # The time scale the user chose (a flag or the config file; None: a default), which an
+    # engine announcing another clock contradicts.
+    user_time_scale: float | None = None
+
+
+def embedded_layer() -> tuple[Layer, Any]:
+    """The embedded default's workload (configs/workloads/default.yaml) as a layer."""
+    from replay.emulator.defaults import DefaultRunError, load_default_run
+
+    try:
+        d = load_default_run()
+    except DefaultRunError as e:
+        raise SpecError(str(e)) from None
+    values = {
+        "sessions": d.sessions,
+        "duration_min": d.duration_min,
+        "window": f"{d.window[0]:g}-{d.window[1]:g}",
+        "time_scale": d.time_scale,
+        "seed": d.seed,
+        "warmup_s": d.warmup_s,
+        "trace": None if d.trace == "sample" else d.trace,
+    }
+    return Layer(EMBEDDED, values), d
+
+
+def _file_layer(cfg: FileConfig | None, path: Path | None) -> Layer:
+    if cfg is None:
+        return Layer(f"--config {path}")
+    keys = WorkloadSpec.model_fields.keys() & FileConfig.model_fields.keys()
+    return Layer(f"--config {path}", {k: getattr(cfg, k) for k in keys})
+
+
+def _window(layers: list[Layer], minutes: float) -> tuple[tuple[float, float], str]:
+    """The measured window (minutes): the first layer's that names one; the embedded
+    default's only with its own duration; else the last two thirds of the run."""
+    text, flag = None, "--window"
+    for layer in layers:
+        given = layer.values.get("window")
+        if given is None:
+            continue
+        own = layer.values.get("duration_min")
+        if layer.where == EMBEDDED and own != minutes:
+            continue  # the default's window belongs to its duration
+        text = given
+        flag = "--window" if layer.where == FLAGS else layer.where
+        if layer.where not in (FLAGS, EMBEDDED):
+            flag = f"{layer.where}: field 'window'"
+        break
+    try:
+        lo, hi, used = resolve_window_min(text, minutes, flag)
+    except WindowError as e:
+        raise SpecError(str(e)) from None
+    return (lo, hi), used
+
+
+def workload(layers: list[Layer]) -> tuple[WorkloadSpec, str]:
+    """The workload from the layers, and the line saying which window it measures."""
+    _, source = merged(layers)
+    spec = build(
+        WorkloadSpec,
+        [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers],
+    )
+    win, used = _window(layers, spec.duration_min)
+    spec = spec.model_copy(update={"window": win})
+    try:
+        spec.config(clamp_warmup=True)
+    except WorkloadError as e:
+        name = name_of(WorkloadSpec, e.field, source.get(e.field, FLAGS)) if e.field else None
+        raise SpecError(f"{e} (check {name or '--sessions, --duration-min, --window'})") from None
+    return spec, used
+
+
+def _engines(flags: RunFlags) -> tuple[list[EngineSpec], FileConfig | None]:
+    try:
+        if flags.config is not None:
+            if flags.engines or flags.endpoint:
+                raise SpecError("--config lists the engines; drop --engines/--endpoint or the file")
+            cfg = load_config_file(flags.config)
+            return cfg.engines, cfg
+        return engines_from_flags(flags.engines, flags.endpoint), None
+    except ConfigError as e:
+        raise SpecError(str(e)) from None
+
+
+def _engine_runs(specs: list[EngineSpec], settings: Any) -> list[EngineRun]:
+    emulated = all(s.url is None for s in specs)
+    if not emulated and any(s.url is None for s in specs):
+        missing = ", ".join(s.name for s in specs if s.url is None)
+        raise SpecError(f"engines {missing} have no url; give every engine a url or none")
+    if not emulated:
+        return [EngineRun(engine=s, executor="live") for s in specs]
+    bad = [s.name for s in specs if s.kind not in EMULATED_KINDS]
+    if bad:
+        raise SpecError(
+            f"--engines {', '.join(bad)}: no emulator for that kind; give an --endpoint"
+        )
+    from replay.profiles import DEFAULT_MODEL
+
+    profile = getattr(settings, "model", None) or DEFAULT_MODEL
+    blocks = getattr(settings, "blocks", None)
+    return [
+        EngineRun(engine=s, executor="emulated", profile=profile, capacity_blocks=blocks)
+        for s in specs
+    ]
+
+
+def resolve_new(flags: RunFlags) -> Resolved:
+    """A new run's spec: its engines, then flags over the config file over the base layer
+    (the embedded default without endpoints, else the workload config's defaults)."""
+    settings = None
+    base = Layer("the workload config")
+    if flags.config is None and not flags.endpoint:
+        base, settings = embedded_layer()
+        if flags.engines is None:
+            flags.engines = ",".join(settings.engines)
+    specs, file_cfg = _engines(flags)
+    layers = [Layer(FLAGS, flags.workload), _file_layer(file_cfg, flags.config), base]
+    wl, used = workload(layers)
+    if not all(s.url is None for s in specs):
+        settings = None  # real engines: the embedded default's emulators are not started
+    limits = build(LimitsSpec, [Layer(FLAGS, flags.limits)])
+    from replay.spec.slo import run_slo
+
+    slo = run_slo(flags.slo, file_cfg.slo if file_cfg else None, flags.config)
+    spec = RunSpec(workload=wl, engines=_engine_runs(specs, settings), limits=limits, slo=slo)
+    _, source = merged(layers)
+    user = wl.time_scale if source.get("time_scale") in (FLAGS, layers[1].where) else None
+    return Resolved(spec, [f"measuring {used}"], settings, user)
+
+
+# Flags that shape the workload: a resumed run keeps the ones it was started with.
+def refuse_workload_flags(flags: RunFlags, given: dict[str, Any]) -> None:
+    """`--resume` with a flag that would change the workload fails naming the flags."""
+    changed = [flag for flag, value in given.items() if value is not None and value != []]
+    if changed:
+        raise SpecError(
+            f"--resume continues {flags.resume} with the workload it was started with; drop "
+            f"{', '.join(changed)} (to change the workload, start a new run with --out)"
+        )
+
+
+def stored(spec: RunSpec) -> dict[str, Any]:
+    """The spec as the manifest keeps it: URLs without their credentials."""
+    engines = [
+        e.model_copy(
+            update={"engine": e.engine.model_copy(update={"url": redact_url(e.engine.url)})}
+        )
+        for e in spec.engines
+    ]
+    return spec.model_copy(update={"engines": engines}).model_dump(mode="json", exclude_none=True)
+
+
+def with_urls(spec: RunSpec, endpoint: list[str], run_dir: Path) -> RunSpec:
+    """A resumed spec with `--endpoint NAME=URL` given again (the manifest keeps URLs
+    without their credentials); the engines themselves cannot change."""
+    names = [e.name for e in spec.engines]
+    if endpoint:
+        try:
+            given = {s.name: s.url for s in engines_from_flags(None, endpoint)}
+        except ConfigError as e:
+            raise SpecError(str(e)) from None
+        if [n for n in given if n not in names] or spec.emulated:
+            raise SpecError(
+                f"--resume {run_dir}: --endpoint may only give the URL of an engine of that run "
+                f"({', '.join(names)}); the engines cannot change on resume"
+            )
+        spec = spec.model_copy(
+            update={
+                "engines": [
+                    e.model_copy(
+                        update={
+                            "engine": e.engine.model_copy(
+                                update={"url": given.get(e.name, e.engine.url)}
+                            )
+                        }
+                    )
+                    for e in spec.engines
+                ]
+            }
+        )
+    masked = [e.name for e in spec.engines if e.engine.url and f"{MASK}@" in e.engine.url]
+    if masked:
+        raise SpecError(
+            f"--resume {run_dir}: the manifest keeps the URL of {', '.join(masked)} without its "
+            f"credentials; give it again: --endpoint {masked[0]}=URL"
+        )
+    return spec
+
+
+def resume_limits(spec: RunSpec, flags: RunFlags) -> RunSpec:
+    """The flags a resumed run may change: its limits and SLO (over the stored ones)."""
+    limits = build(
+        LimitsSpec,
+        [Layer(FLAGS, flags.limits), Layer("manifest.json spec", spec.limits.model_dump())],
+    )
+    update: dict[str, Any] = {"limits": limits}
+    if flags.slo is not None:
+        from replay.spec.slo import run_slo
+
+        update["slo"] = run_slo(flags.slo, spec.slo, None)
+    return spec.model_copy(update=update)
+
+
+def token_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -> float:
+    """The trace's token scale (`replay.traces.scale`); the embedded default's config value,
+    where it names one, must agree with it like the flag. Real engines replay the prompts as
+    they are, so for them an undeclared scale is not guessed (1, recorded as such)."""
+    from replay.traces.scale import TraceScaleError, declared_scale, resolve_token_scale
+
+    try:
+        if not emulated and flag is None:
+            return declared_scale(trace) or 1.0
+        conf = getattr(settings, "token_scale", None)
+        given, name = flag, "--token-scale"
+        if flag is None and conf is not None:
+            given, name = conf, "token_scale (configs/workloads/default.yaml)"
+        if flag is not None and conf is not None and abs(flag - conf) > 1e-9:
+            raise TraceScaleError(
+                f"--token-scale {flag:g} contradicts token_scale {conf:g} in "
+                "configs/workloads/default.yaml; drop one (the trace's own scale is used)"
+            )
+        return resolve_token_scale(trace, given, name)
+    except TraceScaleError as e:
+        raise SpecError(str(e)) from None
+
+
+def _emulated_engine(run: EngineRun, sample: bool) -> EngineRun:
+    """An emulator stands for its profile's engine (GLM-5.3-Flash: 2×B200), so per-GPU
+    metrics and prices divide by the profile's GPUs unless the engine's config said
+    otherwise; the embedded default's block count is the bundled sample's only."""
+    from replay.profiles import ProfileError, load_profile
+
+    update: dict[str, Any] = {} if sample else {"capacity_blocks": None}
+    spec = run.engine
+    if spec.gpus == 1 and not spec.gpu_type:
+        try:
+            profile = load_profile(run.profile or "")
+            update["engine"] = spec.model_copy(
+                update={"gpus": profile.gpus, "gpu_type": profile.gpu_type}
+            )
+        except ProfileError:
+            pass
+    return run.model_copy(update=update)
+
+
+def finish(res: Resolved, trace: Any, sample: bool, flag_scale: float | None) -> RunSpec:
+    """The spec once its trace is loaded: the trace's token scale, and each emulator's GPUs
+    and capacity (`_emulated_engine`)."""
+    spec = res.spec
+    emulated = spec.emulated
+    settings = res.settings if emulated and sample else None
+    scale = token_scale(trace, flag_scale, settings, emulated)
+    engines = [_emulated_engine(e, sample) if emulated else e for e in spec.engines]
+    wl = spec.workload.model_copy(update={"token_scale": scale})
+    return spec.model_copy(update={"workload": wl, "engines": engines, "sample": sample})
+
+
+__all__ = [
+    "EMBEDDED",
+    "Resolved",
+    "RunFlags",
+    "embedded_layer",
+    "finish",
+    "refuse_workload_flags",
+    "resolve_new",
+    "resume_limits",
+    "stored",
+    "token_scale",
+    "with_urls",
+    "workload",
+]

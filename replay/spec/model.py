@@ -1,0 +1,54 @@
+"""The run specification: every setting of a run, each field declaring its flag, its default
+and its validation once.
+
+`replay run`, `replay simulate` and `replay serve-sim` take their shared flags from these
+fields (`replay.spec.flags`), one layered resolution builds a `RunSpec` from flags, a config
+file and the command's base layer (`replay.spec.resolve`), and the manifest stores the spec
+as resolved (`Manifest.spec`), which `replay run --resume` validates back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from replay.client.config import EngineSpec
+from replay.spec.fields import EngineShape, LimitsSpec, WorkloadSpec
+
+Executor = Literal["live", "emulated", "simulated"]
+
+
+class EngineRun(EngineShape):
+    """One engine of the run: how the client reaches it and, for an emulated or simulated
+    one, what models it (the profile, capacity, replicas and router of `EngineShape`)."""
+
+    engine: EngineSpec = Field(description="name, adapter kind, URL, model id, GPUs")
+    executor: Executor = Field(description="live (a real server), emulated or simulated")
+    policy: str | None = Field(default=None, description="cache policy; None: the engine's own")
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+
+class RunSpec(BaseModel):
+    """A run as resolved: the workload, the engines, the limits and the SLO. The price sheet
+    is each engine's `gpus`/`gpu_type` (rates in configs/pricing, read by `replay price`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: WorkloadSpec = Field(default_factory=lambda: WorkloadSpec())
+    engines: list[EngineRun] = Field(default_factory=list)
+    limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
+    slo: dict[str, float | None] | None = Field(
+        default=None, description="analysis.slo.Slo as a dict (the defaults at least)"
+    )
+    sample: bool = Field(default=True, description="the trace is the bundled sample")
+
+    @property
+    def emulated(self) -> bool:
+        return bool(self.engines) and all(e.executor == "emulated" for e in self.engines)
+
+
+__all__ = ["EngineRun", "EngineShape", "LimitsSpec", "RunSpec", "WorkloadSpec"]
