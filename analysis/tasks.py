@@ -140,7 +140,7 @@ def _pct(values: pd.Series, q: float) -> float:
 
 
 def task_metrics(tasks: pd.DataFrame, window: Window, gpus: int) -> dict[str, float]:
-    """The per-engine task figures over the window (see README: "Agent tasks")."""
+    """The per-engine task figures over the window (docs/metrics.md: "agent tasks")."""
     done = window_tasks(tasks, window)
     hours = window.duration_s / 3600.0
     n = len(done)

@@ -50,7 +50,7 @@ SUBAGENT_MODES: tuple[str, ...] = ("concurrent", "inline", "skip")
 class WorkloadConfig:
     """Replay settings. Times are seconds of the replayed (unscaled) clock.
 
-    The one place the replay's defaults live (the paper's benchmark, README "Replay rules"):
+    The one place the replay's defaults live (the paper's benchmark, docs/replay-rules.md):
     `replay run` (with endpoints and embedded), `replay simulate`, the simulator's `SimConfig`
     and the embedded default's loader (`replay.emulator.defaults`) all take theirs from these
     fields (`DEFAULT_WORKLOAD`) and `TIMED_WARMUP_S`; `configs/workloads/default.yaml` names

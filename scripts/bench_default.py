@@ -5,7 +5,7 @@
     python scripts/bench_default.py --sim           # `replay simulate --timing engine` instead
                                                     # (same engine model, virtual clock, seconds)
     python scripts/bench_default.py --sim --capacity-blocks 5062 --token-scale 11.4
-                                                    # what-ifs (README "Embedded default")
+                                                    # what-ifs (docs/embedded-default.md)
     python scripts/bench_default.py --trace ../shared/traces/kvct-dev.jsonl.gz [--sim]
                                                     # the same panel on another corpus
 

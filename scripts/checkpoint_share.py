@@ -1,5 +1,5 @@
 """What the resident checkpoints are: the experiment behind the checkpoint share of the cache in
-the README's policy-table section ("The checkpoint share").
+docs/policy-research.md ("The checkpoint share").
 
 The source's table gives resident checkpoints at 48 sessions (210 for vLLM-like, 220 dense,
 212 +ASC, 161 unit LRU, 169 Eq. 7: 32–43% of 2,531 blocks at five blocks each); ours fill

@@ -1,5 +1,5 @@
 """The source's corpus statistics against ours: what one replay of the corpus puts in the
-cache, measured the ways the source's numbers can be read (README, "The source's policy
+cache, measured the ways the source's numbers can be read (docs/policy-research.md, "The source's policy
 table", "Reconciling the source's numbers").
 
 The source states (seed 000, "My simulation"): a working set of 0.93 × 2,531 blocks at 32

@@ -3,7 +3,7 @@
 Each variant is `POLICY` or `POLICY[KEY=VALUE,...]` (a policy option or one of the rule
 switches in `replay.sim.policy_base.RULES`); every variant runs on the same corpus, loads and
 seeds, and the script prints hit rate and the Eq. 5 miss split per variant, so the effect of
-one rule is one row against another. The default list is the set of experiments the README's
+one rule is one row against another. The default list is the set of experiments docs/policy-research.md's
 policy-table section reports.
 
     .venv/bin/python scripts/policy_experiments.py [--trace SRC] [--capacity-blocks 2531]
@@ -34,7 +34,7 @@ from replay.sim.runner import SimConfig, simulate
 from replay.traces.model import Trace
 
 _SRC = "block_stamp=start,prefill_state_stamp=write,resume_stamp=start"
-# The README's toggles (policy-table section), one rule at a time.
+# The toggles of docs/policy-research.md, one rule at a time.
 DEFAULT_VARIANTS = ",".join(
     [
         "vllm-like",

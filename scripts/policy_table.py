@@ -73,7 +73,7 @@ SOURCE_WORKING_SET = {32: 0.93, 48: 1.34}
 # `--rules source`, no longer the default (issue 22: the policies' own defaults read the
 # source's words, docs/policy-table.md): the rule switches (replay.sim.policy_base.RULES)
 # under which the source's table was reproduced on the corpus before its recalibration
-# (README, "The source's policy table"): every allocation stamped when it is used or
+# (docs/policy-research.md, "The source's policy table"): every allocation stamped when it is used or
 # written — KV blocks when the request starts, prefill checkpoints when written, a resumed
 # checkpoint when the request resuming from it starts.
 SOURCE_RULES: dict[str, Any] = {
@@ -119,7 +119,7 @@ def gaps_with_context(trace: Trace, power: float) -> Trace:
     """The trace with each tool gap before request i × (P_i / P̄)^power, P̄ the mean prompt of
     the trace's top-level requests: an experiment in which long contexts wait longer between
     turns (time per turn growing with the context), so the time average of a session's
-    context exceeds its request-weighted mean, as the source's own figures imply (README,
+    context exceeds its request-weighted mean, as the source's own figures imply (docs/policy-research.md,
     "Reconciling the source's numbers"). Subagents are kept as they are."""
     mean_p = float(np.mean(np.concatenate([t.input_tokens for t in trace.trajectories])))
 
@@ -138,7 +138,7 @@ def gaps_reshaped(trace: Trace, median: float, sigma: float, long_share: float) 
     probability 1 − long_share a lognormal (median, sigma), else a wait past the 300 s cap
     (300–600 s, so capped at 300 s in the replay). Order is kept (a long gap stays
     longer than a short one); choose the figures so the capped mean stays the corpus's,
-    and with it the working set (README, "Which property closes the gap")."""
+    and with it the working set (docs/policy-research.md, "Which single property closes the gap")."""
     ppf = np.vectorize(NormalDist().inv_cdf)
     gaps = [np.array([t.gap_before(i) for i in range(t.num_requests)]) for t in trace.trajectories]
     flat = np.concatenate([g[1:] for g in gaps])
@@ -304,7 +304,7 @@ def main() -> int:
         type=float,
         default=1.0,
         help="multiply every recorded request duration, tool gaps kept (the share of the "
-        'cache live requests pin; README, "The source\'s policy table")',
+        "cache live requests pin; docs/policy-research.md)",
     )
     ap.add_argument(
         "--gap-context",

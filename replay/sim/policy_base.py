@@ -119,8 +119,8 @@ class ArbitraryState(ChunkBoundaries):
 
 
 # Modelling rules the source's description leaves open, as switches every policy takes (the
-# experiments of scripts/policy_experiments.py toggle them one at a time; README, "The
-# source's policy table"). Values: the allowed choices; the first is the default.
+# experiments of scripts/policy_experiments.py toggle them one at a time; docs/policy-research.md
+# and docs/policy-table.md). Values: the allowed choices; the first is the default.
 RULES: dict[str, tuple[Any, ...]] = {
     # The running request holds its latest prefill checkpoint (not evictable) until it ends,
     # for placements without an end capture; False: evictable as soon as it is written.

@@ -1,6 +1,6 @@
 """Load-time problems: `TraceError` for what stops a load, and the sink that collects the rest.
 
-Policy (documented in the README): problems that make a line unusable — malformed JSON, a
+Policy (documented in docs/traces.md): problems that make a line unusable — malformed JSON, a
 missing required field, a value of the wrong type, a negative length, an unknown format —
 raise `TraceError` naming file, line and field, strict or not, because a replay built on a
 guessed value would be wrong without saying so. Inconsistencies that leave the line usable

@@ -44,7 +44,7 @@ WINDOW = (200.0, 600.0)
 TIME_SCALE = 4.0
 WARMUP_S = 120.0
 # Cache blocks per engine: the default's 2,531 holds too little of the bundled sample's long
-# contexts and every engine collapses into a queue (README "Embedded default"); the twin check
+# contexts and every engine collapses into a queue (docs/embedded-default.md); the twin check
 # runs where FlashState's and vLLM's caches hold (the same setting on both sides). At 4,500
 # blocks vLLM sits on its cliff, where the live run's wall-clock jitter moved its hit rate by
 # 0.055 (0.892 live, 0.837 simulated) in one run.
