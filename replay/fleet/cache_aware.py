@@ -2,13 +2,16 @@
 pinned to smg 1.13.0 on PyPI and checked against it request by request
 (scripts/router_agreement.py: the real smg in front of emulator replicas, docs/fleet.md).
 
-Sources. 1.13.0's Rust source is not published in the repositories we can read (the newest,
+Sources. 1.13.0's Rust source is not in the repositories we can read (the newest,
 smg-project/smg at f8daa88, is 1.9.0+); its rules are read from three places: that source
-(model_gateway/src/policies/cache_aware.rs `select_worker`, `select_matched_candidate`,
-`gate_selected_candidate`, least_load.rs `select_min_expected_wait`), 1.13.0's own help
-text and defaults (smg/router_args.py), and 1.13.0's debug decision line
-("Cache-aware selection": branch tree_match / spill / expected_wait_fallback, matched and
-input units, average load, absolute margin), which the agreement script reads.
+(model_gateway/src/policies/cache_aware.rs: `select_worker` :1001, `gate_selected_candidate`
+:1172, `select_matched_candidate` :1195, `argmax_with_random_ties` :1412, the text path
+`select_worker_with_text` :1874 with its match rate :1895; least_load.rs:
+`select_min_expected_wait` :246, its reservoir tie-break :317, the tally credit :356,
+`update_loads` resetting it :388), 1.13.0's own help text and defaults (smg/router_args.py
+in the wheel), and 1.13.0's debug decision line ("Cache-aware selection": branch tree_match
+/ spill / expected_wait_fallback, matched and input units), which the agreement script
+reads beside every request.
 
 The rule, per request:
 
