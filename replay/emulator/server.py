@@ -47,6 +47,7 @@ from replay.emulator.shapes import (
 )
 from replay.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
+from replay.server_info import EngineModelInfo, ServerInfo
 from replay.sim.engine import EngineCore, Sequence
 from replay.sim.engine_cache import EngineCache
 
@@ -178,32 +179,42 @@ class EmulatorServer:
     async def _version(self, _req: web.Request) -> web.Response:
         return _json({"version": f"emulator-{self.cfg.engine}"})
 
-    async def _server_info(self, _req: web.Request) -> web.Response:
-        cfg, p = self.cfg, self.profile
-        return _json(
-            {
-                "version": f"emulator-{cfg.engine}",
-                "emulator": True,
-                "engine": cfg.engine,
-                "policy": cfg.policy_name,
-                "model_profile": cfg.model,
-                "served_model_name": self.model_id,
-                "time_scale": cfg.time_scale,
-                "token_scale": cfg.token_scale,
-                "block_tokens": p.block_tokens,
-                "cache_blocks": self.cache.capacity_blocks or 0,
-                "chunk_tokens": p.chunk_tokens,
-                "max_running_requests": p.max_batch,
-                "context_length": p.context_tokens,
-                "tokenizer": self.tokenizer.name,
-                "engine_model": {
+    def server_info(self) -> ServerInfo:
+        """What `/get_server_info` answers (`replay.server_info`, the model the client
+        parses): the settings, and the engine model with its cache's capacity under one
+        name (`capacity_blocks`) beside where it came from (`replay.sim.capacity`)."""
+        cfg, p, cap = self.cfg, self.profile, self.cache.capacity
+        return ServerInfo(
+            version=f"emulator-{cfg.engine}",
+            engine=cfg.engine,
+            policy=cfg.policy_name,
+            model_profile=cfg.model,
+            served_model_name=self.model_id,
+            time_scale=cfg.time_scale,
+            token_scale=cfg.token_scale,
+            block_tokens=p.block_tokens,
+            chunk_tokens=p.chunk_tokens,
+            max_running_requests=p.max_batch,
+            context_length=p.context_tokens,
+            tokenizer=self.tokenizer.name,
+            replica=cfg.replica,
+            engine_model=EngineModelInfo.model_validate(
+                {
                     **self.core.clock.describe(),
                     "capacity_blocks": self.cache.capacity_blocks,
+                    "requested_capacity_blocks": cap.requested,
+                    "capacity_source": cap.source,
+                    "capacity_reason": cap.reason,
+                    "state_slots": cap.state_slots,
+                    "kv_tokens": cap.kv_tokens,
                     "admission": self.core.admission,
                     "policy": cfg.policy_name,
-                },
-            }
+                }
+            ),
         )
+
+    async def _server_info(self, _req: web.Request) -> web.Response:
+        return _json(self.server_info().model_dump())
 
     async def _models(self, _req: web.Request) -> web.Response:
         owner = "sglang" if self.cfg.protocol == "sglang" else "vllm"
@@ -253,7 +264,7 @@ class EmulatorServer:
                 "config": self.cfg.model_dump(),
                 "policy": self.cfg.policy_name,
                 "block_tokens": self.profile.block_tokens,
-                "blocks": self.cache.capacity_blocks,
+                "capacity_blocks": self.cache.capacity_blocks,
                 "model_time_s": self.runner.model_now,
                 "counters": c.__dict__,
                 "running": self.core.num_running,

@@ -12,12 +12,14 @@ Interface (used by `replay run` before every run and by `replay engines prefligh
     report.model         # the served model (the first listed when `model` was None)
     report.block_size    # from vLLM's `vllm:cache_config_info` (None where not published)
     report.context_tokens, report.server_version, report.server_info
+    report.emulator      # an emulator's /get_server_info (replay.server_info.ServerInfo) or None
     report.as_dict()     # JSON-able, for the run manifest
 
 Checks, in order (a check that cannot run because an earlier one failed is reported as
 skipped, `ok=None`): `reachable`, `model listed`, `metrics readable`, `token-id prompts`,
 `generated ids returned`, `cached-token reporting`, `prefix caching`, and the warm-cache
-guard `cold cache` (a warning, never a failure; `warm_cache_check`). The two cache probes
+guard `cold cache` (a warning, never a failure; `warm_cache_check`); an emulator whose
+`/get_server_info` is not this harness's shape adds the informative check `server info`. The two cache probes
 send the same fresh random prompt twice (a few block sizes long); the second must report
 cached tokens. `kind` is an adapter kind (`vllm`, `flashstate`, `sglang`, `openai`); for
 `openai` (hosted text endpoints) the token-level checks are informative, not required.
@@ -38,6 +40,7 @@ from replay.engines.adapters import Limits, make_adapter, make_session
 from replay.engines.adapters.base import StreamResult
 from replay.engines.scrape import MetricsError, block_size_from_metrics, cache_config, parse_metrics
 from replay.redact import redact_url, url_secrets
+from replay.server_info import ServerInfo, ServerInfoError, parse_server_info
 
 # Flags that turn on what the checks need, by engine kind.
 CACHE_REPORT_FLAG = {
@@ -81,7 +84,9 @@ class PreflightReport:
     block_size: int | None = None
     context_tokens: int | None = None
     server_version: str | None = None
+    # /get_server_info's scalars (the manifest's flags) and an emulator's `engine_model`
     server_info: dict[str, Any] = field(default_factory=dict)
+    emulator: ServerInfo | None = None  # an emulator's answer, parsed (replay.server_info)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +120,7 @@ class PreflightReport:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ok"] = self.ok
+        d["emulator"] = self.emulator.model_dump() if self.emulator is not None else None
         return d
 
 
@@ -335,15 +341,7 @@ async def _run_checks(
                 if isinstance(info, dict):
                     report.server_version = str(info.get("version", report.server_version or ""))
                     if path == "/get_server_info":
-                        report.server_info.update(
-                            {
-                                k: v
-                                for k, v in info.items()
-                                if isinstance(v, (str, int, float, bool))
-                                # an emulator's engine model (clock, budgets, capacity)
-                                or (k == "engine_model" and isinstance(v, dict))
-                            }
-                        )
+                        _read_server_info(report, info)
                     if report.context_tokens is None and info.get("context_length"):
                         report.context_tokens = int(info["context_length"])
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError):
@@ -394,6 +392,37 @@ async def _run_checks(
     )
     if warm is not None:
         report.checks.append(warm)
+
+
+def _read_server_info(report: PreflightReport, info: dict[str, Any]) -> None:
+    """An emulator's answer (`"emulator": true`) parsed strictly as `replay.server_info.
+    ServerInfo` (`report.emulator`); a real server's scalars kept as they came."""
+    try:
+        ours = parse_server_info(info)
+    except ServerInfoError as e:
+        ours = None
+        report.checks.append(
+            Check(
+                "server info",
+                False,
+                f"{e}; its settings are read as a real server's.",
+                "run an emulator of this harness's version (python -m replay.emulator)",
+                required=False,
+            )
+        )
+    report.emulator = ours
+    if ours is not None:
+        report.server_info.update(ours.flat())
+        return
+    report.server_info.update(
+        {
+            k: v
+            for k, v in info.items()
+            if isinstance(v, (str, int, float, bool))
+            # an emulator of another version: its engine model as it came
+            or (k == "engine_model" and isinstance(v, dict))
+        }
+    )
 
 
 async def _probe(

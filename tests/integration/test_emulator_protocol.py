@@ -18,6 +18,7 @@ from replay.emulator.server import EmulatorServer, running_server
 from replay.engines.adapters import make_adapter
 from replay.engines.adapters.base import StreamResult
 from replay.engines.preflight import preflight
+from replay.server_info import ServerInfo
 
 MODEL = "glm-5.3-flash"
 
@@ -117,6 +118,13 @@ async def test_the_live_clients_preflight_passes(engine: str) -> None:
         assert report.model == MODEL
         if engine != "sglang":
             assert report.block_size == 256
+        # The client parses the emulator's /get_server_info as the model it was written from.
+        assert report.emulator is not None and report.emulator.engine == engine
+        assert (
+            report.emulator.engine_model.capacity_blocks
+            == report.server_info["engine_model"]["capacity_blocks"]
+        )
+        assert all(c.ok for c in report.checks if c.name == "server info")
 
 
 async def _metrics(url: str) -> dict[str, float]:
@@ -323,6 +331,15 @@ async def test_server_info_says_what_the_emulator_models(engine: str) -> None:
     assert info["token_scale"] == 16.0 and info["block_tokens"] == 256
     model = info["engine_model"]  # the engine model's parameters, for the run's manifest
     assert model["token_scale"] == 16.0 and model["max_batched_tokens"] == 16384
-    assert model["capacity_blocks"] == info["cache_blocks"] and model["step_s"] > 0
-    assert model["admission"] == "schedule"
+    assert model["step_s"] > 0 and model["admission"] == "schedule"
     assert info["context_length"] == 1_048_576 // 16
+    # The cache's size under one name, with where it came from (replay.sim.capacity).
+    assert "cache_blocks" not in info and "blocks" not in model
+    assert model["requested_capacity_blocks"] == 400 and model["capacity_source"] == "override"
+    if engine == "sglang":  # SGLang's pools from the 400 blocks, less its padding slot
+        assert model["state_slots"] > 0 and 395 <= model["capacity_blocks"] <= 400
+        kv_blocks = model["capacity_blocks"] - 5 * model["state_slots"]
+        assert model["kv_tokens"] == kv_blocks * info["block_tokens"]
+    else:
+        assert model["capacity_blocks"] == 400 and model["state_slots"] is None
+    assert ServerInfo.model_validate(info).engine_model.capacity_blocks == model["capacity_blocks"]
