@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from replay.resume import RESUME_COLUMNS, Resume
+
 SCHEMA_VERSION = 1
 
 Status = Literal["ok", "error", "timeout", "cancelled", "overflow"]
@@ -38,7 +40,8 @@ class RequestRecord:
     finish_reason: str | None = None
     status: Status = "ok"
     error: str | None = None
-    # Known to the simulator (and the emulator); null for real engines.
+    # Known to the simulator (and the emulator); null for real engines. `set_resume` fills
+    # them (and the two counts above) from a `replay.resume.Resume`.
     resume_pos: int | None = None
     checkpoint_pos: int | None = None
     resident_pos: int | None = None
@@ -69,8 +72,15 @@ class RequestRecord:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def set_resume(self, resume: Resume) -> None:
+        """Where the request resumed and why not further (`replay.resume.Resume`, the type
+        the simulator's caches and the engine model hand over): its columns."""
+        for name, value in resume.columns().items():
+            setattr(self, name, value)
+
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+assert set(RESUME_COLUMNS) <= set(RECORD_FIELDS), "a resume column is not a record column"
 
 _INT = pa.int64()
 _F = pa.float64()

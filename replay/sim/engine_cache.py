@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from replay.profiles import ModelProfile
+from replay.resume import Resume
 from replay.sim.cache import Handle, HybridCache, ResumeInfo
 from replay.sim.capacity import Capacity, resolve_capacity
 from replay.sim.keys import Prefix
 from replay.sim.kv_lru import KVLRUCache
-from replay.sim.requests import Resume
 
 
 class EngineCache(Protocol):
@@ -107,18 +107,6 @@ class GrowingCache(Protocol):
     def grow(self, rid: int, tokens: int, now: float) -> int | None: ...
 
     def unadmit(self, rid: int, now: float) -> None: ...
-
-
-def _resume(info: ResumeInfo) -> Resume:
-    return Resume(
-        cached=info.resume_pos,
-        ideal=info.ideal_pos,
-        checkpoint_pos=info.checkpoint_pos,
-        resident_pos=info.resident_pos,
-        placement_miss=info.placement_miss,
-        dependency_miss=info.dependency_miss,
-        capacity_miss=info.capacity_miss,
-    )
 
 
 @dataclass(frozen=True)
@@ -265,7 +253,7 @@ class SimCache:
             return None
         self._handles[rid] = h
         self._resume[rid] = info.resume_pos
-        return _resume(info)
+        return info.resume()
 
     # allocation per step (`replay.sim.engine_rules`, allocation="step") ----------------
     @property
@@ -326,7 +314,7 @@ class SimCache:
         self._base[rid] = len(h.pinned)
         self._infos[rid] = info
         self._was_parked[rid] = parked is not None
-        return _resume(info)
+        return info.resume()
 
     def grow(self, rid: int, tokens: int, now: float) -> int | None:
         """Hold KV for the first `tokens` positions of request `rid` (it computes up to

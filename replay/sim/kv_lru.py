@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from replay.resume import Resume
 from replay.sim.capacity import Capacity
 from replay.sim.keys import Prefix
-from replay.sim.requests import Resume
 
 
 class KVLRUCache:

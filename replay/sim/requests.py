@@ -1,7 +1,8 @@
-"""What the cache hands its callers: where a request resumes (`ResumeInfo`), the live
-request's bookkeeping (`Handle`), and the error for misusing the API (with the capacity rule
-the cache core checks a block count by, `bounded_capacity`); and what any engine cache
-(`replay.sim.engine_cache.EngineCache`) tells the engine model: `Resume`."""
+"""What the cache hands its callers: where a request resumes (`ResumeInfo`, the lookup's
+working state), the live request's bookkeeping (`Handle`), and the error for misusing the API
+(with the capacity rule the cache core checks a block count by, `bounded_capacity`). What
+leaves a cache, for the engine model and the request record, is `replay.resume.Resume`
+(`ResumeInfo.resume`; re-exported here)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from dataclasses import dataclass, field
 
 from mypy_extensions import mypyc_attr
 
+from replay.resume import Resume
 from replay.sim.keys import Prefix
 from replay.sim.nodes import Block, State
+
+__all__ = ["CacheError", "Handle", "Resume", "ResumeInfo", "bounded_capacity"]
 
 
 # Open to interpreted subclasses in the compiled build: vLLM's own cache manager extends both
@@ -18,11 +22,12 @@ from replay.sim.nodes import Block, State
 @mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class ResumeInfo:
-    """Where a request can resume, and why not further (positions in tokens).
+    """Where a request can resume, and why not further (positions in tokens): the cache's
+    working copy, which policies adjust; `resume()` is what leaves the cache.
 
     ideal ≥ checkpoint ≥ resident ≥ resume; redundant prefill = ideal − resume, split as
     placement (ideal − checkpoint), capacity (checkpoint − resident) and dependency
-    (resident − resume) misses: the source's Equation 5."""
+    (resident − resume) misses: the source's Equation 5 (`replay.resume.Resume`)."""
 
     prompt_len: int
     ideal_pos: int  # longest prefix any earlier request computed
@@ -49,6 +54,18 @@ class ResumeInfo:
     @property
     def dependency_miss(self) -> int:
         return self.resident_pos - self.resume_pos
+
+    def resume(self) -> Resume:
+        """This lookup as it leaves the cache (`replay.resume.Resume`)."""
+        return Resume(
+            self.resume_pos,
+            self.ideal_pos,
+            self.checkpoint_pos,
+            self.resident_pos,
+            self.placement_miss,
+            self.dependency_miss,
+            self.capacity_miss,
+        )
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -97,30 +114,3 @@ def bounded_capacity(
             "--capacity-blocks / --blocks setting), not to the cache"
         )
     return override
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """Where a request resumes, and (when the cache knows) why not later.
-
-    `cached` is the resume position: the prompt tokens the engine reuses. The other fields
-    follow the request columns of the run directory (null where the cache does not say)."""
-
-    cached: int
-    ideal: int | None = None
-    checkpoint_pos: int | None = None
-    resident_pos: int | None = None
-    placement_miss: int | None = None
-    dependency_miss: int | None = None
-    capacity_miss: int | None = None
-
-    def capped(self, cached: int) -> Resume:
-        return Resume(
-            cached,
-            self.ideal,
-            self.checkpoint_pos,
-            self.resident_pos,
-            self.placement_miss,
-            self.dependency_miss,
-            self.capacity_miss,
-        )

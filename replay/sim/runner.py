@@ -12,13 +12,14 @@ from typing import Any, Literal
 import replay
 from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
 from replay.records import RequestRecord
+from replay.resume import Resume
 from replay.rundir import RunWriter
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
 from replay.sim.cache import ResumeInfo
 from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.engine import EngineCore, admission_for
-from replay.sim.engine_cache import Resume, SimCache, cache_settings
+from replay.sim.engine_cache import SimCache, cache_settings
 from replay.sim.engine_rules import parse_rules, rules_for
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
@@ -51,6 +52,7 @@ class SimConfig:
     # many blocks and costs as much as its full-size original.
     token_scale: float = 1.0
     warmup_s: float = DEFAULT_WORKLOAD.warmup_s  # first priming requests spread over this
+    gap_cap_s: float = DEFAULT_WORKLOAD.gap_cap_s  # tool gaps capped at this (replay.workload)
     # Engine timing: the engine's memory rules with these changes, "NAME=VALUE,..."
     # (`replay.sim.engine_rules.parse_rules`), and its admission ("park" | "schedule";
     # None: the engine's own). Experiments (scripts/pressure_sweep.py) toggle them.
@@ -105,6 +107,7 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         seed=cfg.seed,
         subagents=cfg.subagents,
         warmup_s=cfg.warmup_s,
+        gap_cap_s=cfg.gap_cap_s,
     )
     loop = EventLoop(cfg.policy)
     occ = Occupancy(cfg.window)
@@ -198,24 +201,10 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
     )
     if r.status == "ok" and r.done_s is None:  # still running at the end of the run
         rec.status, rec.error = "cancelled", "the run ended before it completed"
+    if isinstance(info, ResumeInfo):  # trace timing: the cache's lookup at send time
+        info = info.resume()
     if isinstance(info, Resume):
-        rec.cached_tokens = info.cached
-        rec.ideal_cached_tokens = info.ideal if info.ideal is not None else info.cached
-        rec.resume_pos = info.cached
-        rec.checkpoint_pos = info.checkpoint_pos
-        rec.resident_pos = info.resident_pos
-        rec.placement_miss = info.placement_miss
-        rec.dependency_miss = info.dependency_miss
-        rec.capacity_miss = info.capacity_miss
-    elif isinstance(info, ResumeInfo):
-        rec.cached_tokens = info.resume_pos
-        rec.ideal_cached_tokens = info.ideal_pos
-        rec.resume_pos = info.resume_pos
-        rec.checkpoint_pos = info.checkpoint_pos
-        rec.resident_pos = info.resident_pos
-        rec.placement_miss = info.placement_miss
-        rec.dependency_miss = info.dependency_miss
-        rec.capacity_miss = info.capacity_miss
+        rec.set_resume(info)
     return rec
 
 
