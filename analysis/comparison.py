@@ -14,15 +14,11 @@ from typing import Literal
 
 import pandas as pd
 
-# Panel rows: (metric column, label, higher is better)
-PANEL: tuple[tuple[str, str, bool], ...] = (
-    ("output_tokens_per_min_per_gpu", "output tokens/min/GPU", True),
-    ("prefill_tokens_per_min_per_gpu", "prefill tokens/min/GPU", True),
-    ("hit_rate", "cache hit rate", True),
-    ("e2e_p50", "p50 end-to-end latency", False),
-    ("ttft_p50", "p50 TTFT", False),
-    ("profit_per_gpu_hour", "provider profit per GPU-hour", True),
-    ("user_cost_per_m_input", "user cost per 1M input tokens", False),
+from replay.metric_registry import in_view
+
+# Panel rows: (metric column, label, higher is better): the registry's "comparison" view.
+PANEL: tuple[tuple[str, str, bool], ...] = tuple(
+    (m.key, m.label, m.higher_is_better) for m in in_view("comparison")
 )
 
 Colour = Literal["green", "red", "gray"]

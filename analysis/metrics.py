@@ -37,41 +37,16 @@ from analysis.manifest import (
     manifest_working_set_ratio,
 )
 from analysis.runs import Run, covered_s
+from replay.metric_registry import METRICS as REGISTRY
 from replay.rundir import RunDirError
 from replay.windows import WindowError, clip_to_covered
 
 ERROR_STATUSES = ("error", "timeout")
 
-# name -> (label, unit, description): what tables and figures print.
+# name -> (label, unit, description) of the metrics computed here: a view of the registry
+# (replay.metric_registry), which defines them once.
 METRICS: dict[str, tuple[str, str, str]] = {
-    "requests": ("Requests", "", "requests finished ok with the first token in the window"),
-    "output_tokens_per_min_per_gpu": ("Output", "tok/min/GPU", "output tokens per minute per GPU"),
-    "prefill_tokens_per_min_per_gpu": (
-        "Prefill",
-        "tok/min/GPU",
-        "prompt tokens (cached and computed) per minute per GPU",
-    ),
-    "hit_rate": ("Hit rate", "%", "reported cached ÷ prompt tokens"),
-    "ideal_hit_rate": ("Ideal hit", "%", "ideal cached ÷ prompt tokens"),
-    "counter_hit_rate": ("Counter hit", "%", "engine counters' hits ÷ queries over the window"),
-    "ttft_p50": ("TTFT p50", "s", "time to first token from scheduled time, median"),
-    "ttft_p90": ("TTFT p90", "s", "time to first token from scheduled time, 90th percentile"),
-    "ttft_p99": ("TTFT p99", "s", "time to first token from scheduled time, 99th percentile"),
-    "e2e_p50": ("E2E p50", "s", "end-to-end latency from scheduled time, median"),
-    "e2e_mean": ("E2E mean", "s", "end-to-end latency from scheduled time, mean"),
-    "trajectories_finished": ("Finished", "", "trajectories finished in the window"),
-    "error_rate": ("Errors", "%", "errors and timeouts ÷ requests scheduled in the window"),
-    "overflow_rate": ("Overflow", "%", "prompts over the context ÷ requests scheduled"),
-    "uncached_tokens_per_request": ("Uncached", "tok/req", "prompt − cached tokens, mean"),
-    "uncached_tokens_p50": ("Uncached p50", "tok/req", "prompt − cached tokens, median"),
-    "redundant_prefill_per_request": (
-        "Redundant",
-        "tok/req",
-        "ideal − actual resume position, mean",
-    ),
-    "placement_miss_per_request": ("Placement", "tok/req", "placement misses, mean"),
-    "dependency_miss_per_request": ("Dependency", "tok/req", "dependency misses, mean"),
-    "capacity_miss_per_request": ("Capacity", "tok/req", "capacity misses, mean"),
+    m.key: (m.label, m.unit, m.description) for m in REGISTRY if m.source == "analysis.metrics"
 }
 
 # Columns of `window_metrics` besides METRICS (identity and raw totals).
@@ -323,7 +298,7 @@ def window_metrics(run: Run, window: Window | tuple[float, float] | None = None)
 def working_set_ratio(run: Run, engine: str) -> float:
     """Working set ÷ cache capacity, from summary.json (per engine) or the manifest."""
     entry = run.summary.engines.get(engine) if run.summary is not None else None
-    value = (entry.model_extra or {}).get("working_set_ratio") if entry is not None else None
+    value = entry.get("working_set_ratio") if entry is not None else None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     value = manifest_working_set_ratio(run.manifest, engine)

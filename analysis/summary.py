@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ import pandas as pd
 
 from analysis.economics import PRICE_COLUMNS, engine_economics
 from analysis.manifest import Window
-from analysis.metrics import ID_COLUMNS, METRICS, resolve_window
+from analysis.metrics import resolve_window
+from analysis.registry import Severity, severity, summary_keys
 from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
 from pricing import PricingError
@@ -53,53 +55,9 @@ def error_note(name: str, error_rate: Any) -> str | None:
     return None
 
 
-_SUMMARY_COLUMNS = {
-    *ID_COLUMNS,
-    *METRICS,
-    "run_id",
-    "requests_scheduled",
-    "prompt_tokens",
-    "cached_tokens",
-    "ideal_cached_tokens",
-    "output_tokens",
-    "output_tokens_per_min",
-    "errors",
-    "miss_source",
-    "working_set_ratio",
-    # analysis.verdicts
-    "saturated",
-    "saturation",
-    "tasks_finished",
-    "tasks_per_hour_per_gpu",
-    "task_latency_p50_s",
-    "task_latency_p90_s",
-    "task_slowdown_p50",
-    "task_slowdown_p90",
-    "task_requests_mean",
-    "task_prompt_tokens_mean",
-    "task_cached_tokens_mean",
-    "task_output_tokens_mean",
-    "slo",
-    "slo_request_share",
-    "slo_task_share",
-    "goodput_output_tokens_per_min_per_gpu",
-    "goodput_prefill_tokens_per_min_per_gpu",
-    "warm_start_s",
-    "warm_start_requests",
-    "warm_start_hit_rate",
-    "warm_start_excess_hit_rate",
-    "warm_start_flagged",
-    "drift",
-    "unknown",
-    # analysis.economics at the default (or the report's) sheet
-    "sheet",
-    "gpu",
-    "user_cost_per_m_input",
-    "profit_per_gpu_hour",
-    "user_cost_per_task",
-    "revenue_per_gpu_hour_at_goodput",
-    "profit_per_gpu_hour_at_goodput",
-}
+# What summary.json keeps of a metrics table: the registry's stored metrics and their
+# standard errors (replay.metric_registry), keyed by engine.
+_SUMMARY_COLUMNS = {"engine", *summary_keys()}
 
 
 def _jsonable(value: Any) -> Any:
@@ -133,33 +91,64 @@ def _with_economics(table: pd.DataFrame) -> pd.DataFrame:
     return table.merge(econ.drop(columns=["gpu_rate_per_hour"], errors="ignore"), on="engine")
 
 
-def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
-    """The lines a run's final table, report and dashboard print for one engine."""
+@dataclass(frozen=True)
+class RunWarning:
+    """A line a run's final table, report and dashboard print for one engine: the registry
+    metric that raised it (its `severity` says how loud) and the text."""
+
+    metric: str
+    text: str
+
+    @property
+    def severity(self) -> Severity:
+        return severity(self.metric)
+
+
+def engine_warnings(name: str, row: Mapping[Any, Any]) -> list[RunWarning]:
+    """The warnings of one engine's row: nothing measured, saturated, drifted, warm start."""
     out = []
     if row.get("requests") == 0:
         out.append(
-            f"{name}: no request was measured in the window (none finished ok with its first "
-            "token inside it): its figures measure nothing; the engine may have hung or "
-            "failed (see the errors), or the window missed the traffic"
+            RunWarning(
+                "requests",
+                f"{name}: no request was measured in the window (none finished ok with its "
+                "first token inside it): its figures measure nothing; the engine may have hung "
+                "or failed (see the errors), or the window missed the traffic",
+            )
         )
     if row.get("saturated") is True:
         ev = row.get("saturation") or {}
         why = "; ".join(ev.get("reasons") or []) if isinstance(ev, dict) else ""
         out.append(
-            f"{name}: SATURATED — the engine did not keep up ({why}); its latencies measure "
-            "its queue and its throughput is its ceiling, not the workload's demand"
+            RunWarning(
+                "saturated",
+                f"{name}: SATURATED — the engine did not keep up ({why}); its latencies "
+                "measure its queue and its throughput is its ceiling, not the workload's demand",
+            )
         )
     drift = row.get("drift")
     if isinstance(drift, dict) and drift.get("flagged"):
-        out.append(f"{name}: replay drifted from the trace ({'; '.join(drift['reasons'])})")
+        out.append(
+            RunWarning(
+                "drift", f"{name}: replay drifted from the trace ({'; '.join(drift['reasons'])})"
+            )
+        )
     if row.get("warm_start_flagged"):
         ex = row.get("warm_start_excess_hit_rate") or 0.0
         out.append(
-            f"{name}: the cache was warm at the start: {ex:.1%} of the first minutes' prompt "
-            "tokens hit prefixes no request of this run had computed (restart the engine, or "
-            "reset its prefix cache, before measuring)"
+            RunWarning(
+                "warm_start_flagged",
+                f"{name}: the cache was warm at the start: {ex:.1%} of the first minutes' "
+                "prompt tokens hit prefixes no request of this run had computed (restart the "
+                "engine, or reset its prefix cache, before measuring)",
+            )
         )
     return out
+
+
+def run_warnings(name: str, row: Mapping[Any, Any]) -> list[str]:
+    """The texts of `engine_warnings`."""
+    return [w.text for w in engine_warnings(name, row)]
 
 
 def build_summary(
@@ -176,7 +165,7 @@ def summary_from_table(
     """The summary from an already computed `metrics_with_se` table (extra columns, such as
     pricing, are left out so every writer produces the same keys)."""
     table = _with_economics(table)
-    keep = [c for c in table.columns if c in _SUMMARY_COLUMNS or c.endswith("_se")]
+    keep = [c for c in table.columns if c in _SUMMARY_COLUMNS]
     previous = run.summary.engines if run.summary is not None else {}
     engines: dict[str, dict[str, Any]] = {}
     notes = list(run.notes)
@@ -236,7 +225,9 @@ def summarize_dir(run_dir: str | Path) -> RunSummary:
 __all__ = [
     "ERROR_FLAG",
     "RunSummary",
+    "RunWarning",
     "build_summary",
+    "engine_warnings",
     "error_note",
     "run_warnings",
     "summarize_dir",

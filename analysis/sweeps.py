@@ -17,20 +17,11 @@ import pandas as pd
 
 from analysis.manifest import manifest_seed
 from analysis.runs import Run
-from analysis.uncertainty import SE_METRICS, metrics_with_se, standard_error
+from analysis.uncertainty import metrics_with_se, standard_error
+from replay.metric_registry import in_view
 
-SWEEP_METRICS: tuple[str, ...] = (
-    *SE_METRICS,
-    "ttft_p99",
-    "trajectories_finished",
-    "error_rate",
-    "overflow_rate",
-    "placement_miss_per_request",
-    "dependency_miss_per_request",
-    "capacity_miss_per_request",
-    "counter_hit_rate",
-    "working_set_ratio",
-)
+# What a sweep averages across seeds (the registry's "sweep" view).
+SWEEP_METRICS: tuple[str, ...] = tuple(m.key for m in in_view("sweep"))
 
 
 def sweep_rows(runs: Sequence[Run], bin_s: float = 60.0) -> pd.DataFrame:

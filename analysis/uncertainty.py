@@ -21,22 +21,12 @@ from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import engine_data, engine_metrics, resolve_window, window_metrics
 from analysis.runs import Run
 from analysis.verdicts import with_verdicts
+from replay.metric_registry import METRICS
 
 SIGNIFICANCE_SE = 2.0  # the paper: a difference counts when it exceeds two standard errors
 
-# Metrics that get a time-bin standard error.
-SE_METRICS: tuple[str, ...] = (
-    "output_tokens_per_min_per_gpu",
-    "prefill_tokens_per_min_per_gpu",
-    "hit_rate",
-    "ideal_hit_rate",
-    "ttft_p50",
-    "ttft_p90",
-    "e2e_p50",
-    "e2e_mean",
-    "uncached_tokens_per_request",
-    "redundant_prefill_per_request",
-)
+# Metrics that get a time-bin standard error (the registry's `se`).
+SE_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.se)
 
 
 def bins(window: Window, bin_s: float) -> list[Window]:

@@ -22,34 +22,17 @@ import pandas as pd
 from analysis.fidelity import drift, warm_start
 from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import EngineData, engine_data, measured_mask, output_tokens_in
+from analysis.registry import TRACE_TIMING_REASON, executor_of, unknown_to
 from analysis.runs import Run
 from analysis.saturation import QUEUE_METRICS, RUNNING_METRICS, gauge_series, saturation
 from analysis.slo import manifest_slo, request_within, share
 from analysis.tasks import task_metrics, task_table, window_tasks
 from replay.rundir_models import Manifest
 
-# Metrics a trace-timing simulation cannot know: its clock is the trace's, not an engine's.
-TRACE_TIMING_UNKNOWN = (
-    "output_tokens_per_min_per_gpu",
-    "prefill_tokens_per_min_per_gpu",
-    "ttft_p50",
-    "ttft_p90",
-    "ttft_p99",
-    "e2e_p50",
-    "e2e_mean",
-    "task_latency_p50_s",
-    "task_latency_p90_s",
-    "task_slowdown_p50",
-    "task_slowdown_p90",
-    "tasks_per_hour_per_gpu",
-    "slo_request_share",
-    "slo_task_share",
-    "goodput_output_tokens_per_min_per_gpu",
-    "goodput_prefill_tokens_per_min_per_gpu",
-)
-TRACE_TIMING_REASON = (
-    "trace-timing simulation: no GPU clock (every request takes the trace's own time), so "
-    "throughput and latency say nothing about the policy; rerun with --timing engine"
+# Metrics a trace-timing simulation cannot know (its clock is the trace's, not an engine's),
+# and why: the registry's (replay.metric_registry).
+TRACE_TIMING_UNKNOWN = tuple(
+    k for k in unknown_to("sim-trace") if k not in unknown_to("sim-engine")
 )
 
 
@@ -80,13 +63,11 @@ _COLUMNS = (
 
 def run_clock(manifest: Manifest) -> str:
     """ "trace" for a trace-timing simulation, else "engine" (live runs, engine timing)."""
-    if manifest.executor == "simulator" and manifest.config.timing in (None, "trace"):
-        return "trace"
-    return "engine"
+    return "trace" if executor_of(manifest) == "sim-trace" else "engine"
 
 
 def is_live(manifest: Manifest) -> bool:
-    return manifest.executor == "live"
+    return executor_of(manifest) in ("live", "emulated")
 
 
 def engine_verdicts(
@@ -134,20 +115,21 @@ def engine_verdicts(
         mean = float(done[col].astype(float).mean()) if len(done) else math.nan
         out[f"task_{col}_mean"] = mean * token_scale
     out.update(warm_start(df, win))
-    unknown: dict[str, str] = {}
-    if clock == "trace":
-        unknown = dict.fromkeys(TRACE_TIMING_UNKNOWN, TRACE_TIMING_REASON)
-        for key in TRACE_TIMING_UNKNOWN:
-            out[key] = math.nan
-    elif len(done) and not np.isfinite(slow).all():
+    # What this executor cannot know, with the registry's reasons; drift (a JSON object, not
+    # a number) last, after any reason the data gives.
+    cannot = unknown_to(executor_of(run.manifest))
+    unknown = {k: why for k, why in cannot.items() if k != "drift"}
+    for key in unknown:
+        out[key] = math.nan
+    if "task_slowdown_p50" not in unknown and len(done) and not np.isfinite(slow).all():
         why = "the records carry no trace latencies (trace_latency_s), so no slowdown"
         unknown.update({k: why for k in ("task_slowdown_p50", "task_slowdown_p90")})
         unknown["slo_task_share"] = why
-    if is_live(run.manifest):
-        out["drift"] = drift(df, win)
-    else:
+    if "drift" in cannot:
         out["drift"] = None
-        unknown["drift"] = "not a live run: the simulator replays the trace's lengths exactly"
+        unknown["drift"] = cannot["drift"]
+    else:
+        out["drift"] = drift(df, win)
     out["unknown"] = unknown
     return out
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis.comparison import TIE, Colour, better_by, ratio_label
 from analysis.metrics import window_metrics
+from analysis.registry import Metric, in_view
 from analysis.runs import Run
 from analysis.verdicts import TRACE_TIMING_UNKNOWN, run_clock
 
@@ -38,33 +39,25 @@ class PanelMetric:
     help: str
 
 
-PANEL: tuple[PanelMetric, ...] = (
+def panel_unit(m: Metric) -> str:
+    """How `dashboards.views.common.fmt` shows it: "%", "s", "$", or a count ("")."""
+    if m.fmt == "pct":
+        return "%"
+    if m.fmt == "usd":
+        return "$"
+    return "s" if m.unit == "s" else ("tok" if m.unit.startswith("tok") else "")
+
+
+# The registry's "panel" view: one number each on an engine's panel.
+PANEL: tuple[PanelMetric, ...] = tuple(
     PanelMetric(
-        "output_tokens_per_min_per_gpu",
-        "Output/min/GPU",
-        "tok",
-        True,
-        "Output tokens per minute per GPU",
-    ),
-    PanelMetric("hit_rate", "Hit rate", "%", True, "Reported cached ÷ prompt tokens"),
-    PanelMetric("ttft_p50", "TTFT p50", "s", False, "Median time to first token (from scheduled)"),
-    PanelMetric("ttft_p90", "TTFT p90", "s", False, "90th percentile time to first token"),
-    PanelMetric("e2e_p50", "E2E p50", "s", False, "Median end-to-end latency (from scheduled)"),
-    PanelMetric("trajectories_finished", "Finished", "", True, "Trajectories finished"),
-    PanelMetric(
-        "profit_per_gpu_hour",
-        "Profit/GPU-h",
-        "$",
-        True,
-        "Provider profit per GPU-hour at the chosen price sheet and GPU rate",
-    ),
-    PanelMetric(
-        "user_cost_per_m_input",
-        "User $/1M in",
-        "$",
-        False,
-        "What a user pays per 1M input tokens at this hit rate",
-    ),
+        m.key,
+        m.short or m.label,
+        panel_unit(m),
+        m.higher_is_better,
+        m.description[:1].upper() + m.description[1:],
+    )
+    for m in in_view("panel")
 )
 
 

@@ -4,58 +4,34 @@ analysis' metrics (with `analysis.verdicts` columns), testable without Streamlit
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pandas as pd
 
-from analysis.summary import run_warnings
+from analysis.registry import Severity, in_view, row_title, text
+from analysis.summary import engine_warnings
 
-COLUMNS = {
-    "engine": "engine",
-    "saturated": "saturated",
-    "tasks_finished": "tasks finished",
-    "task_latency_p50_s": "task p50 (s)",
-    "task_latency_p90_s": "task p90 (s)",
-    "task_slowdown_p50": "slowdown p50",
-    "slo_request_share": "SLO requests",
-    "slo_task_share": "SLO tasks",
-    "goodput_output_tokens_per_min_per_gpu": "goodput out tok/min/GPU",
-    "output_tokens_per_min_per_gpu": "raw out tok/min/GPU",
-    "warm_start_hit_rate": "first minutes hit",
-    "warm_start_excess_hit_rate": "unexplained hits",
-    "drift": "drift",
-}
+# The verdict table's columns: the registry's "verdicts" view, headed by their row titles.
+COLUMNS = {"engine": "engine", **{m.key: row_title(m) for m in in_view("verdicts")}}
 
 
-def warnings(metrics: pd.DataFrame) -> list[tuple[str, str]]:
-    """(level, text) per warning: "error" for a saturated engine, "warning" otherwise."""
+def warnings(metrics: pd.DataFrame) -> list[tuple[Severity, str]]:
+    """(severity, text) per warning, the severity the registry's for the metric that raised
+    it ("error" for a saturated engine, "warning" otherwise)."""
     out = []
     for rec in metrics.to_dict(orient="records"):
-        for text in run_warnings(str(rec["engine"]), rec):
-            out.append(("error" if "SATURATED" in text else "warning", text))
+        for w in engine_warnings(str(rec["engine"]), rec):
+            out.append((w.severity, w.text))
     return out
-
-
-def _yes_no(value: Any, flag: str = "YES") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return flag if value else "no"
 
 
 def verdict_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """One row per engine with `COLUMNS` (labels as headers; flags as text)."""
     if "saturated" not in metrics.columns:
         return pd.DataFrame(columns=list(COLUMNS.values()))
+    flags = [m for m in in_view("verdicts") if m.fmt == "flag"]
     rows = []
     for rec in metrics.to_dict(orient="records"):
         row = {k: rec.get(k) for k in COLUMNS}
-        row["saturated"] = _yes_no(rec.get("saturated"))
-        drift = rec.get("drift")
-        flagged = drift.get("flagged") if isinstance(drift, dict) else None
-        row["drift"] = _yes_no(flagged, "DRIFTED") if flagged is not None else "n/a"
-        if row["drift"] == "no":
-            row["drift"] = "none"
+        row.update({m.key: text(m, rec.get(m.key)) for m in flags})
         rows.append(row)
     return pd.DataFrame(rows).rename(columns=COLUMNS)
 

@@ -16,9 +16,21 @@ string, `trace_path`/`trace_sha256`, top-level `window`/`sessions`/`working_set_
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from replay.metric_registry import METRICS as METRIC_REGISTRY
 
 MANIFEST_SCHEMA_VERSION = 1
 SUMMARY_SCHEMA_VERSION = 1
@@ -342,21 +354,62 @@ def _old_engine(item: Any) -> Any:
     return item
 
 
-class EngineSummary(BaseModel):
-    """One engine's window metrics (analysis.metrics.METRICS, analysis.verdicts, pricing at
-    the default sheet), each `<metric>_se` its time-bin standard error. The metric set is
-    analysis's, so keys beyond the fields here are allowed (JSON values; NaN is null)."""
+_VALUE_TYPES: dict[str, Any] = {
+    "int": int | None,
+    "float": float | None,
+    "bool": bool | None,
+    "str": str | None,
+    "json": dict[str, Any] | None,
+}
+
+
+def _summary_fields() -> dict[str, Any]:
+    """One typed field per summary.json metric of the registry (replay.metric_registry), and
+    a float for each standard error (`<metric>_se`)."""
+    fields: dict[str, Any] = {}
+    for m in METRIC_REGISTRY:
+        if not m.summary:
+            continue
+        about = f"{m.description} ({m.unit})" if m.unit and m.fmt != "pct" else m.description
+        fields[m.key] = (_VALUE_TYPES[m.value], Field(default=None, description=about))
+    for m in METRIC_REGISTRY:
+        if m.summary and m.se:
+            fields[f"{m.key}_se"] = (
+                float | None,
+                Field(default=None, description=f"standard error of {m.key} (time bins)"),
+            )
+    return fields
+
+
+if TYPE_CHECKING:
+    _EngineSummaryFields = BaseModel
+else:
+    _EngineSummaryFields = create_model(
+        "_EngineSummaryFields", __config__=ConfigDict(extra="allow"), **_summary_fields()
+    )
+
+
+class EngineSummary(_EngineSummaryFields):
+    """One engine's window metrics: a typed field per metric of the registry
+    (replay.metric_registry, which says what each is), each `<metric>_se` its time-bin
+    standard error. Keys an executor or an older harness wrote beyond the registry's are
+    kept as they are (JSON values); NaN is null. Only the keys a producer set are written."""
 
     model_config = ConfigDict(extra="allow")
 
-    requests: int | None = Field(default=None, description="measured requests in the window")
-    hit_rate: float | None = Field(default=None, description="cached ÷ prompt tokens in the window")
-    overflow_flagged: bool = Field(default=False, description="overflow rate over 1%")
-    error_flagged: bool = Field(default=False, description="error share over 5%: degraded")
+    if TYPE_CHECKING:  # the fields come from the registry at run time
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        keep = self.model_fields_set | set(self.model_extra or {})
+        return {k: v for k, v in data.items() if k in keep}
 
     def __getitem__(self, key: str) -> Any:
         """A metric by name (a field or an extra key); KeyError when absent."""
-        if key in type(self).model_fields:
+        if key in type(self).model_fields and key in self.model_fields_set:
             return getattr(self, key)
         return (self.model_extra or {})[key]
 

@@ -8,27 +8,47 @@ from typing import Any
 import pandas as pd
 
 from analysis.manifest import manifest_seed, manifest_sessions
-from analysis.metrics import METRICS
+from analysis.registry import BY_KEY, View, in_view, text
 from analysis.report.content import ReportData
-from analysis.report.tables import Column, Table
+from analysis.report.tables import Column, Kind, Table
 from analysis.saturation import verdict_text
 from analysis.sweeps import first_saturated
 
 
 def metric_text(metric: str, value: float) -> str:
-    """A panel value with its unit: "82.6%", "17.59 s", "372,824 tok/min/GPU", "$5.29"."""
+    """A panel value with its unit, as the registry formats it: "82.6%", "17.59 s",
+    "372,824 tok/min/GPU", "$5.29"."""
     if value is None or not math.isfinite(value):
         return "–"
-    if metric.endswith("hit_rate"):
-        return f"{value * 100:.1f}%"
-    if metric.startswith(("ttft", "e2e")):
-        return f"{value:.2f} s"
-    if metric == "user_cost_per_m_input":
-        return f"${value:.4f}"
-    if metric.endswith("per_gpu_hour"):
-        return f"-${-value:,.2f}" if value < 0 else f"${value:,.2f}"
-    unit = METRICS.get(metric, ("", "", ""))[1]
-    return f"{value:,.0f} {unit}".strip()
+    m = BY_KEY.get(metric)
+    if m is None:
+        return f"{value:,.0f}"
+    if m.fmt == "pct":
+        return f"{value * 100:.{m.digits}f}%"
+    if m.unit == "s":
+        return f"{value:.{m.digits}f} s"
+    if m.fmt == "usd":
+        return text(m, value, dollar=True)
+    return f"{value:,.0f} {m.unit}".strip()
+
+
+_KINDS: dict[str, Kind] = {"flag": "text", "json": "text"}
+
+
+def _cols(view: View) -> list[Column]:
+    """The registry's metrics for one of the report's tables, as its columns (with their
+    standard errors unless the registry says the table shows the value plain)."""
+    return [
+        Column(
+            m.key,
+            m.label,
+            m.unit,
+            _KINDS.get(m.fmt, m.fmt),  # type: ignore[arg-type]
+            m.digits,
+            f"{m.key}_se" if m.se and view not in m.plain_in else None,
+        )
+        for m in in_view(view)
+    ]
 
 
 def _with_text(panel: pd.DataFrame) -> pd.DataFrame:
@@ -61,10 +81,7 @@ def _flat(m: pd.DataFrame) -> pd.DataFrame:
         queue = _dict(sat.get("queue"))
         drift = _dict(rec.get("drift"))
         verdict = verdict_text(rec.get("saturated"), sat)
-        if drift.get("flagged") is None:
-            drift_text = "n/a"
-        else:
-            drift_text = "DRIFTED" if drift["flagged"] else "none"
+        drift_text = text(BY_KEY["drift"], rec.get("drift"))
         rows.append(
             {
                 "saturation_text": verdict.split(":")[0].split(" (")[0],
@@ -96,16 +113,7 @@ def _verdict_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
                 _c("engine", "Engine", kind="text"),
                 _c("saturation_text", "Saturated", kind="text"),
                 _c("queue_busy_share", "Queue busy", "%", "pct", 0),
-                _c("tasks_finished", "Tasks", kind="int"),
-                _c("tasks_per_hour_per_gpu", "Tasks", "/h/GPU", "num", 1),
-                _c("task_latency_p50_s", "Task p50", "s", "num", 0),
-                _c("task_latency_p90_s", "Task p90", "s", "num", 0),
-                _c("task_slowdown_p50", "Slowdown p50", "×", "num", 2),
-                _c("slo_request_share", "SLO req.", "%", "pct", 1),
-                _c("slo_task_share", "SLO tasks", "%", "pct", 1),
-                _c("goodput_output_tokens_per_min_per_gpu", "Goodput", "tok/min/GPU", "num", 0),
-                _c("user_cost_per_task", "User cost", "$/task", "usd", 4),
-                _c("profit_per_gpu_hour_at_goodput", "Profit at goodput", "$/GPU-h", "usd", 2),
+                *_cols("report.verdicts"),
             ],
             "Saturated: the engine's queue held requests in at least half the window's scrapes "
             "or grew, or TTFT / send lag grew through the window (evidence in summary.json). "
@@ -124,10 +132,7 @@ def _verdict_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
                 _c("drift_output_compared", "Of", kind="int"),
                 _c("drift_prompt_mismatches", "Prompt mism.", kind="int"),
                 _c("drift_continuation_exact_share", "Exact continuation", "%", "pct", 1),
-                _c("warm_start_hit_rate", "First minutes hit", "%", "pct", 1),
-                _c("hit_rate", "Window hit", "%", "pct", 1),
-                _c("warm_start_excess_hit_rate", "Unexplained hits", "%", "pct", 2),
-                _c("warm_start_flagged", "Warm start", kind="bool"),
+                *_cols("report.fidelity"),
             ],
             "Drift (live runs): outputs or prompts whose length differs from the trace's, and "
             "continuation turns that do not extend the previous turn exactly. Unexplained "
@@ -151,15 +156,7 @@ def make_tables(data: ReportData) -> list[Table]:
             [
                 *run_col,
                 _c("engine", "Engine", kind="text"),
-                _c("sessions", "Sessions", kind="int"),
-                _c("gpus", "GPUs", kind="int"),
-                _c("requests", "Requests", kind="int"),
-                _c("output_tokens_per_min_per_gpu", "Output", "tok/min/GPU", "num", 0, True),
-                _c("prefill_tokens_per_min_per_gpu", "Prefill", "tok/min/GPU", "num", 0, True),
-                _c("hit_rate", "Hit rate", "%", "pct", 1, True),
-                _c("ideal_hit_rate", "Ideal hit", "%", "pct", 1),
-                _c("counter_hit_rate", "Counter hit", "%", "pct", 1),
-                _c("trajectories_finished", "Finished", "traj.", "int"),
+                *_cols("report.throughput"),
             ],
             "± one standard error from time bins.",
         ),
@@ -170,13 +167,7 @@ def make_tables(data: ReportData) -> list[Table]:
             [
                 *run_col,
                 _c("engine", "Engine", kind="text"),
-                _c("ttft_p50", "TTFT p50", "s", "num", 2, True),
-                _c("ttft_p90", "TTFT p90", "s", "num", 2, True),
-                _c("ttft_p99", "TTFT p99", "s", "num", 2),
-                _c("e2e_p50", "E2E p50", "s", "num", 2, True),
-                _c("e2e_mean", "E2E mean", "s", "num", 2, True),
-                _c("error_rate", "Errors", "%", "pct", 2),
-                _c("overflow_rate", "Overflow", "%", "pct", 2),
+                *_cols("report.latency"),
             ],
             "TTFT and end-to-end latency are measured from each request's scheduled time.",
         ),
@@ -187,13 +178,7 @@ def make_tables(data: ReportData) -> list[Table]:
             [
                 *run_col,
                 _c("engine", "Engine", kind="text"),
-                _c("uncached_tokens_per_request", "Uncached mean", "tok", "num", 0, True),
-                _c("uncached_tokens_p50", "Uncached p50", "tok", "num", 0),
-                _c("redundant_prefill_per_request", "Redundant", "tok", "num", 0, True),
-                _c("placement_miss_per_request", "Placement", "tok", "num", 0),
-                _c("dependency_miss_per_request", "Dependency", "tok", "num", 0),
-                _c("capacity_miss_per_request", "Capacity", "tok", "num", 0),
-                _c("miss_source", "Source", kind="text"),
+                *_cols("report.misses"),
             ],
             "Redundant = ideal − actual resume position; live runs know only the total "
             "(ideal − reported cached tokens).",
@@ -205,12 +190,7 @@ def make_tables(data: ReportData) -> list[Table]:
             [
                 *run_col,
                 _c("engine", "Engine", kind="text"),
-                _c("gpu", "GPU", kind="text"),
-                _c("gpu_rate_per_hour", "GPU rate", "$/GPU-h", "usd", 2),
-                _c("user_cost_per_m_input", "User cost", "$/1M input", "usd", 4),
-                _c("revenue_per_gpu_hour", "Revenue", "$/GPU-h", "usd", 2),
-                _c("profit_per_gpu_hour", "Profit", "$/GPU-h", "usd", 2),
-                _c("break_even_hit_rate", "Break-even hit", "%", "pct", 1),
+                *_cols("report.economics"),
             ],
             f"Price sheet {m['sheet'].dropna().iloc[0] if m['sheet'].notna().any() else '–'}.",
         ),
@@ -240,7 +220,7 @@ def make_tables(data: ReportData) -> list[Table]:
     sig = [
         a.significance.assign(
             run_id=a.run.run_id,
-            label=[METRICS.get(x, (x, "", ""))[0] for x in a.significance["metric"]],
+            label=[BY_KEY[x].label if x in BY_KEY else x for x in a.significance["metric"]],
         )
         for a in data.runs
         if not a.significance.empty
@@ -333,12 +313,7 @@ def _rollup_tables(data: ReportData, run_col: list[Column]) -> list[Table]:
                     *run_col,
                     _c("engine", "Engine", kind="text"),
                     _c("bucket", bucket, kind="text"),
-                    _c("requests", "Requests", kind="int"),
-                    _c("hit_rate", "Hit rate", "%", "pct", 1),
-                    _c("ideal_hit_rate", "Ideal hit", "%", "pct", 1),
-                    _c("uncached_tokens_per_request", "Uncached", "tok", "num", 0),
-                    _c("redundant_prefill_per_request", "Redundant", "tok", "num", 0),
-                    _c("ttft_p50", "TTFT p50", "s", "num", 2),
+                    *_cols("report.rollup"),
                 ],
                 targets=frozenset({"md"}) if key == "session" else frozenset({"md", "tex", "html"}),
             )
@@ -366,12 +341,7 @@ def _sweep_table(data: ReportData) -> Table:
             _c("engine", "Policy / engine", kind="text"),
             _c("sessions", "Sessions", kind="int"),
             _c("runs", "Seeds", kind="int"),
-            _c("hit_rate", "Hit rate", "%", "pct", 1, True),
-            _c("ideal_hit_rate", "Ideal hit", "%", "pct", 1, True),
-            _c("redundant_prefill_per_request", "Redundant", "tok/req", "num", 0, True),
-            _c("output_tokens_per_min_per_gpu", "Output", "tok/min/GPU", "num", 0, True),
-            _c("ttft_p50", "TTFT p50", "s", "num", 2, True),
-            _c("working_set_ratio", "Working set / capacity", "", "num", 2),
+            *_cols("report.sweep"),
             _c("first_saturated", "First saturated", kind="text"),
             _c("se_source", "Errors from", kind="text"),
         ],

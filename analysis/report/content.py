@@ -13,18 +13,15 @@ from analysis.comparison import comparison_panel
 from analysis.economics import engine_economics
 from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
+from analysis.registry import keys
 from analysis.rollups import ROLLUPS
 from analysis.runs import Run
 from analysis.summary import error_note, run_warnings
 from analysis.sweeps import aggregate_sweep, capacity_crossing
 from analysis.uncertainty import compare, metrics_with_se, paired_deltas
 
-COMPARED = (
-    "output_tokens_per_min_per_gpu",
-    "prefill_tokens_per_min_per_gpu",
-    "hit_rate",
-    "ttft_p50",
-)
+# The metrics the report tests for significant differences (the registry's view).
+COMPARED = keys("report.significance")
 
 
 @dataclass

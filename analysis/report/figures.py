@@ -16,6 +16,7 @@ import pricing
 from analysis.comparison import ratio_label
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
+from analysis.registry import BY_KEY, figure_label
 from analysis.report.content import ReportData, RunAnalysis
 
 MAX_POINTS = 1000
@@ -49,11 +50,15 @@ def _label(a: RunAnalysis, engine: str, multi: bool) -> str:
 
 
 def versus_sessions(
-    data: ReportData, metric: str, title: str, y: str, pct: bool = False
+    data: ReportData, metric: str, title: str, y: str | None = None, pct: bool | None = None
 ) -> go.Figure:
     """`metric` against session count per engine, ± one standard error, with each point's
-    working-set-to-capacity ratio in its hover and a dotted line where it reaches 1."""
+    working-set-to-capacity ratio in its hover and a dotted line where it reaches 1. The
+    axis label and the percent scale default to the registry's (`analysis.registry`)."""
     fig = go.Figure()
+    m = BY_KEY.get(metric)
+    y = y if y is not None else (figure_label(m) if m is not None else metric)
+    pct = pct if pct is not None else (m is not None and m.fmt == "pct")
     scale = 100.0 if pct else 1.0
     if data.sweep["sessions"].nunique() <= 1:
         return _single_load(data, metric, title, y, scale)
@@ -304,23 +309,13 @@ def all_figures(data: ReportData) -> dict[str, go.Figure]:
     """name -> figure, in the report's order."""
     return {
         "throughput_vs_sessions": versus_sessions(
-            data,
-            "output_tokens_per_min_per_gpu",
-            "Output throughput against load",
-            "output tokens/min/GPU",
+            data, "output_tokens_per_min_per_gpu", "Output throughput against load"
         ),
         "prefill_vs_sessions": versus_sessions(
-            data,
-            "prefill_tokens_per_min_per_gpu",
-            "Prefill throughput against load",
-            "prompt tokens/min/GPU",
+            data, "prefill_tokens_per_min_per_gpu", "Prefill throughput against load"
         ),
-        "hit_rate_vs_sessions": versus_sessions(
-            data, "hit_rate", "Cache hit rate against load", "hit rate (%)", pct=True
-        ),
-        "ttft_vs_sessions": versus_sessions(
-            data, "ttft_p50", "Median TTFT against load", "TTFT p50 (s)"
-        ),
+        "hit_rate_vs_sessions": versus_sessions(data, "hit_rate", "Cache hit rate against load"),
+        "ttft_vs_sessions": versus_sessions(data, "ttft_p50", "Median TTFT against load"),
         "ttft_cdf": ttft_cdf(data),
         "uncached_cdf": uncached_cdf(data),
         "miss_decomposition": miss_decomposition(data),

@@ -12,42 +12,20 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.registry import column_format, figure_label, header, in_view, keys
 from analysis.sweeps import aggregate_sweep, capacity_crossing, first_saturated
 from dashboards.figures import sweep_figure
 from dashboards.loading import RunUnavailable, load, run_sweep_rows
 from dashboards.views.common import available_runs, no_runs_message
 
-FIGURES = (
-    ("output_tokens_per_min_per_gpu", "Output tokens/min/GPU", False),
-    ("prefill_tokens_per_min_per_gpu", "Prefill tokens/min/GPU", False),
-    ("hit_rate", "Hit rate (%)", True),
-    ("ttft_p50", "TTFT p50 (s)", False),
-    ("ttft_p90", "TTFT p90 (s)", False),
-)
-TABLE_COLUMNS = (
-    "run_id",
-    "engine",
-    "sessions",
-    "requests",
-    "output_tokens_per_min_per_gpu",
-    "prefill_tokens_per_min_per_gpu",
-    "hit_rate",
-    "ttft_p50",
-    "ttft_p90",
-    "e2e_p50",
-    "working_set_ratio",
-)
-
-
-_NUM = st.column_config.NumberColumn
+# The registry's "compare.figure" and "compare" views: (metric, label, percent) per figure,
+# the table's columns and their headers and formats.
+FIGURES = tuple((m.key, figure_label(m), m.fmt == "pct") for m in in_view("compare.figure"))
+TABLE_COLUMNS = ("engine", *keys("compare"))
 _FORMATS = {
-    "output_tokens_per_min_per_gpu": _NUM("output tok/min/GPU", format="localized"),
-    "prefill_tokens_per_min_per_gpu": _NUM("prefill tok/min/GPU", format="localized"),
-    "hit_rate": _NUM("hit rate", format="percent"),
-    "ttft_p50": _NUM("TTFT p50 (s)", format="%.3f"),
-    "ttft_p90": _NUM("TTFT p90 (s)", format="%.3f"),
-    "e2e_p50": _NUM("E2E p50 (s)", format="%.2f"),
-    "working_set_ratio": _NUM("working set ÷ cache", format="%.2f"),
+    m.key: st.column_config.NumberColumn(header(m), format=column_format(m))
+    for m in in_view("compare")
+    if m.fmt not in ("text", "flag", "json", "bool")
 }
 
 

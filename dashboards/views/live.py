@@ -12,11 +12,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.registry import in_view, row_title
 from analysis.runs import Run
 from dashboards.figures import throughput_over_time_figure
 from dashboards.loading import RunUnavailable, load, run_metrics
 from dashboards.paths import PathRefused, open_inside, relative_name
-from dashboards.timeline import run_end_s
+from dashboards.timeline import panel_unit, run_end_s
 from dashboards.views.common import available_runs, fmt, no_runs_message
 from replay.rundir import RunDirError, read_manifest, run_status
 
@@ -96,11 +97,14 @@ def _show(run: Run) -> None:
     table = pd.DataFrame(
         {
             "engine": metrics["engine"],
-            "requests": metrics["requests"],
-            "output tok/min/GPU": [fmt(v, "") for v in metrics["output_tokens_per_min_per_gpu"]],
-            "hit rate": [fmt(v, "%") for v in metrics["hit_rate"]],
-            "TTFT p50": [fmt(v, "s") for v in metrics["ttft_p50"]],
-            "errors": metrics["errors"],
+            # The registry's "live" view, shown as the panels show them.
+            **{
+                row_title(m): [
+                    fmt(float(v), panel_unit(m))
+                    for v in pd.to_numeric(metrics[m.key], errors="coerce")
+                ]
+                for m in in_view("live")
+            },
         }
     )
     st.dataframe(table, hide_index=True, width="stretch")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from analysis.registry import column_format, header, in_view, keys
 from dashboards.figures import engine_bars_figure, whatif_figure
 from dashboards.loading import RunUnavailable, run_metrics
 from dashboards.money import (
@@ -21,31 +22,11 @@ from dashboards.money import (
 )
 from dashboards.views.common import pick_pricing, pick_run_group
 
-TABLE = (
-    "engine",
-    "hit_rate",
-    "prefill_tokens_per_min_per_gpu",
-    "output_tokens_per_min_per_gpu",
-    "user_cost_per_m_input",
-    "revenue_per_gpu_hour",
-    "profit_per_gpu_hour",
-    "break_even_gpu_rate",
-    "user_cost_per_task",
-    "profit_per_gpu_hour_at_goodput",
-)
-
-
-_MONEY = st.column_config.NumberColumn
+# The registry's "pricing" view: the table's columns, headers and formats.
+TABLE = ("engine", *keys("pricing"))
 _FORMATS = {
-    "hit_rate": _MONEY("hit rate", format="percent"),
-    "prefill_tokens_per_min_per_gpu": _MONEY("prefill tok/min/GPU", format="localized"),
-    "output_tokens_per_min_per_gpu": _MONEY("output tok/min/GPU", format="localized"),
-    "user_cost_per_m_input": _MONEY("user $/1M input", format="$%.4f"),
-    "revenue_per_gpu_hour": _MONEY("revenue $/GPU-h", format="dollar"),
-    "profit_per_gpu_hour": _MONEY("profit $/GPU-h", format="dollar"),
-    "break_even_gpu_rate": _MONEY("break-even $/GPU-h", format="dollar"),
-    "user_cost_per_task": _MONEY("user $/task", format="$%.4f"),
-    "profit_per_gpu_hour_at_goodput": _MONEY("profit at goodput $/GPU-h", format="dollar"),
+    m.key: st.column_config.NumberColumn(header(m), format=column_format(m))
+    for m in in_view("pricing")
 }
 
 

@@ -581,8 +581,7 @@ def replay_fidelity(summary: RunSummary) -> dict[str, FidelityEntry]:
     keys = ("drift", "warm_start_hit_rate", "warm_start_excess_hit_rate", "warm_start_flagged")
     out: dict[str, FidelityEntry] = {}
     for name, e in summary.engines.items():
-        extra = e.model_extra or {}
-        out[name] = FidelityEntry.model_validate({k: extra.get(k) for k in keys})
+        out[name] = FidelityEntry.model_validate({k: e.get(k) for k in keys})
     return out
 
 
