@@ -223,6 +223,17 @@ def _snapshot_for(poll: int, snapshots: dict[int, dict[str, Any]]) -> dict[str, 
     return snapshots[min(later)] if later else None
 
 
+def queued_work(load: dict[str, Any], pbar: int) -> float:
+    """A load record's work ahead of a new request, in tokens: the waiting queue (its uncached
+    tokens, else its requests at the mean prefill, least_load.rs `queued_tokens`) plus the
+    running requests at the mean prefill (1.13.0's running_estimated_tokens: measured, the
+    model then follows smg's alternation after a poll that saw requests running)."""
+    waiting = float(load.get("num_waiting_uncached_tokens") or 0) or (
+        float(load.get("num_waiting_reqs") or 0) * pbar
+    )
+    return waiting + float(load.get("num_running_reqs") or 0) * pbar
+
+
 def model_pass(run: dict[str, Any], args: argparse.Namespace) -> list[str]:
     """Run our cache_aware on smg's stream, in smg's log order; fill each row's model side.
     Returns the problems found (rows without a decision line, and so on)."""
@@ -244,11 +255,7 @@ def model_pass(run: dict[str, Any], args: argparse.Namespace) -> list[str]:
                 got = [(index_of[x["worker"]], x) for x in snap["loads"] if x["worker"] in index_of]
                 router.load_poll(
                     [i for i, _ in got],
-                    [
-                        float(x.get("num_waiting_uncached_tokens") or 0)
-                        or float(x.get("num_waiting_reqs") or 0) * pbar
-                        for _, x in got
-                    ],
+                    [queued_work(x, pbar) for _, x in got],
                     # The barrier's utilisation: the load record's resident_token_usage
                     # (a field name in smg 1.13.0's binary), which vLLM-style /metrics do not
                     # give. Its token_usage (running requests' KV) is not it: with it the

@@ -38,9 +38,11 @@ The rule, per request:
    the shortest queue) while no replica has one; ties at random. Every request dispatched
    (any branch: measured, see `record`) is credited `mean_prefill_tokens` on the HTTP path
    (its token count is unknown there), else its prompt tokens. Snapshots come from the router's load poll every `load_monitor_interval`
-   s: an executor that sees the real poll calls `load_poll`; otherwise the model polls
-   itself on `RouteRequest.now_s` (each replica's published KV utilisation; waiting
-   queues are not in the view, so 0). `min_load` (the 1.9.0 code) and `smallest_tree`
+   s: an executor that sees the real poll calls `load_poll` with each replica's work
+   ahead (waiting requests and, measured on 1.13.0, running ones, each at
+   `mean_prefill_tokens` where the record gives no token count); otherwise the model polls
+   itself on `RouteRequest.now_s` (its in-flight requests at the mean prefill, and each
+   replica's published KV utilisation). `min_load` (the 1.9.0 code) and `smallest_tree`
    (the file's header comment, sgl-router's Python router) are the older rules.
 4. The request is inserted into the tree for the chosen replica; every
    `eviction_interval_secs` of `now_s` each replica's part is cut to `max_tree_size`.
@@ -142,8 +144,8 @@ class CacheAware(Router):
     def load_poll(
         self, replicas: Sequence[int], queued_tokens: Sequence[float], kv: Sequence[float]
     ) -> None:
-        """The router's load poll answered for `replicas`: a fresh snapshot each (queued
-        prefill tokens, KV utilisation) and their since-poll tallies reset (least_load.rs
+        """The router's load poll answered for `replicas`: a fresh snapshot each (tokens of
+        work ahead, KV utilisation) and their since-poll tallies reset (least_load.rs
         `update_loads`)."""
         for i, q, k in zip(replicas, queued_tokens, kv, strict=True):
             self.snapshot[i] = (float(q), float(k))
@@ -156,9 +158,10 @@ class CacheAware(Router):
         if self._next_poll is None:
             self._next_poll = now
         if now >= self._next_poll:
+            pbar = self.int_param("mean_prefill_tokens")
             self.load_poll(
                 [r.index for r in replicas],
-                [0.0] * len(replicas),
+                [float(r.in_flight * pbar) for r in replicas],
                 [r.kv_utilisation or 0.0 for r in replicas],
             )
             self._next_poll = now + every

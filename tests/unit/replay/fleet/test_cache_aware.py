@@ -81,6 +81,9 @@ def test_expected_wait_miss_rule() -> None:
     t = ca(load_monitor_interval=10.0)
     t.route(req(A, now=0.0), views([0, 0, 0]))
     assert t.tally[0] == 64 and t.snapshot[0] == (0.0, 0.0)
+    u = ca(load_monitor_interval=10.0)  # a poll sees running requests at the mean prefill
+    assert u.route(req(A, now=0.0), views([2, 1, 3])).replica == 1
+    assert u.snapshot[:3] == [(2048.0, 0.0), (1024.0, 0.0), (3072.0, 0.0)]
     t.route(req(list(range(200, 264)), now=5.0), views([0, 0, 0]))
     assert t.tally == [64, 64, 0]
     t.route(req(list(range(300, 364)), now=10.0), views([0, 0, 0]))
@@ -188,7 +191,7 @@ def test_smallest_tree_miss_rule() -> None:
 
 def test_eviction_cuts_each_worker_to_max_tree_size() -> None:
     r = ca(2, max_tree_size=32, eviction_interval_secs=10.0)
-    r.route(req(A, now=0.0), views([0, 1]))  # 4 chunks on 0
+    r.route(req(A, now=0.0), views([0, 0]))  # 4 chunks on 0
     r.route(req(list(range(300, 316)), now=5.0), views([1, 0]))  # 1 chunk on 1
     assert r.tree.tenant_size(0) == 64
     d = r.route(req(A, now=10.0), views([0, 0]))  # evicts first: 0 keeps its first 2 chunks
