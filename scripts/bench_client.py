@@ -315,11 +315,18 @@ PEER_MAIN = (
 )
 
 
-def peer(url: str, core: int | None, requests: int, work: Path) -> dict[str, Any] | None:
+def peer(
+    url: str,
+    core: int | None,
+    requests: int,
+    work: Path,
+    prompt: int = PROMPT,
+    concurrency: int = 256,
+) -> dict[str, Any] | None:
     if not PEER_PY.exists():
         return None
     tok = work / "tokenizer"
-    tok.mkdir()
+    tok.mkdir(exist_ok=True)
     make_tok = (
         "import sys, json\n"
         "from tokenizers import Tokenizer, models, pre_tokenizers\n"
@@ -348,20 +355,26 @@ def peer(url: str, core: int | None, requests: int, work: Path) -> dict[str, Any
         "--dataset-name",
         "random",
         "--random-input-len",
-        str(PROMPT),
+        str(prompt),
         "--random-output-len",
         str(OUTPUT),
         "--num-prompts",
         str(requests),
         "--max-concurrency",
-        "256",
+        str(concurrency),
+        "--percentile-metrics",
+        "ttft",
+        "--metric-percentiles",
+        "50,99",
         "--request-rate",
         "inf",
         "--ignore-eos",
         "--disable-tqdm",
     ]
     env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
-    p = subprocess.run(pin(cmd, core), capture_output=True, text=True, timeout=900, env=env)
+    t0 = time.perf_counter()
+    p = subprocess.run(pin(cmd, core), capture_output=True, text=True, timeout=1800, env=env)
+    wall = time.perf_counter() - t0
     text = p.stdout + p.stderr
 
     def grab(label: str) -> float | None:
@@ -376,7 +389,10 @@ def peer(url: str, core: int | None, requests: int, work: Path) -> dict[str, Any
     return {
         "rps": rps,
         "tok_s": tok_s,
-        "ttft_p50_ms": grab("Median TTFT (ms)"),
+        "ttft_p50_ms": grab("Median TTFT (ms)") or grab("P50 TTFT (ms)"),
+        "ttft_p99_ms": grab("P99 TTFT (ms)"),
+        "requests": ok,
+        "wall_s": wall,
         "source": "vllm bench serve, measured now",
     }
 
@@ -394,9 +410,28 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--tokens", type=int, default=200_000)
     ap.add_argument("--skip-peer", action="store_true", help="do not run vllm bench serve")
+    ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="instead: the client's ceiling in sessions with 1, 2 and 4 worker processes "
+        "(scripts/client_ceiling.py), beside vllm bench serve's client",
+    )
+    ap.add_argument("--ceiling-seconds", type=float, default=20.0)
+    ap.add_argument(
+        "--ceiling-10k-prompt",
+        type=int,
+        default=10_000,
+        help="prompt tokens at 10K sessions (full size needs ~2.3 MB of client memory a "
+        "session: more than a small machine has)",
+    )
     args = ap.parse_args()
     if args.worker:
         run_worker(args)
+        return
+    if args.ceiling:
+        from client_ceiling import ceiling_table
+
+        ceiling_table(args, start_nginx, peer)
         return
     cores = os.cpu_count() or 1
     client_core, server_core = (0, 1) if cores >= 2 else (None, None)
@@ -452,7 +487,7 @@ def main() -> None:
         finally:
             srv.terminate()
             srv.wait(10)
-    label = ref["source"] + ("" if theirs else "; NOT measured now")
+    label = str(ref["source"]) + ("" if theirs else "; NOT measured now")
     print(f"\nceiling at concurrency 256 ({PROMPT}-token prompts, {OUTPUT} one-token chunks):")
     print(f"  ours : {ours['rps']:8.0f} req/s {ours['tok_s']:10.0f} tok/s  errors {ours['errors']}")
     print(f"  peer : {ref['rps']:8.0f} req/s {ref['tok_s']:10.0f} tok/s  ({label})")
