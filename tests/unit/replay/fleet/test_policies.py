@@ -161,3 +161,20 @@ def test_registry_messages() -> None:
         make_router("best", RouterContext(2))
     with pytest.raises(ValueError, match="at least 1 replica"):
         make_router("round_robin", RouterContext(0))
+
+
+@pytest.mark.parametrize(("queue_model", "expected"), [("sharing", 1), ("fcfs", 0)])
+def test_state_aware_queue_models(queue_model: str, expected: int) -> None:
+    """Replica 1 holds the conversation (resume 1800 of 2000: 0.2 s left) behind one cold
+    10 s prefill. Sharing: 0.2 × 2 = 0.4 s there, 1.6 s saved: stay. FCFS: 0.2 + 10 s:
+    worse than 2 s cold on the idle replica 0: move."""
+    ctx = RouterContext(2, prefill_seconds=lambda a, b: (b - a) * 0.001)
+    r = make_router("state_aware", ctx, {"queue_model": queue_model})
+    cold = Fleet(r, resumable=[lambda q: 10_000, lambda q: 0]).route(req(list(range(10_000))))
+    assert cold.replica == 0  # (replica 0 then resumes it: a fleet view per call)
+    r.pending, r.prefilling = [0.0, 10.0], [0, 1]  # type: ignore[attr-defined]
+    f = Fleet(r, resumable=[lambda q: 0, lambda q: 1800])
+    d = f.route(req(list(range(2000))))
+    assert d.replica == expected
+    with pytest.raises(ValueError, match="queue_model must be one of sharing, fcfs"):
+        make_router("state_aware", ctx, {"queue_model": "lifo"})
