@@ -16,7 +16,7 @@ import pricing
 from analysis.comparison import ratio_label
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
-from analysis.registry import BY_KEY, figure_label
+from analysis.registry import BY_KEY, figure_label, header
 from analysis.report.content import ReportData, RunAnalysis
 
 MAX_POINTS = 1000
@@ -211,7 +211,10 @@ def hit_vs_gap(data: ReportData) -> go.Figure:
                 )
             )
     fig = _layout(
-        fig, "Hit rate against the idle time before the request", "tool gap", "hit rate (%)"
+        fig,
+        "Hit rate against the idle time before the request",
+        "tool gap",
+        figure_label(BY_KEY["hit_rate"]),
     )
     fig.update_xaxes(type="category")
     return fig
@@ -223,7 +226,9 @@ def economics(data: ReportData) -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("Provider profit ($/GPU-hour)", "User cost ($/1M input tokens)"),
+        subplot_titles=tuple(
+            header(BY_KEY[k]) for k in ("profit_per_gpu_hour", "user_cost_per_m_input")
+        ),
     )
     multi = len(data.runs) > 1
     for a in data.runs:
@@ -295,7 +300,7 @@ def profit_vs_gpu_rate(data: ReportData) -> go.Figure:
         fig,
         f"Profit against GPU rental rate (price sheet {sheet.name})",
         "GPU rate ($/GPU-hour)",
-        "profit ($/GPU-hour)",
+        header(BY_KEY["profit_per_gpu_hour"]),
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from analysis.registry import column_format, header, in_view, keys
+from analysis.registry import column_format, figure_label, header, in_view, keys, metric
 from dashboards.figures import engine_bars_figure, whatif_figure
 from dashboards.loading import RunUnavailable, run_metrics
 from dashboards.money import (
@@ -129,7 +129,7 @@ def render(root: Path) -> None:
             "gpu_rate",
             "profit_per_gpu_hour",
             "GPU rate ($/h)",
-            "profit ($/GPU-h)",
+            header(metric("profit_per_gpu_hour")),
         ),
         key="whatif_rate_curve",
         width="stretch",
@@ -140,7 +140,7 @@ def render(root: Path) -> None:
             "cached_discount_pct",
             "profit_per_gpu_hour",
             "cached discount (%)",
-            "profit ($/GPU-h)",
+            header(metric("profit_per_gpu_hour")),
         ),
         key="whatif_discount_curve",
         width="stretch",
@@ -150,8 +150,8 @@ def render(root: Path) -> None:
             user_cost_vs_hit_rate(sheet, np.linspace(0.0, 1.0, 21)),
             "hit_rate_pct",
             "user_cost_per_m_input",
-            "hit rate (%)",
-            "user cost ($/1M input)",
+            figure_label(metric("hit_rate")),
+            header(metric("user_cost_per_m_input")),
         ),
         key="whatif_cost_curve",
         width="stretch",

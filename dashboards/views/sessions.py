@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.registry import metric
 from dashboards.figures import session_turns_figure
 from dashboards.sessions import session_overview, session_turns
 from dashboards.views.common import pick_run_group
@@ -46,7 +47,7 @@ def render(root: Path) -> None:
     c1.metric("Requests", f"{len(turns):,}")
     c2.metric("Trajectories", f"{turns['trajectory'].nunique():,}")
     c3.metric(
-        "Hit rate",
+        metric("hit_rate").label,
         f"{turns['cached_tokens'].sum() / known_prompt:.1%}" if known_prompt else "—",
     )
     c4.metric("Redundant tokens", f"{turns['redundant_tokens'].sum():,.0f}")
