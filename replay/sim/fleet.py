@@ -157,6 +157,7 @@ def simulate_fleet(
         seed=cfg.seed,
         subagents=cfg.subagents,
         warmup_s=cfg.warmup_s,
+        gap_cap_s=cfg.gap_cap_s,
     )
     loop = EventLoop(cfg.policy)
     occ = Occupancy(cfg.window)

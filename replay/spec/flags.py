@@ -57,6 +57,18 @@ Model = Annotated[str | None, option(EngineShape, "profile")]
 CapacityBlocks = Annotated[int | None, option(EngineShape, "capacity_blocks")]
 Replicas = Annotated[int | None, option(EngineShape, "replicas")]
 Router = Annotated[str | None, option(EngineShape, "router")]
+# `replay simulate` sweeps comma lists of them.
+ReplicasList = Annotated[
+    str | None,
+    option(
+        EngineShape,
+        "replicas",
+        "Copies of each engine behind --router, on one clock (a comma list sweeps).",
+    ),
+]
+RouterList = Annotated[
+    str | None, option(EngineShape, "router", "Router over the replicas (a comma list sweeps).")
+]
 
 Out = Annotated[Path | None, typer.Option("--out", help="Run directory (runs/<run-id>).")]
 
@@ -67,9 +79,11 @@ __all__ = [
     "Model",
     "Out",
     "Replicas",
+    "ReplicasList",
     "RequestTimeoutS",
     "Retries",
     "Router",
+    "RouterList",
     "Seed",
     "Sessions",
     "SessionsList",

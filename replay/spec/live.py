@@ -18,11 +18,9 @@ from replay.client.config import (
 )
 from replay.redact import MASK, redact_url
 from replay.spec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
-from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged, name_of
-from replay.windows import WindowError, resolve_window_min
-from replay.workload import WorkloadError
+from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged
+from replay.spec.workload import EMBEDDED, workload
 
-EMBEDDED = "the embedded default: configs/workloads/default.yaml"
 EMULATED_KINDS = ("vllm", "flashstate", "sglang")
 
 
@@ -77,46 +75,6 @@ def _file_layer(cfg: FileConfig | None, path: Path | None) -> Layer:
     return Layer(f"--config {path}", {k: getattr(cfg, k) for k in keys})
 
 
-def _window(layers: list[Layer], minutes: float) -> tuple[tuple[float, float], str]:
-    """The measured window (minutes): the first layer's that names one; the embedded
-    default's only with its own duration; else the last two thirds of the run."""
-    text, flag = None, "--window"
-    for layer in layers:
-        given = layer.values.get("window")
-        if given is None:
-            continue
-        own = layer.values.get("duration_min")
-        if layer.where == EMBEDDED and own != minutes:
-            continue  # the default's window belongs to its duration
-        text = given
-        flag = "--window" if layer.where == FLAGS else layer.where
-        if layer.where not in (FLAGS, EMBEDDED):
-            flag = f"{layer.where}: field 'window'"
-        break
-    try:
-        lo, hi, used = resolve_window_min(text, minutes, flag)
-    except WindowError as e:
-        raise SpecError(str(e)) from None
-    return (lo, hi), used
-
-
-def workload(layers: list[Layer]) -> tuple[WorkloadSpec, str]:
-    """The workload from the layers, and the line saying which window it measures."""
-    _, source = merged(layers)
-    spec = build(
-        WorkloadSpec,
-        [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers],
-    )
-    win, used = _window(layers, spec.duration_min)
-    spec = spec.model_copy(update={"window": win})
-    try:
-        spec.config(clamp_warmup=True)
-    except WorkloadError as e:
-        name = name_of(WorkloadSpec, e.field, source.get(e.field, FLAGS)) if e.field else None
-        raise SpecError(f"{e} (check {name or '--sessions, --duration-min, --window'})") from None
-    return spec, used
-
-
 def _engines(flags: RunFlags) -> tuple[list[EngineSpec], FileConfig | None]:
     try:
         if flags.config is not None:
@@ -162,7 +120,7 @@ def resolve_new(flags: RunFlags) -> Resolved:
             flags.engines = ",".join(settings.engines)
     specs, file_cfg = _engines(flags)
     layers = [Layer(FLAGS, flags.workload), _file_layer(file_cfg, flags.config), base]
-    wl, used = workload(layers)
+    wl, used = workload(layers, clamp_warmup=True)
     if not all(s.url is None for s in specs):
         settings = None  # real engines: the embedded default's emulators are not started
     limits = build(LimitsSpec, [Layer(FLAGS, flags.limits)])
