@@ -238,3 +238,16 @@ def test_adding_a_metric_is_one_registry_entry(tmp_path: Path) -> None:
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_the_metrics_page_is_the_registry() -> None:
+    from analysis.registry_doc import DOC_PAGE, catalog_markdown, catalog_section
+
+    assert ROOT / "docs" / "metrics.md" == DOC_PAGE
+    section = catalog_section(DOC_PAGE.read_text(encoding="utf-8"))
+    assert section is not None, "docs/metrics.md lost its metric-registry markers"
+    assert section == catalog_markdown(), (
+        "docs/metrics.md's table differs from replay/metric_registry.py: run "
+        "`python -m analysis.registry_doc`"
+    )
+    assert all(f"| `{m.key}`" in section for m in METRICS)
