@@ -80,6 +80,19 @@ def test_every_link_resolves(page: Path) -> None:
     assert not broken, f"{page.relative_to(ROOT)}: broken links:\n" + "\n".join(broken)
 
 
+def test_the_quick_start_is_the_two_commands() -> None:
+    """The README's quick start is exactly `bash scripts/quickstart.sh` and `bash scripts/test.sh`
+    (a fresh clone runs them), and both scripts are there."""
+    section = README.read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    first = FENCE.search(section)
+    assert first is not None, "README.md's quick start has no code block"
+    commands = [line.strip() for line in first.group(1).splitlines() if line.strip()]
+    assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"]
+    for script in ("scripts/quickstart.sh", "scripts/test.sh", ".ci/run"):
+        assert (ROOT / script).is_file(), f"{script} is gone"
+    assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
 def test_every_docs_page_is_linked_from_the_readme_or_the_index() -> None:
     linked = {t for p in (README, INDEX) for _, t, _ in links(p)}
     orphans = [p.name for p in pages() if p.resolve() not in linked]
