@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
 from replay.redact import UrlEnvError, expand_url_env, redact_url
+from replay.spec.fields import WorkloadSpec
 from replay.userpaths import PathProblem, read_text_file
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
@@ -53,6 +54,11 @@ class EngineSpec(BaseModel):
         default="vllm", description="adapter kind: vllm, flashstate, sglang or openai"
     )
     url: str | None = Field(default=None, description="base URL; none: an emulator is started")
+    urls: list[str] | None = Field(
+        default=None,
+        description="the engine's replica URLs when it has several (`url` is the first): the "
+        "client routes between them (replay.client.fleet)",
+    )
     model: str | None = Field(default=None, description="served model; none: the first one listed")
     gpus: int = Field(default=1, gt=0, description="GPUs this engine uses (per-GPU metrics)")
     gpu_type: str = Field(default="", description="GPU model, matches a rate in configs/pricing")
@@ -81,21 +87,22 @@ class EngineSpec(BaseModel):
 
 
 class FileConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A run config file: its engines and SLO, and any of the workload's settings by the run
+    spec's field names (`replay.spec.fields.WorkloadSpec`: sessions, duration_min, window, …),
+    which the spec checks and names as `--config FILE: field 'NAME'`."""
+
+    model_config = ConfigDict(extra="allow")
 
     engines: list[EngineSpec]
-    trace: str | None = None
-    sessions: int | None = Field(default=None, gt=0)
-    duration_min: float | None = Field(default=None, gt=0)
-    window: str | tuple[float, float] | None = None  # minutes: "15-45" or [15, 45]
-    time_scale: float | None = Field(default=None, gt=0)
-    seed: int | None = None
-    gap_cap_s: float | None = Field(default=None, ge=0)
     slo: str | dict[str, Any] | None = Field(  # values checked by analysis.slo (names the key)
         default=None,
         description="SLO thresholds: 'ttft=6,itl=0.175,slowdown=2' or "
         "{ttft_s, e2e_s, itl_s, task_slowdown}; --slo overrides",
     )
+
+    def workload(self) -> dict[str, Any]:
+        """The workload settings the file names (the spec's config-file layer)."""
+        return dict(self.model_extra or {})
 
 
 def _check_kind(spec: EngineSpec, where: str) -> None:
@@ -123,6 +130,10 @@ def load_config_file(path: Path) -> FileConfig:
             eng["kind"] = KIND_BY_NAME[eng["name"]]
         if isinstance(eng, dict) and "name" not in eng:
             raise ConfigError(f"--config {path}: engines[{i}]: field 'name' is required")
+    unknown = sorted(set(data) - set(FileConfig.model_fields) - set(WorkloadSpec.model_fields))
+    if unknown:
+        known = ", ".join([*FileConfig.model_fields, *WorkloadSpec.model_fields])
+        raise ConfigError(f"--config {path}: field '{unknown[0]}': not a setting (known: {known})")
     try:
         cfg = FileConfig.model_validate(data)
     except ValidationError as e:
@@ -134,6 +145,13 @@ def load_config_file(path: Path) -> FileConfig:
         raise ConfigError(f"--config {path}: field 'engines': duplicate engine names {names}")
     for i, spec in enumerate(cfg.engines):
         _check_kind(spec, f"--config {path}")
+        if spec.urls is not None:
+            if not spec.urls or (spec.url and spec.url != spec.urls[0]):
+                raise ConfigError(
+                    f"--config {path}: engines[{i}]: field 'urls' lists the replicas (url, if "
+                    "given, must be the first of them); give at least one"
+                )
+            spec.url = spec.urls[0]
         if spec.url and "${" in spec.url:
             try:
                 spec.url = expand_url_env(spec.url, f"--config {path}: engines[{i}].url")
@@ -146,6 +164,7 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
     """`--engines a,b` and `--endpoint NAME=URL` (repeatable) to engine specs. An endpoint
     may name its kind: `--endpoint mine=sglang@http://host:30000`."""
     urls: dict[str, tuple[str | None, str | None]] = {}
+    fleets: dict[str, list[str]] = {}
     for ep in endpoints:
         name, sep, rest = ep.partition("=")
         if not sep or not name or not rest:
@@ -156,9 +175,18 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
         ep_kind, at, ep_url = rest.partition("@")
         if not at or "://" in ep_kind:
             ep_kind, ep_url = "", rest
-        if not ep_url.startswith(("http://", "https://")):
+        # NAME=URL1,URL2,...: an engine of replicas, which the client routes between.
+        replicas = [u.strip() for u in ep_url.split(",")]
+        for u in replicas:
+            if not u.startswith(("http://", "https://")):
+                what = f"replica URL '{redact_url(u)}'" if len(replicas) > 1 else "URL"
+                raise ConfigError(
+                    f"--endpoint '{redact_url(ep)}': {what} must start with http:// or https://"
+                    + (" (replicas: NAME=URL1,URL2,...)" if len(replicas) > 1 else "")
+                )
+        if len(set(replicas)) != len(replicas):
             raise ConfigError(
-                f"--endpoint '{redact_url(ep)}': URL must start with http:// or https://"
+                f"--endpoint '{redact_url(ep)}': a replica URL is given twice; each replica once"
             )
         if name.strip() in urls:
             raise ConfigError(
@@ -166,6 +194,8 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
                 f"the second one differently, e.g. {name.strip()}-2=URL, to compare both)"
             )
         urls[name.strip()] = (ep_kind or None, ep_url)
+        if len(replicas) > 1:
+            fleets[name.strip()] = replicas
     names = [n.strip() for n in (engines or "").split(",") if n.strip()]
     if engines is not None and not names:
         raise ConfigError(
@@ -194,7 +224,8 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
                 f"--engines: '{n}' is not an engine kind ({', '.join(adapter_kinds())}); give "
                 f"its kind with --endpoint {n}=KIND@URL or use --config"
             )
-        spec = EngineSpec(name=n, kind=kind, url=url)
+        many = fleets.get(n)
+        spec = EngineSpec(name=n, kind=kind, url=many[0] if many else url, urls=many)
         _check_kind(spec, "--endpoint")
         specs.append(spec)
     if urls and len(urls) != len(specs):

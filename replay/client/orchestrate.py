@@ -280,7 +280,8 @@ def scrubber_for(engines: list[EngineSpec]) -> Scrubber:
     """The run's secrets: URL userinfo and the values of the engines' API-key variables."""
     envs = [e.api_key_env or "OPENAI_API_KEY" for e in engines if e.kind == "openai"]
     envs += [e.api_key_env for e in engines if e.api_key_env]
-    return Scrubber.for_engines([e.url for e in engines], envs)
+    urls = [e.url for e in engines] + [u for e in engines for u in e.urls or []]
+    return Scrubber.for_engines(urls, envs)
 
 
 def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> Manifest:

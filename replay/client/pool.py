@@ -189,9 +189,12 @@ class WorkerPool:
         (self.run_dir / PARTS).mkdir(parents=True, exist_ok=True)
         (self.run_dir / PARTS / STOP).unlink(missing_ok=True)
         if self.ray_address:
-            from replay.client.ray_workers import RayHandle, connect
+            from replay.client.ray_workers import RayError, RayHandle, connect
 
-            connect(self.ray_address)
+            try:
+                connect(self.ray_address)
+            except RayError as e:
+                raise WorkerError(str(e)) from None
             self.handles = {s.index: RayHandle(s) for s in self.specs}
         else:
             self.handles = {s.index: _Local(s) for s in self.specs}

@@ -17,7 +17,8 @@ from replay.client.workers import WorkerSpec, run_worker
 
 
 class RayError(RuntimeError):
-    """Ray is missing or its cluster cannot be reached; the message names --ray."""
+    """Ray is missing or its cluster cannot be reached; the message names --ray (a
+    `replay.client.pool.WorkerError` too: the workers could not start)."""
 
 
 def connect(address: str) -> None:

@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from analysis.summary import run_warnings, summary_of_dir
 from replay.client.config import shared_url_warnings
+from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags, fleets_of
 from replay.client.orchestrate import (
     PreflightFailed,
     RunOutcome,
@@ -35,6 +36,7 @@ from replay.client.orchestrate import (
     run_live,
 )
 from replay.client.panel import panel, progress_line
+from replay.client.pool import WorkerError
 from replay.commands.common import console, err_console, fail
 from replay.commands.final_table import final_table
 from replay.commands.run_stop import HardStop
@@ -67,6 +69,8 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
 
     w = spec.workload
     try:
+        from replay.emulator.launch import replica_configs
+
         configs = [
             emulator_config(
                 e.name,
@@ -78,6 +82,13 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
             )
             for e in spec.engines
         ]
+        # --replicas N: N emulators per engine, each answering with its index (issue 26).
+        reps = {e.name: e.replicas for e in spec.engines}
+        configs = (
+            [r for c in configs for r in replica_configs(c, reps[c.engine])]
+            if max(reps.values(), default=1) > 1
+            else configs
+        )
         with start_emulator_group(configs, restart=True) as group:
             yield group
     except (EmulatorConfigError, EmulatorLaunchError, ValueError) as e:
@@ -238,6 +249,7 @@ def _plan(spec: RunSpec, loaded: Any, run_dir: Path, resume: bool) -> RunPlan:
         limits=Limits(stall_timeout_s=lim.stall_timeout_s, request_timeout_s=lim.request_timeout_s),
         retries=lim.retries, resume=resume, trace_token_scale=tokens, emulated=spec.emulated,
         slo=spec.slo, summarize=summary_of_dir, spec=live.stored(spec),
+        workers=spec.workers, ray_address=spec.ray, fleets=fleets_of(spec),
     )  # fmt: skip
 
 
@@ -252,7 +264,9 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
         if spec.emulated:
             group = stack.enter_context(_emulators(spec))
             plan.restarts, plan.outages = group.restarts, group.outages
-            plan.engines = [s.model_copy(update={"url": group.urls[s.name]}) for s in plan.engines]
+            fleet = group.fleet  # each engine's emulator URLs, one per replica
+            plan.engines = [s.model_copy(update={"url": fleet[s.name][0]}) for s in plan.engines]
+            plan.fleets = fleets_of(spec, fleet)
         hard = HardStop(plan.out_dir)
         stack.callback(hard.disarm)
         for sig in (signal.SIGINT, signal.SIGTERM):  # _drive installs its own
@@ -262,6 +276,8 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
         except PreflightFailed as e:
             fail(str(e))
         except ScaleConflict as e:
+            fail(f"{e}; nothing was sent")
+        except WorkerError as e:
             fail(f"{e}; nothing was sent")
         except DiskFullError as e:
             fail(f"the run failed: {e}", code=1)
@@ -300,9 +316,31 @@ def _report(outcome: RunOutcome | None) -> None:
         raise typer.Exit(1)
 
 
-def replay_run(flags: RunFlags, given: dict[str, Any], show_panel: bool) -> None:
+def _fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
+    """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
+    if flags.resume is not None:
+        named = [f for f, v in fleet.items() if v is not None]
+        if named:
+            fail(
+                f"--resume continues {flags.resume} with its own replicas, router and client "
+                f"workers; drop {', '.join(named)}"
+            )
+        return res
+    try:
+        spec = apply_fleet_flags(
+            res.spec, router=fleet["--router"], replicas=fleet["--replicas"],
+            workers=fleet["--workers"], ray=fleet["--ray"],
+        )  # fmt: skip
+    except FleetFlagError as e:
+        fail(str(e))
+    return Resolved(spec, res.notes, res.settings, res.user_time_scale)
+
+
+def replay_run(
+    flags: RunFlags, given: dict[str, Any], show_panel: bool, fleet: dict[str, Any] | None = None
+) -> None:
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
-    res = _resolve(flags, given)
+    res = _fleet(_resolve(flags, given), flags, fleet or dict.fromkeys(FLEET_FLAGS))
     for w in shared_url_warnings([e.engine for e in res.spec.engines]):
         err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     for line in res.notes:
@@ -343,6 +381,14 @@ def register(app: typer.Typer) -> None:
         request_timeout_s: F.RequestTimeoutS = None,
         show_panel: bool = typer.Option(True, "--panel/--no-panel", help="Live panel."),
         slo: str | None = typer.Option(None, "--slo", help=SLO_HELP),
+        router: F.Router = None,
+        replicas: F.Replicas = None,
+        workers: int | None = typer.Option(
+            None, "--workers", help="Client processes, each owning every K-th session (1)."
+        ),
+        ray: str | None = typer.Option(
+            None, "--ray", help="Run the client workers on this Ray cluster ('local': here)."
+        ),
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         wl = dict(trace=trace, sessions=sessions, duration_min=duration_min, window=window,
@@ -351,9 +397,11 @@ def register(app: typer.Typer) -> None:
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
         flags = RunFlags(engines, endpoint, config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
-        replay_run(flags, given, show_panel)
+        fleet = dict(zip(FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
+        replay_run(flags, given, show_panel, fleet)
 
 
+FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")
 SLO_HELP = (
     "SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 (seconds; slowdown "
     "= task time ÷ the trace's); 'none' drops one."

@@ -45,6 +45,12 @@ class RunSpec(BaseModel):
         default=None, description="analysis.slo.Slo as a dict (the defaults at least)"
     )
     sample: bool = Field(default=True, description="the trace is the bundled sample")
+    workers: int = Field(
+        default=1, ge=1, description="client processes, each owning every K-th session slot"
+    )
+    ray: str | None = Field(
+        default=None, description="a Ray cluster the client workers run on ('local': here)"
+    )
 
     @property
     def emulated(self) -> bool:

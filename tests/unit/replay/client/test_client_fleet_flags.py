@@ -1,0 +1,62 @@
+"""`replay run`'s fleet and process flags (issue 26): every bad one is refused before
+anything starts, with a message naming the flag; good ones land in the run's spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.client.config import engines_from_flags
+from replay.client.fleet_flags import apply_fleet_flags, fleets_of
+from replay.spec.model import EngineRun, RunSpec
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["run", *args, "--no-panel"], catch_exceptions=False)
+
+
+A, B = "http://127.0.0.1:9", "http://127.0.0.1:10"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engines", "vllm", "--router", "nope"], "--router nope: unknown router; choose one of"),
+        (["--engines", "vllm", "--replicas", "0"], "--replicas 0: must be at least 1"),
+        (["--engines", "vllm", "--workers", "0"], "--workers 0: must be at least 1"),
+        (["--engines", "vllm", "--ray", " "], "--ray: give a Ray address"),
+        (["--engines", "vllm", "--router", "external"], "--router external reads the replica"),
+        (["--engines", "vllm", "--router", "cache_aware"], "no engine has replicas"),
+        (["--endpoint", f"vllm={A}", "--replicas", "2"], "--replicas 2 starts that many emulators"),
+        (["--endpoint", f"vllm={A}", "--router", "session_hash"], "no engine has replicas"),
+        (["--endpoint", f"vllm={A},{B}", "--router", "external"], "give the router's one URL"),
+        (["--endpoint", f"vllm={A},{A}"], "a replica URL is given twice"),
+        (["--endpoint", f"vllm={A},ftp://x"], "replica URL 'ftp://x' must start with http://"),
+    ],
+)
+def test_bad_fleet_flags_are_named(args: list[str], message: str) -> None:
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split()), res.output
+    assert "Traceback" not in res.output and "preflight" not in res.output
+
+
+def test_replica_urls_and_flags_land_in_the_spec() -> None:
+    (spec_engine,) = engines_from_flags(None, [f"vllm={A},{B}"])
+    assert spec_engine.url == A and spec_engine.urls == [A, B]
+    spec = RunSpec(engines=[EngineRun(engine=spec_engine, executor="live")])
+    got = apply_fleet_flags(spec, router="cache_aware", workers=4, ray="local")
+    assert got.workers == 4 and got.ray == "local"
+    e = got.engines[0]
+    assert (e.replicas, e.router) == (2, "cache_aware")
+    assert fleets_of(got)["vllm"].urls == (A, B)
+    # No --router: the client routes round-robin; one URL: no fleet at all.
+    assert apply_fleet_flags(spec).engines[0].router == "round_robin"
+    (lone,) = engines_from_flags(None, [f"vllm={A}"])
+    one = RunSpec(engines=[EngineRun(engine=lone, executor="live")])
+    assert fleets_of(apply_fleet_flags(one)) == {}
+    ext = apply_fleet_flags(one, router="external")
+    assert fleets_of(ext)["vllm"].router == "external"
