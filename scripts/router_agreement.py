@@ -15,10 +15,12 @@ How the stream is made exact:
 - Requests go in waves: the next turn of each of --wave active sessions, one after another;
   each is sent only once the previous one has reached its replica (the replicas'
   /emulator/stats request counts), so smg decides them in the order sent. A wave's requests
-  stay in flight until the wave is all sent (`racy` counts those that did not), then the wave
-  drains and settles. So the in-flight load smg saw for the k-th request of a wave is what
-  the wave's first k-1 put on each replica, and the model is handed exactly that: its load
-  book and tree follow smg's choices (teacher forcing), so one disagreement does not cascade.
+  drain and settle before the next wave. So the in-flight load smg saw for the k-th request
+  of a wave is what the wave's first k-1 put on each replica, less those the client saw end
+  before it sent the k-th (the client sees an end after smg does); `racy` counts
+  the requests during whose routing one ended (their load is uncertain). The model is handed
+  exactly that: its load book and tree follow smg's choices (teacher forcing), so one
+  disagreement does not cascade.
 - smg's load poll (every 10 s: the replicas' /metrics) feeds its expected-wait miss rule. Its
   debug log orders the polls among the decisions; the snapshot each poll took is read back
   from smg's /get_loads after every wave and handed to the model at that point.
@@ -83,7 +85,10 @@ class Row:
     round_trip: bool
     smg: int = -1  # replica smg routed to (its x-smg-routed-worker-id)
     served: int = -1  # replica that answered (the emulator's x-replay-replica)
-    racy: bool = False  # finished before its wave was all sent
+    racy: bool = False  # a request ended while it was being routed: its load is uncertain
+    sent_t: float = 0.0  # client clock (monotonic s): sent, routed (reached a replica), done
+    routed_t: float = 0.0
+    done_t: float = 0.0
     smg_branch: str = ""
     smg_matched: int = 0  # characters smg matched in its tree
     model: int = -1
@@ -154,6 +159,12 @@ async def replay(args: argparse.Namespace, sessions: list[Trajectory]) -> dict[s
     builder = PromptBuilder(TokenSpace(profile.vocab_size, salt=args.seed))
     rows: list[Row] = []
     texts: list[str] = []
+    # A prefix every session's prompts start with (an agent's system prompt), if asked for.
+    shared = args.shared_prefix
+    common = TokenSpace(profile.vocab_size, salt=args.seed + 1).tokens(
+        np.arange(1, dtype=np.uint64), max(shared, 1)
+    )[:shared]
+    head = tok.decode(common)
     snapshots: dict[int, dict[str, Any]] = {}  # polls seen → smg's /get_loads then
     flags = ["--log-level", "debug", "--log-json", *args.smg_arg]
     with start_fleet([ENGINE], args.replicas, time_scale=args.time_scale) as group:
@@ -186,20 +197,21 @@ async def replay(args: argparse.Namespace, sessions: list[Trajectory]) -> dict[s
                     base = await _arrived(http, urls)
                     for tr, ctx, i in active:
                         ids = ctx.prompt(i)
-                        text = tok.decode(ids)
-                        same = bool(np.array_equal(tok.encode(text), ids))
-                        row = Row(len(rows), wave, tr.id, i, len(ids), len(text), same)
+                        text = head + tok.decode(ids)
+                        same = bool(np.array_equal(tok.encode(text)[shared:], ids))
+                        row = Row(len(rows), wave, tr.id, i, len(ids) + shared, len(text), same)
                         rows.append(row)
                         texts.append(text)
                         out = int(min(max(tr.output_tokens[i], 1), args.max_tokens))
+                        row.sent_t = time.monotonic()
                         task = asyncio.create_task(_send(http, smg.url, model_id, text, out))
                         sent.append((row, ctx, ids, task))
                         while not task.done() and await _arrived(http, urls) < base + len(sent):
                             await asyncio.sleep(0.002)
-                    all_sent = time.monotonic()
+                        row.routed_t = time.monotonic()
                     for row, ctx, ids, task in sent:
-                        headers, gen, err, done_t = await task
-                        row.error, row.racy = err, bool(done_t and done_t < all_sent)
+                        headers, gen, err, row.done_t = await task
+                        row.error = err
                         row.smg = index_of.get(headers.get(ROUTED_HEADER, ""), -1)
                         row.served = int(headers.get(REPLICA_HEADER, -1))
                         ctx.completed(row.turn, ids, tok.encode(gen))
@@ -240,11 +252,11 @@ def model_pass(run: dict[str, Any], args: argparse.Namespace) -> list[str]:
     rows: list[Row] = run["rows"]
     urls: list[str] = run["urls"]
     index_of = {u: i for i, u in enumerate(urls)}
-    router = CacheAware(RouterContext(len(urls), seed=args.seed), dict(args.model_param))
+    router = CacheAware(RouterContext(len(urls), seed=args.seed), model_params(args))
     book = LoadBook(len(urls))
     problems: list[str] = []
     polls, k = 0, 0
-    tickets: dict[int, list[Any]] = {}
+    tickets: dict[int, list[tuple[int, Any]]] = {}
     pbar = router.int_param("mean_prefill_tokens")
     for event in _log_events(run["log"]):
         message = str(event.get("message", ""))
@@ -271,8 +283,17 @@ def model_pass(run: dict[str, Any], args: argparse.Namespace) -> list[str]:
         row = rows[k]
         # A new wave: the previous one drained before it was sent.
         for wave in [w for w in tickets if w < row.wave]:
-            for t in tickets.pop(wave):
+            for _, t in tickets.pop(wave):
                 book.finish(t)
+        # Within the wave: a request the client saw end before this one was sent had ended
+        # at smg (it decrements before it forwards the last bytes); one that ended while this
+        # one was being routed makes its load uncertain (racy).
+        for seq, t in tickets.get(row.wave, []):
+            end = rows[seq].done_t
+            if end and end < row.sent_t:
+                book.finish(t)
+            elif end and end <= row.routed_t:
+                row.racy = True
         row.smg_branch = str(event.get("branch", ""))
         row.smg_matched = int(event.get("matched_units", 0))
         row.smg_line = {
@@ -288,17 +309,24 @@ def model_pass(run: dict[str, Any], args: argparse.Namespace) -> list[str]:
         row.model, row.model_branch = d.replica, d.branch
         row.scores, row.poll = [round(x, 4) for x in d.scores], polls
         best = d.scores[d.replica] if d.scores else 0.0
-        random_ties = router.str_param("ties") == "random" and d.branch != "spill"
+        random_ties = router.str_param("ties") == "random"
         row.tied = [i for i, x in enumerate(d.scores) if x == best] if random_ties else [d.replica]
         chosen = row.smg if row.smg >= 0 else d.replica
         router.record(req, chosen)
-        tickets.setdefault(row.wave, []).append(
-            book.start(req, dataclasses.replace(d, replica=chosen))
-        )
+        ticket = book.start(req, dataclasses.replace(d, replica=chosen))
+        tickets.setdefault(row.wave, []).append((k, ticket))
         k += 1
     if k < len(rows):
         problems.append(f"{len(rows) - k} requests have no decision line in smg's log")
     return problems
+
+
+def model_params(args: argparse.Namespace) -> dict[str, object]:
+    """The model's parameters: smg's defaults, but the tree at one character (smg matches
+    text character by character, and a partial word's match names the branch's holders; the
+    model's default chunk of 16 stops short of it), unless --model-param says otherwise."""
+    params: dict[str, object] = {"granularity": 1}
+    return params | dict(args.model_param)
 
 
 def _share(part: int, whole: int) -> str:
@@ -356,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--time-scale", type=float, default=1.0, help="the emulators' clock speed-up")
     add("--settle-s", type=float, default=0.05, help="pause after each wave drains (s)")
     add("--seed", type=int, default=1, help="salt of the token ids; the model's tie draws")
+    add("--shared-prefix", type=int, default=0,
+        help="tokens of a prefix common to every session (a system prompt)")  # fmt: skip
     add("--smg-arg", action="append", default=[], help="an extra smg flag (repeatable)")
     add("--model-param", action="append", type=_param, default=[],
         help="a cache_aware parameter for the model, KEY=VALUE (repeatable)")  # fmt: skip
@@ -363,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--save-run", type=Path, help="keep smg's side of the run (rows, log) in this file")
     add("--load-run", type=Path, help="compare a --save-run file again instead of replaying")
     args = ap.parse_args(argv)
+    if args.shared_prefix < 0:
+        ap.error("--shared-prefix must be at least 0")
     for name in ("sessions", "turns", "replicas", "wave", "max_tokens"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -371,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (math.isfinite(args.time_scale) and args.time_scale > 0):
         ap.error("--time-scale must be a finite number > 0")
     try:
-        CacheAware(RouterContext(args.replicas), dict(args.model_param))
+        CacheAware(RouterContext(args.replicas), model_params(args))
     except ValueError as e:
         ap.error(f"--model-param: {e}")
     try:

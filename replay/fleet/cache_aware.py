@@ -28,8 +28,9 @@ The rule, per request:
    spills (branch "spill") when its load exceeds the fleet mean × `balance_rel_threshold`
    AND the mean + a margin: `balance_abs_threshold` capped at the in-flight count's natural
    swing at the mean, 2·√mean, never under 4 unless the threshold is lower (1.13.0's help
-   for --balance-abs-threshold). A spill goes to the min-load key (load, processed,
-   index) of #1714 (`gate_selected_candidate`: `min_load_idx`).
+   for --balance-abs-threshold). A spill goes where a miss would (measured on 1.13.0: its
+   spills spread at random over the idle replicas; 1.9.0's `gate_selected_candidate` took
+   the min-load key (load, processed, index) of #1714).
 3. Otherwise (branch "cache_miss") the miss rule: `expected_wait` (1.13.0's
    expected_wait_fallback, least_load.rs `select_min_expected_wait`): the lowest
    (queued + since-poll dispatched tokens) / throughput + `kv_pressure_weight`·k/(1−k)
@@ -261,7 +262,8 @@ class CacheAware(Router):
             loads = [float(r.in_flight) if r.index in holders else math.inf for r in replicas]
             pick = self._argmin(loads)
             if self.spills(replicas[pick].in_flight, replicas):
-                return self._decision(req, keys, per, min_load_key(replicas), "spill", loads)
+                target, scores = self._miss(req, replicas)
+                return self._decision(req, keys, per, target, "spill", scores)
             return self._decision(req, keys, per, pick, "cache_hit", loads)
         pick, scores = self._miss(req, replicas)
         return self._decision(req, keys, per, pick, "cache_miss", scores)
