@@ -17,7 +17,7 @@ from replay.client.config import (
     load_config_file,
 )
 from replay.redact import MASK, redact_url
-from replay.spec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
+from replay.spec.model import EngineRun, LimitsSpec, RunSpec
 from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged
 from replay.spec.workload import EMBEDDED, workload
 
@@ -71,8 +71,7 @@ def embedded_layer() -> tuple[Layer, Any]:
 def _file_layer(cfg: FileConfig | None, path: Path | None) -> Layer:
     if cfg is None:
         return Layer(f"--config {path}")
-    keys = WorkloadSpec.model_fields.keys() & FileConfig.model_fields.keys()
-    return Layer(f"--config {path}", {k: getattr(cfg, k) for k in keys})
+    return Layer(f"--config {path}", cfg.workload())
 
 
 def _engines(flags: RunFlags) -> tuple[list[EngineSpec], FileConfig | None]:

@@ -53,16 +53,25 @@ def name_of(model: type[BaseModel], key: str, where: str) -> str:
 
 
 def _need(err: Any) -> str:
+    """What the value must be, from the error's type (pydantic's own words otherwise)."""
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind == "greater_than_equal":
-        return "at least 1" if ctx.get("ge") == 1 else f"{_shown(ctx.get('ge'))} or more"
+        return (
+            "must be at least 1"
+            if ctx.get("ge") == 1
+            else f"must be {_shown(ctx.get('ge'))} or more"
+        )
     if kind == "greater_than":
-        return "positive" if ctx.get("gt") == 0 else f"more than {_shown(ctx.get('gt'))}"
+        return (
+            "must be positive"
+            if ctx.get("gt") == 0
+            else f"must be more than {_shown(ctx.get('gt'))}"
+        )
     if kind == "finite_number":
-        return "a finite number"
+        return "must be a finite number"
     if kind == "literal_error":
-        return f"one of {ctx.get('expected')}"
+        return f"must be one of {ctx.get('expected')}"
     return str(err["msg"]).removeprefix("Value error, ")
 
 
@@ -79,7 +88,7 @@ def refusal(e: ValidationError, model: type[BaseModel], source: dict[str, str]) 
     key = str(err["loc"][0]) if err["loc"] else ""
     name = name_of(model, key, source.get(key, FLAGS))
     value = err.get("input")
-    return f"{name} {_shown(value)}: must be {_need(err)}"
+    return f"{name} {_shown(value)}: {_need(err)}"
 
 
 def build(model: type[M], layers: list[Layer]) -> M:

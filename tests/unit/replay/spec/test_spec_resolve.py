@@ -136,3 +136,22 @@ def test_resume_without_a_stored_spec_is_refused(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["run", "--resume", str(run_dir), "--no-panel"])
     assert res.exit_code == 2
     assert "manifest.json lacks the run's spec" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("sessions: 0", "field 'sessions' 0: must be at least 1"),
+        ("sessions: lots", "field 'sessions' lots: Input should be a valid integer"),
+        ("warmup_s: -1", "field 'warmup_s' -1: must be 0 or more"),
+        ("colour: red", "field 'colour': not a setting (known: engines, slo, trace, sessions"),
+    ],
+)
+def test_a_config_files_workload_is_checked_by_the_spec(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"engines: [{{name: vllm, url: 'http://127.0.0.1:9'}}]\n{line}\n")
+    res = CliRunner().invoke(app, ["run", "--config", str(cfg), "--no-panel"])
+    assert res.exit_code == 2
+    assert f"--config {cfg}: {message}" in " ".join(res.output.split()), res.output
