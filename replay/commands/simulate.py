@@ -183,7 +183,19 @@ def _configs(spec: SweepSpec, scale: float, tr: Any, workers: int) -> list[Any]:
         fail(str(e))
     if long:
         err_console.print(f"[yellow]note:[/] {long}", highlight=False)
+    _check_capacity(configs)
     return configs
+
+
+def _check_capacity(configs: list[Any]) -> None:
+    """Each policy's cache can be sized as asked (replay.sim.capacity), before any run."""
+    from replay.sim.runner import sim_capacity
+
+    for c in {(c.policy, c.capacity_blocks): c for c in configs}.values():
+        try:
+            sim_capacity(c)
+        except ValueError as e:
+            fail(f"--capacity-blocks {c.capacity_blocks}: {e}" if c.capacity_blocks else str(e))
 
 
 def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,

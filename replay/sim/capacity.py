@@ -89,7 +89,7 @@ def bounded(policy: str, own: int | None, override: int | None, pooled: bool) ->
 
 
 def sglang_pools(
-    profile: ModelProfile, memory_blocks: int, opts: Mapping[str, Any]
+    profile: ModelProfile, memory_blocks: int, opts: Mapping[str, Any], policy: str = "sglang"
 ) -> tuple[int, int]:
     """(KV tokens, state slots) of SGLang on `memory_blocks` blocks of `profile` (rule 4),
     with SGLang's split options (`mamba_full_memory_ratio`, `max_mamba_cache_size`) from
@@ -105,7 +105,17 @@ def sglang_pools(
             opts.get("max_mamba_cache_size"),
         )
     except RuntimeError as e:
-        raise CapacityError(f"policy 'sglang': {e}") from e
+        raise CapacityError(f"policy '{policy}': {e}") from e
+
+
+def _check_rows(policy: str, slots: int) -> None:
+    """SGLang refuses a state pool that serves no request (`max_running`)."""
+    from replay.sim.native.sglang_cache import max_running
+
+    try:
+        max_running(slots)
+    except RuntimeError as e:
+        raise CapacityError(f"policy '{policy}': {e}") from e
 
 
 def _kv_blocks(kv_tokens: int, block_tokens: int) -> int:
@@ -138,7 +148,11 @@ def resolve_capacity(
     cls = Policy.registry.get(policy)
     if cls is not None and all(k in cls.options for k in POOL_OPTIONS):
         return _pooled(policy, profile, override, opts, memory, source, where)
-    own = make_policy(policy, profile, **opts).capacity_blocks(profile)
+    pol = make_policy(policy, profile, **opts)
+    own = pol.capacity_blocks(profile)
+    if policy == "sglang-native" and own is not None:  # SGLang's own code splits the memory
+        _, slots = sglang_pools(profile, memory, pol.opts, policy)
+        _check_rows(policy, slots)
     if own is None:
         note = f" (the {override} blocks given only size the working-set ratio)" if override else ""
         return Capacity(
@@ -183,12 +197,7 @@ def _pooled(
     if "kv_tokens" in given:
         kv_tokens = int(opts["kv_tokens"])
     blocks = _kv_blocks(kv_tokens, profile.block_tokens) + profile.checkpoint_blocks * slots
-    from replay.sim.native.sglang_cache import max_running
-
-    try:
-        max_running(slots)  # SGLang refuses a state pool that serves no request
-    except RuntimeError as e:
-        raise CapacityError(f"policy '{policy}': {e}") from e
+    _check_rows(policy, slots)
     if given:
         source = "options"
         named = " and ".join(f"{k}={opts[k]}" for k in given)

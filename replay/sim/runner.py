@@ -16,6 +16,7 @@ from replay.resume import Resume
 from replay.rundir import RunWriter
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
 from replay.sim.cache import ResumeInfo
+from replay.sim.capacity import Capacity
 from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.engine import EngineCore, admission_for
@@ -72,6 +73,18 @@ class SimResult:
     wall_seconds: float
     # Engine timing: the engine's own figures over the window (`EngineExecutor.stats`).
     engine: dict[str, float] = field(default_factory=dict)
+
+
+def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacity:
+    """The capacity `cfg` runs with (`replay.sim.capacity.resolve_capacity`, as `simulate`
+    resolves it), so a command can refuse one that cannot be honoured before any run starts:
+    raises `CapacityError` (or `PolicyError`, a ValueError too) with the reason."""
+    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
+    settings = cache_settings(
+        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
+    )
+    assert settings.capacity is not None
+    return settings.capacity
 
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:

@@ -4,7 +4,9 @@ to decide it themselves (the cache core, `cache_settings`, the runner, kv-lru, S
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
+from replay.cli import app
 from replay.profiles import load_profile
 from replay.sim.cache import HybridCache
 from replay.sim.capacity import CapacityError, resolve_capacity
@@ -12,6 +14,7 @@ from replay.sim.engine_cache import cache_settings, engine_cache
 from replay.sim.native.sglang_cache import engine_config
 from replay.sim.policies import make_policy
 from replay.sim.requests import CacheError
+from replay.sim.runner import SimConfig, sim_capacity
 from replay.sim.scale import scaled_profile
 from tests.unit.replay.sim.conftest import tiny_profile
 
@@ -116,3 +119,26 @@ def test_the_cache_core_honours_an_override_for_a_one_pool_policy() -> None:
     prof = tiny_profile(blocks=40)
     assert HybridCache(prof, make_policy("vllm", prof), capacity_blocks=12).capacity == 12
     assert HybridCache(prof, make_policy("vllm", prof)).capacity == 40
+
+
+def test_a_run_resolves_its_capacity_before_it_starts() -> None:
+    cfg = SimConfig("sglang", 2, capacity_blocks=1500, token_scale=16)
+    cap = sim_capacity(cfg)
+    assert cap.reported_blocks == 1500 and cap.state_slots == 141 and cap.blocks == 1495
+    with pytest.raises(CapacityError, match=r"policy 'sglang-native': .*SGLang refuses to start"):
+        sim_capacity(SimConfig("sglang-native", 2, capacity_blocks=4))
+
+
+def test_simulate_refuses_a_capacity_it_cannot_honour_naming_the_flag(small_corpus, tmp_path):
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate", "--trace", str(small_corpus), "--policies", "vllm,sglang",
+            "--sessions", "2", "--capacity-blocks", "40", "--out", str(tmp_path / "o"),
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert "--capacity-blocks 40: policy 'sglang': 2 state slots serve no request" in " ".join(
+        res.output.split()
+    )
+    assert not (tmp_path / "o").exists()
