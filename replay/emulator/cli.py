@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -70,96 +70,124 @@ def build_config(
         fail(str(e))
 
 
+def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
+    """Check the cache and tokenizer, then serve `cfg` until stopped."""
+    from replay.emulator.server import serve  # the server's imports: only to serve
+    from replay.emulator.tokenizer import load_tokenizer
+
+    try:
+        make_cache(cfg, cfg.resolved_profile())
+    except ValueError as e:
+        fail(f"--policy {cfg.policy_name}: {e}")
+    try:
+        load_tokenizer(cfg.tokenizer, cfg.resolved_profile().vocab_size)
+    except ValueError as e:
+        fail(str(e))
+
+    def ready(url: str) -> None:
+        profile = cfg.resolved_profile()
+        say(
+            f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
+            f"model={profile.name} blocks={profile.blocks_per_engine}x"
+            f"{profile.block_tokens} time-scale={cfg.time_scale:g}"
+        )
+
+    try:
+        asyncio.run(serve(cfg, make_cache, ready))
+    except OSError as e:
+        fail(f"--port {cfg.port}: cannot listen on {cfg.host}: {e.strerror or e}")
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            say("stopped")
+
+
+# serve-sim's own options (the shared ones, --model/--time-scale/--token-scale/--blocks, are
+# the run spec's: replay.spec.flags).
+Engine = Annotated[str, typer.Option("--engine", help="flashstate, vllm or sglang")]
+Port = Annotated[int, typer.Option("--port", help="port to listen on (0: any free port)")]
+Host = Annotated[str, typer.Option("--host", help="address to bind")]
+Policy = Annotated[
+    str | None,
+    typer.Option("--policy", help="cache policy (default: the engine's own; kv-lru: plain KV)"),
+]
+ServedName = Annotated[
+    str | None,
+    typer.Option("--served-model-name", help="model id to serve (default: the profile name)"),
+]
+BlockTokens = Annotated[
+    int | None,
+    typer.Option("--block-tokens", help="tokens per cache block (overrides the profile)"),
+]
+MaxBatch = Annotated[int | None, typer.Option("--max-batch", help="most running sequences")]
+HashTokens = Annotated[int, typer.Option("--hash-tokens", help="prefix-hash granularity (tokens)")]
+ErrorRate = Annotated[float, typer.Option("--error-rate", help="fraction answered 500")]
+StallRate = Annotated[float, typer.Option("--stall-rate", help="fraction of streams stalled")]
+StallS = Annotated[float, typer.Option("--stall-s", help="stall length (wall seconds)")]
+CrashAfter = Annotated[
+    int | None, typer.Option("--crash-after", help="exit hard when request N+1 arrives")
+]
+SlowStartS = Annotated[
+    float, typer.Option("--slow-start-s", help="answer 503 for this many seconds after start")
+]
+EarlyStop = Annotated[
+    float,
+    typer.Option("--early-stop-rate", help="fraction of generations ending at half max tokens"),
+]
+FaultSeed = Annotated[int, typer.Option("--fault-seed", help="seed of the fault draws")]
+Tokenizer = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="text endpoints' tokenizer: Hugging Face folder, tokenizer.json or hub name "
+        "(default: the built-in deterministic one)",
+    ),
+]
+Replica = Annotated[
+    int | None,
+    typer.Option(
+        "--replica",
+        help="index among the engine's replicas: answered in an x-replay-replica header",
+    ),
+]
+
+
 def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) -> None:
     """Add the `serve-sim` command to `app`. `fail` reports a bad flag and exits, `say` prints a
     line to stdout (plain by default; `replay serve-sim` passes its console's)."""
 
     @app.command("serve-sim")
     def serve_sim(
-        engine: str = typer.Option(..., "--engine", help="flashstate, vllm or sglang"),
+        engine: Engine,
         model: F.Model = None,
-        port: int = typer.Option(8000, "--port", help="port to listen on (0: any free port)"),
-        host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+        port: Port = 8000,
+        host: Host = "127.0.0.1",
         time_scale: F.TimeScale = None,
-        policy: str | None = typer.Option(
-            None, "--policy", help="cache policy (default: the engine's own; kv-lru: plain KV)"
-        ),
-        served_model_name: str | None = typer.Option(
-            None, "--served-model-name", help="model id to serve (default: the profile name)"
-        ),
+        policy: Policy = None,
+        served_model_name: ServedName = None,
         token_scale: F.TokenScale = None,
         blocks: F.CapacityBlocks = None,
-        block_tokens: int | None = typer.Option(
-            None, "--block-tokens", help="tokens per cache block (overrides the profile)"
-        ),
-        max_batch: int | None = typer.Option(None, "--max-batch", help="most running sequences"),
-        hash_tokens: int = typer.Option(
-            DEFAULT_HASH_TOKENS, "--hash-tokens", help="prefix-hash granularity (tokens)"
-        ),
-        error_rate: float = typer.Option(0.0, "--error-rate", help="fraction answered 500"),
-        stall_rate: float = typer.Option(0.0, "--stall-rate", help="fraction of streams stalled"),
-        stall_s: float = typer.Option(30.0, "--stall-s", help="stall length (wall seconds)"),
-        crash_after: int | None = typer.Option(
-            None, "--crash-after", help="exit hard when request N+1 arrives"
-        ),
-        slow_start_s: float = typer.Option(
-            0.0, "--slow-start-s", help="answer 503 for this many seconds after start"
-        ),
-        early_stop_rate: float = typer.Option(
-            0.0, "--early-stop-rate", help="fraction of generations ending at half max tokens"
-        ),
-        fault_seed: int = typer.Option(0, "--fault-seed", help="seed of the fault draws"),
-        tokenizer: str | None = typer.Option(
-            None,
-            "--tokenizer",
-            help="text endpoints' tokenizer: Hugging Face folder, tokenizer.json or hub name "
-            "(default: the built-in deterministic one)",
-        ),
-        replica: int | None = typer.Option(
-            None,
-            "--replica",
-            help="index among the engine's replicas: answered in an x-replay-replica header",
-        ),
+        block_tokens: BlockTokens = None,
+        max_batch: MaxBatch = None,
+        hash_tokens: HashTokens = DEFAULT_HASH_TOKENS,
+        error_rate: ErrorRate = 0.0,
+        stall_rate: StallRate = 0.0,
+        stall_s: StallS = 30.0,
+        crash_after: CrashAfter = None,
+        slow_start_s: SlowStartS = 0.0,
+        early_stop_rate: EarlyStop = 0.0,
+        fault_seed: FaultSeed = 0,
+        tokenizer: Tokenizer = None,
+        replica: Replica = None,
     ) -> None:
         """Serve an engine emulator: the simulator's engine model behind a real HTTP API."""
         faults: dict[str, object] = {
-            "error_rate": error_rate,
-            "stall_rate": stall_rate,
-            "stall_s": stall_s,
-            "crash_after": crash_after,
-            "slow_start_s": slow_start_s,
-            "seed": fault_seed,
+            "error_rate": error_rate, "stall_rate": stall_rate, "stall_s": stall_s,
+            "crash_after": crash_after, "slow_start_s": slow_start_s, "seed": fault_seed,
             "early_stop_rate": early_stop_rate,
-        }
+        }  # fmt: skip
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer, fail,
             replica,
         )  # fmt: skip
-        from replay.emulator.server import serve  # the server's imports: only to serve
-        from replay.emulator.tokenizer import load_tokenizer
-
-        try:
-            make_cache(cfg, cfg.resolved_profile())
-        except ValueError as e:
-            fail(f"--policy {cfg.policy_name}: {e}")
-        try:
-            load_tokenizer(cfg.tokenizer, cfg.resolved_profile().vocab_size)
-        except ValueError as e:
-            fail(str(e))
-
-        def ready(url: str) -> None:
-            profile = cfg.resolved_profile()
-            say(
-                f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
-                f"model={profile.name} blocks={profile.blocks_per_engine}x"
-                f"{profile.block_tokens} time-scale={cfg.time_scale:g}"
-            )
-
-        try:
-            asyncio.run(serve(cfg, make_cache, ready))
-        except OSError as e:
-            fail(f"--port {cfg.port}: cannot listen on {cfg.host}: {e.strerror or e}")
-        except KeyboardInterrupt:
-            with contextlib.suppress(Exception):
-                say("stopped")
+        _serve(cfg, fail, say)
