@@ -16,7 +16,8 @@ ok, priming left out by the loader). Per replica: `requests`, `share` of the eng
 `imbalance` (the busiest replica's requests ÷ the mean; 1 is even), `branches` (decisions
 per branch of the router's rule), `routers` (the names in the records),
 `predicted_over_cached` (Σ predicted overlap ÷ Σ reported cached tokens over the measured
-requests a router predicted for; 1 is a router whose tree matched the engine's cache).
+requests a router predicted for; 1 is a router whose tree matched the engine's cache; null
+for a router that predicted no overlap at all, as the load-only ones).
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def replica_figures(records: pd.DataFrame, window: Window) -> dict[str, Any] | N
         )
     mean = sum(counts) / len(counts) if counts else 0.0
     predicted = ~np.isnan(overlap) & ~np.isnan(cached)
-    denom = float(cached[predicted].sum())
+    # The load-only routers (round_robin, least_load, session_hash) predict nothing: they
+    # record an overlap of 0 throughout, and get no ratio.
+    denom = float(cached[predicted].sum()) if (overlap[predicted] > 0).any() else 0.0
     branches = (
         m["route_branch"].dropna().astype(str).value_counts().sort_index().to_dict()
         if "route_branch" in m.columns

@@ -27,6 +27,7 @@ from analysis.economics import PRICE_COLUMNS, engine_economics
 from analysis.manifest import Window
 from analysis.metrics import resolve_window
 from analysis.registry import Severity, severity, summary_keys
+from analysis.replicas import fleet_metrics
 from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
 from pricing import PricingError
@@ -184,6 +185,10 @@ def summary_from_table(
             notes.append(flagged)
         notes += run_warnings(name, entry)
         engines[name] = entry
+    # An engine of replicas: per-replica figures beside the fleet's (analysis.replicas).
+    for name, extra in fleet_metrics(run.requests, win).items():
+        if name in engines:
+            engines[name].update(_jsonable(extra))
     return RunSummary.model_validate(
         {
             "run_id": run.run_id,

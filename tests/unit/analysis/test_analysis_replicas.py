@@ -45,6 +45,9 @@ def test_per_replica_figures_and_the_fleet_line() -> None:
     # predicted 300 tokens where the engine reported 300 cached
     assert fleet["predicted_over_cached"] == pytest.approx(1.0)
     assert r0["predicted_overlap_tokens"] == 300
+    # A load-only router predicts nothing (0 throughout): no ratio.
+    flat = replica_figures(_rows().assign(route_overlap=0), Window(0.0, 10.0))
+    assert flat is not None and flat["fleet"]["predicted_over_cached"] is None
 
 
 def test_an_engine_without_replicas_gets_nothing() -> None:

@@ -92,6 +92,10 @@ async def test_each_record_names_the_replica_that_served_it(
         assert sent.replica.nunique() > 1  # 6+ conversations over 4 replicas
     else:
         assert max(got.values()) - min(got.values()) <= 1 and (per_conv > 1).any()
+    fleet = (outcome.summary or {})["engines"]["vllm"]["fleet"]  # analysis.replicas
+    assert outcome.summary["engines"]["vllm"]["replicas"] == 4  # type: ignore[index]
+    assert [r["replica"] for r in fleet["per_replica"]] == [0, 1, 2, 3]
+    assert fleet["routers"] == [router] and fleet["imbalance"] >= 1.0
     man = read_manifest(tmp_path / "r")
     entry = man.engines[0]
     assert entry.replicas == 4 and entry.gpus == 8  # pricing counts every replica's GPUs
