@@ -1,6 +1,7 @@
 """SMG's `cache_aware` policy (the Shepherd Model Gateway, formerly sglang's sgl-router),
 pinned to smg 1.13.0 on PyPI and checked against it request by request
-(scripts/router_agreement.py: the real smg in front of emulator replicas, docs/fleet.md).
+(scripts/router_agreement.py: the real smg in front of emulator replicas; the figures are
+in docs/router-agreement.md).
 
 Sources. 1.13.0's Rust source is not in the repositories we can read (the newest,
 smg-project/smg at f8daa88, is 1.9.0+); its rules are read from three places: that source
