@@ -5,6 +5,7 @@ replica's GPUs, and per-replica caches are separate."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_trace_timing_fleet(sample: Trace) -> None:
 
 
 def test_sweep_writes_fleet_runs_with_all_gpus(sample: Trace, tmp_path: Path) -> None:
-    common = dict(
+    common: dict[str, Any] = dict(
         model="glm-5.3-flash", timing="engine", duration_s=240.0, window=(60.0, 240.0),
         token_scale=16.0, warmup_s=30.0,
     )  # fmt: skip
