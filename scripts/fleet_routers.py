@@ -56,7 +56,7 @@ def _point(cfg: FleetConfig) -> dict[str, Any]:
         "engine": cfg.policy,
         "replicas": cfg.replicas,
         "sessions": cfg.sessions,
-        "router": cfg.router,
+        "router": cfg.router + "".join(f" {k}={v}" for k, v in cfg.router_opts.items()),
         "requests": s["requests"],
         "hit_rate": s["hit_rate"],
         "ideal_hit_rate": s["ideal_hit_rate"],
@@ -104,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration-min", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--router-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a router parameter (replay.fleet registry), e.g. queue_model=fcfs",
+    )
     ap.add_argument("--json", type=Path, default=None, help="append each row here (JSON lines)")
     a = ap.parse_args(argv)
     routers = [r for r in a.routers.split(",") if r]
@@ -114,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         reps = [int(x) for x in a.replicas.split(",")]
     except ValueError:
         ap.error(f"--replicas: '{a.replicas}' is not a comma list of whole numbers")
+    opts: dict[str, str] = {}
+    for item in a.router_opt:
+        key, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--router-opt: '{item}' is not KEY=VALUE")
+        opts[key] = value
     _TRACE = load_trace(sample_path() if a.corpus == "sample" else a.corpus)
     scale = resolve_token_scale(_TRACE, None)
     dur = a.duration_min * 60.0
@@ -129,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             warmup_s=TIMED_WARMUP_S,
             replicas=n,
             router=r,
+            router_opts=opts,
         )
         for n in reps
         for eng in a.engines.split(",")
