@@ -116,3 +116,21 @@ def test_pacing_experiment_derives_the_demo_line_from_the_panel() -> None:
     assert r["rate"] == pytest.approx(2.0 * 30.0 / 60.0)
     assert r["prompt_min_gpu"] == pytest.approx(1.0 * 100_000 * 60 / 2)
     assert pace.repaced({"rate": None}, 40.0) == {}
+
+
+def test_vllm_state_release_counts_dependency_misses_of_quick_returns_only() -> None:
+    from replay.records import RequestRecord
+
+    exp = _script("vllm_state_release")
+
+    def rec(gap: float, t: float, dep: int, prompt: int = 1000) -> RequestRecord:
+        return RequestRecord(
+            engine="vllm", session=0, trajectory="t", agent="main", turn=1, scheduled_s=t,
+            sent_s=t, first_token_s=t, done_s=t + 1, prompt_tokens=prompt,
+            dependency_miss=dep, tool_gap_s=gap,
+        )  # fmt: skip
+
+    rs = [rec(0.5, 10, 600), rec(1.5, 10, 0), rec(5.0, 10, 1000), rec(0.1, 99, 1000)]
+    # the quick returns inside the window: (600 + 0) / 2000; the 5 s gap and t = 99 left out
+    assert exp.short_gap_dependency(rs, (0.0, 50.0)) == pytest.approx(0.3)
+    assert exp.short_gap_dependency([], (0.0, 50.0)) == 0.0
