@@ -102,14 +102,22 @@ class WorkloadSpec(BaseModel):
         )
 
 
+# A live run's limits (the client's defaults until this spec held them).
+_RETRIES, _STALL_S, _REQUEST_S = 3, 120.0, 3600.0
+
+
 class LimitsSpec(BaseModel):
     """How long a live run waits on an engine, and how often it retries."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    retries: int = flagged(3, "--retries", "Retries of a failed turn.", ge=0)
-    stall_timeout_s: float = flagged(120.0, "--stall-timeout-s", "No-token stall limit.", gt=0)
-    request_timeout_s: float = flagged(3600.0, "--request-timeout-s", "Whole-request limit.", gt=0)
+    retries: int = flagged(_RETRIES, "--retries", f"Retries of a failed turn ({_RETRIES}).", ge=0)
+    stall_timeout_s: float = flagged(
+        _STALL_S, "--stall-timeout-s", f"No-token stall limit, seconds ({_STALL_S:g}).", gt=0
+    )
+    request_timeout_s: float = flagged(
+        _REQUEST_S, "--request-timeout-s", f"Whole-request limit, seconds ({_REQUEST_S:g}).", gt=0
+    )
 
 
 class EngineShape(BaseModel):
