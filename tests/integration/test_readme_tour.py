@@ -83,6 +83,7 @@ def test_every_tour_block_runs_as_written(tmp_path: Path) -> None:
         "tour-run/manifest.json",
         "tour-run/requests.parquet",
         "tour-sim/summary.csv",
+        "tour-fleet/summary.csv",
         "tour-live/manifest.json",
         "tour-report/report.html",
         "tiny.jsonl.gz",
