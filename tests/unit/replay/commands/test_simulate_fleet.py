@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.fleet import router_names
+from replay.profiles import DEFAULT_MODEL, load_profile
 from replay.traces import sample_path
 
 
@@ -54,4 +55,9 @@ def test_a_small_fleet_runs_through_the_command(tmp_path: Path) -> None:
     assert rows[0]["replicas"] == 2 and rows[0]["router"] == "state_aware"
     run = tmp_path / "o" / "flashstate-r2-state_aware-s4-seed0"
     summary = json.loads((run / "summary.json").read_text())
-    assert "flashstate" in summary["engines"]
+    eng = summary["engines"]["flashstate"]
+    # per-replica figures (analysis.replicas) and every replica's GPUs in the per-GPU rates
+    assert eng["replicas"] == 2
+    assert [r["replica"] for r in eng["fleet"]["per_replica"]] == [0, 1]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["engines"][0]["gpus"] == 2 * load_profile(DEFAULT_MODEL).gpus
