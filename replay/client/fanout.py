@@ -59,6 +59,12 @@ def build_pool(
         for s, r in zip(plan.engines, reports, strict=True)
     ]
     k = max(plan.workers, 1)
+    taken = read_journal(plan.out_dir) if plan.resume else []
+    next_seq: dict[int, int] = {}
+    for row in taken:
+        w, s = row.get("worker"), row.get("seq")
+        if isinstance(w, int) and isinstance(s, int):
+            next_seq[w] = max(next_seq.get(w, 0), s + 1)
     specs = [
         WorkerSpec(
             index=i,
@@ -76,10 +82,10 @@ def build_pool(
             limits=plan.limits,
             first_ordinals={s: n for s, n in first_ordinals.items() if s % k == i},
             parent_pid=os.getpid(),
+            seq_start=next_seq.get(i, 0),
         )
         for i in range(k)
     ]
-    taken = read_journal(plan.out_dir) if plan.resume else []
     return WorkerPool(specs, ray_address=plan.ray_address, taken=taken)
 
 

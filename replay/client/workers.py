@@ -88,6 +88,9 @@ class WorkerSpec:
     first_ordinals: dict[int, int] = field(default_factory=dict)
     flush_interval_s: float = 0.25
     parent_pid: int | None = None
+    # The first `seq` to write: past what the run's journal holds of this worker already (a
+    # resumed run, whose part files were merged and removed), so no line repeats a key.
+    seq_start: int = 0
 
 
 def last_seq(path: Path) -> int:
@@ -109,11 +112,11 @@ def last_seq(path: Path) -> int:
 class PartWriter:
     """The one writer of a worker's part file: whole lines, appended on `flush()`."""
 
-    def __init__(self, path: Path, worker: int):
+    def __init__(self, path: Path, worker: int, seq_start: int = 0):
         self.path = path
         self.worker = worker
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._seq = last_seq(path) + 1
+        self._seq = max(last_seq(path) + 1, seq_start)
         self._pending: list[bytes] = []
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.written = 0
@@ -147,7 +150,7 @@ async def _serve(spec: WorkerSpec) -> int:
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGTERM, stop.set)  # not on a Ray worker's thread
     run_dir = Path(spec.run_dir)
-    out = PartWriter(part_path(run_dir, spec.index), spec.index)
+    out = PartWriter(part_path(run_dir, spec.index), spec.index, spec.seq_start)
     workload = Workload(spec.trace, spec.workload)
     t0 = _t0(spec)
     slots = slots_of(spec.index, spec.workers, spec.workload.sessions)

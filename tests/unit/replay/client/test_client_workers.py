@@ -170,3 +170,38 @@ async def test_workers_on_a_local_ray_cluster(
     assert len(keys) == len(set(keys)) > 5
     assert sorted(keys) == sorted((r["worker"], r["seq"]) for r in _part_rows(out))
     assert {r["session"] % 2 for r in journal} == {0, 1}
+
+
+async def test_a_resumed_run_with_workers_repeats_no_key_and_loses_no_line(
+    fake_engine: Any, helpers: Any, tmp_path: Path
+) -> None:
+    h = helpers
+    trace = h.trace_of(*(h.growing_trajectory(f"t{i}", turns=30, step=8) for i in range(4)))
+    fake_engine.token_delay_s = 0.005
+    out = tmp_path / "r"
+    stop = asyncio.Event()
+    first = asyncio.create_task(
+        run_live(_plan(fake_engine.url, trace, out, sessions=4, duration_s=30.0, workers=2),
+                 stop=stop)
+    )  # fmt: skip
+    while not (out / "requests.jsonl").exists() or len(read_journal(out)) < 10:
+        await asyncio.sleep(0.2)
+    stop.set()
+    assert (await first).status == "interrupted"
+    before = read_journal(out)
+    assert not (out / "parts").exists()  # merged whole, then removed
+    plan = _plan(fake_engine.url, trace, out, sessions=4, duration_s=30.0, workers=2)
+    plan.resume = True
+    stop2 = asyncio.Event()
+    again = asyncio.create_task(run_live(plan, stop=stop2))
+    while len(read_journal(out)) < len(before) + 10:
+        await asyncio.sleep(0.2)
+    stop2.set()
+    await again
+    journal = read_journal(out)
+    keys = [(r["worker"], r["seq"]) for r in journal]
+    assert len(keys) == len(set(keys)) and len(journal) >= len(before) + 10
+    assert journal[: len(before)] == before
+    for w in (0, 1):  # each worker's numbering goes on past the first segment's
+        seqs = sorted(s for x, s in keys if x == w)
+        assert seqs == list(range(len(seqs))), w
