@@ -236,10 +236,13 @@ class Adapter(ABC):
             res.done_ns = time.perf_counter_ns()
             if parser.result.status == "ok" and parser.result.error:
                 res.status = "error"
-        except TimeoutError:
+        except TimeoutError as e:
             parser.finish()
             total = loop.time() - t0
-            if total >= lim.request_timeout_s - 1e-3:
+            if isinstance(e, aiohttp.ServerTimeoutError):  # aiohttp's own: connect or read
+                what = "connect" if isinstance(e, aiohttp.ConnectionTimeoutError) else "read"
+                res.fail("timeout", f"{what} timed out after {total:.1f} s ({e})".rstrip(" ()"))
+            elif total >= lim.request_timeout_s - 1e-3:
                 res.fail("timeout", f"request exceeded {lim.request_timeout_s:g} s")
             elif phase == "between chunks":
                 res.fail("timeout", f"stalled: no token for {lim.stall_timeout_s:g} s")

@@ -118,3 +118,25 @@ async def test_openai_adapter_sends_text_and_repeats_generated_text_verbatim(
     assert again.status == "ok"
     assert (again.cached_tokens or 0) >= 64  # the text prefix hit the engine's cache
     assert fake_engine.requests[0]["prompt"] == a.render_ids(prompt)  # type: ignore[attr-defined]
+
+
+async def test_a_connect_timeout_is_named_as_one() -> None:
+    """aiohttp's connect timeout is a TimeoutError too: it is not 'no first token within
+    1800 s' (what 10K sessions connecting at once showed before)."""
+    import aiohttp
+
+    from replay.engines.adapters import make_adapter
+
+    class _Refusing:
+        closed = False
+
+        def post(self, *a: object, **k: object) -> object:
+            raise aiohttp.ConnectionTimeoutError("Connection timeout to host http://x")
+
+        async def close(self) -> None:
+            return None
+
+    a = make_adapter("vllm", "http://x", "m", session=_Refusing())
+    res = await a.generate(b"{}")
+    assert res.status == "timeout" and res.error is not None
+    assert res.error.startswith("connect timed out after"), res.error
