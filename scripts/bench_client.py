@@ -101,7 +101,9 @@ def start_nginx(work: Path, port: int, core: int | None) -> subprocess.Popen[byt
         "events { worker_connections 16384; }\n"
         f"http {{ access_log off; {temps} client_max_body_size 64m; "
         "client_body_buffer_size 4m; keepalive_requests 100000000; keepalive_timeout 600s;\n"
-        f"  server {{ listen 127.0.0.1:{port}; root {work}/root;\n"
+        # A deep accept queue (the kernel caps it at net.core.somaxconn): 10K sessions
+        # connect within seconds of each other.
+        f"  server {{ listen 127.0.0.1:{port} backlog=16384; root {work}/root;\n"
         # A POST to a static file answers 405; the error page turns it into the file.
         "    location /v1/ { default_type text/event-stream; error_page 405 =200 $uri; } } }\n"
     )

@@ -16,7 +16,9 @@ read from the run directory's records like any run's, over the run after its fir
 
 The trace is synthetic and in memory: `trajectories` conversations whose first prompt is
 `prompt_tokens` long (default 105,126 tokens, the median request of the real corpus
-../shared/traces/kvct-dev.jsonl.gz, measured here) growing by `step` tokens a turn, 200
+../shared/traces/kvct-dev.jsonl.gz, measured here) growing by `step` tokens a turn (1% of
+it by default; a session starts 25-75% into its conversation, so the mean prompt sent is
+~10% above `prompt_tokens`; the table shows the mean), 200
 output tokens a turn (the stream nginx serves). Sessions beyond `trajectories` replay them
 again, each time as its own conversation (own token ids), so every body is full size and
 distinct.
@@ -83,7 +85,9 @@ def _rss_mb() -> float:
     return (own + kids) / 1024.0
 
 
-async def _run(url: str, sessions: int, workers: int, seconds: float, out: Path, **kw: Any) -> Any:
+async def _run(
+    url: str, sessions: int, workers: int, seconds: float, out: Path, ramp_s: float, **kw: Any
+) -> Any:
     from replay.client.config import EngineSpec
     from replay.client.orchestrate import RunPlan, run_live
     from replay.engines.preflight import PreflightReport
@@ -91,7 +95,14 @@ async def _run(url: str, sessions: int, workers: int, seconds: float, out: Path,
 
     trace = synthetic_trace(kw["trajectories"], kw["prompt_tokens"], kw["step"], kw["turns"])
     wl = WorkloadConfig(
-        sessions=sessions, duration_s=seconds, window=(0.0, seconds), gap_cap_s=0.0, warmup_s=0.0
+        sessions=sessions,
+        duration_s=seconds,
+        window=(0.0, seconds),
+        gap_cap_s=0.0,
+        # The sessions' first requests spread over the ramp (the replay rules' warm-up),
+        # which is not measured: 10K connections opened at one instant overflow any
+        # server's accept queue and time out connecting (seen here at 10K sessions).
+        warmup_s=ramp_s,
     )
     plan = RunPlan(
         engines=[EngineSpec(name="null", kind="vllm", url=url)],
@@ -116,17 +127,18 @@ def measure(
     ramp_s: float = 5.0,
     trajectories: int = 200,
     prompt_tokens: int = MEDIAN_PROMPT,
-    step: int = 1000,
+    step: int | None = None,
     turns: int = 20,
 ) -> dict[str, Any]:
     """One run of the harness's client against `url`; its figures (module docstring)."""
     from replay.rundir import read_requests
 
+    step = prompt_tokens // 100 if step is None else step  # 1% growth a turn
     with tempfile.TemporaryDirectory(prefix="ceiling-") as tmp:
         out = Path(tmp) / "run"
         t0 = time.perf_counter()
         outcome = asyncio.run(
-            _run(url, sessions, workers, seconds, out, trajectories=trajectories,
+            _run(url, sessions, workers, seconds, out, ramp_s, trajectories=trajectories,
                  prompt_tokens=prompt_tokens, step=step, turns=turns)
         )  # fmt: skip
         wall = time.perf_counter() - t0
@@ -153,6 +165,7 @@ def measure(
         "ttft_err_p99_ms": pct(ttft_ms, 99),
         "late_p99_ms": pct(late_ms, 99),
         "errors": int((df.status.isin(["error", "timeout"])).sum()),
+        "first_error": next(iter(df[df.status.isin(["error", "timeout"])].error.dropna()), None),
         "sessions_sent": int(sent.session.nunique()),
         "mean_prompt_tokens": float(ok.prompt_tokens.mean()) if len(ok) else None,
         "rss_mb": _rss_mb(),
@@ -185,6 +198,7 @@ def ceiling_table(args: Any, start_nginx: Any, peer: Any) -> list[dict[str, Any]
     import os
     import subprocess
 
+    raise_fd_limit()  # nginx and every client process inherit it
     load = os.getloadavg()
     port = 18000 + os.getpid() % 2000
     url = f"http://127.0.0.1:{port}"
@@ -232,7 +246,8 @@ def _print(rows: list[dict[str, Any]], load: tuple[float, float, float]) -> None
         f"{load[0]:.1f} at the start): saturated by construction"
     )
     print(
-        "| client | sessions | prompt tokens | workers | req/s | prompt Mtok/s | output tok/s "
+        "| client | sessions | prompt tokens (mean sent) | workers | req/s | prompt Mtok/s "
+        "| output tok/s "
         "| TTFT error p50 / p99 (ms) | send lateness p99 (ms) | errors | peak RSS (MB) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -241,7 +256,8 @@ def _print(rows: list[dict[str, Any]], load: tuple[float, float, float]) -> None
         p50 = r.get("ttft_err_p50_ms", r.get("ttft_p50_ms"))
         p99 = r.get("ttft_err_p99_ms", r.get("ttft_p99_ms"))
         print(
-            f"| {r['client']} | {r['sessions']:,} | {r['prompt']:,} | {r['workers']} "
+            f"| {r['client']} | {r['sessions']:,} | {_f(r.get('mean_prompt_tokens', r['prompt']), ',.0f')} "
+            f"| {r['workers']} "
             f"| {_f(r.get('rps'), '.1f')} | {_f(mtok if r.get('rps') else None, '.2f')} "
             f"| {_f(r.get('output_tok_s', r.get('tok_s')), ',.0f')} "
             f"| {_f(p50, ',.0f')} / {_f(p99, ',.0f')} | {_f(r.get('late_p99_ms'), ',.0f')} "
@@ -249,6 +265,14 @@ def _print(rows: list[dict[str, Any]], load: tuple[float, float, float]) -> None
         )
 
 
+def raise_fd_limit() -> None:
+    """10K sessions hold 10K connections: the usual 1,024 open files are not enough (the
+    workers inherit the limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+
+
 if __name__ == "__main__":  # one measurement in its own process: print its JSON line
+    raise_fd_limit()
     args = json.loads(sys.argv[1])
     print(json.dumps(measure(**args)))
