@@ -15,6 +15,8 @@ measurement runs in its own process on one core, and the script prints:
   (target < 5 ms), beside the standard library's `json.dumps` of the same ids.
 
 Usage: .venv/bin/python scripts/bench_client.py [--requests 4000] [--skip-peer]
+       .venv/bin/python scripts/bench_client.py --ceiling   # sessions × client workers
+         (scripts/client_ceiling.py: 1K and 10K sessions, 1/2/4 workers, beside vllm bench)
 nginx: installed with `apt-get install -y nginx` when missing and running as root.
 """
 
