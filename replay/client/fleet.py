@@ -13,6 +13,11 @@ Who routes is explicit:
   emulator's own `x-replay-replica` header (an index) where the router passes it on,
   else SMG's `x-smg-routed-worker-id` (the worker's URL), numbered in the order the URLs
   first appear (`ClientFleet.worker_urls` keeps that order for the manifest).
+  A router that takes text prompts only (smg 1.13.0's HTTP path refuses token ids) gets the
+  prompt as the text of its ids' canonical words, which the emulator's built-in tokenizer
+  reads back into exactly the ids built (replay.token_words; `external_adapter_options`
+  turns it on for adapters that can, vLLM's and FlashState's, under `--router external`
+  only); SGLang's adapter keeps sending `input_ids`.
 
 Session pinning is the router's: `session_hash` pins a conversation's turns to one replica,
 `cache_aware` follows its tree. The routing key is the conversation: the session slot, its
@@ -222,8 +227,22 @@ def build_client_fleet(
     """The engine's fleet: one adapter (its own connection pool) per replica URL."""
     from replay.engines.adapters import make_adapter
 
-    adapters = [make_adapter(kind, u, model, limits=limits, **adapter_options) for u in spec.urls]
+    options = external_adapter_options(kind, spec, adapter_options)
+    adapters = [make_adapter(kind, u, model, limits=limits, **options) for u in spec.urls]
     return ClientFleet(engine, spec, adapters, seed)
+
+
+def external_adapter_options(
+    kind: str, spec: FleetSpec | None, adapter_options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The adapter options for an engine's fleet: with a router in front (`--router
+    external`), text prompts where the adapter can send them (see the module docstring)."""
+    from replay.engines.adapters import adapter_class
+
+    options = dict(adapter_options)
+    if spec is not None and spec.router == EXTERNAL and adapter_class(kind).takes_text_prompt:
+        options.setdefault("text_prompt", True)
+    return options
 
 
 def replica_names(engine: str, spec: FleetSpec | None, url: str) -> dict[str, str]:
@@ -243,5 +262,6 @@ __all__ = [
     "FleetSpec",
     "build_client_fleet",
     "conversation_key",
+    "external_adapter_options",
     "replica_names",
 ]

@@ -33,14 +33,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+# Canonical words (a space and three syllables, 512,000 of them) spell ids: replay.token_words,
+# shared with the client, which writes token-id prompts as text for a router that takes text.
+from replay.token_words import CANONICAL as _CANONICAL
+from replay.token_words import id_of_word as _id_of_word
+from replay.token_words import word_of
+
 # Pieces: an optional single space then a word; an optional space then punctuation; whitespace
 # not followed by a non-space (so " word" keeps its space); any other whitespace run.
 _PIECES = re.compile(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+")
-_CONSONANTS = "bdfghjklmnprstvz"  # 16
-_VOWELS = "aeiou"  # 5
-_SYLLABLES = len(_CONSONANTS) * len(_VOWELS)  # 80 per syllable, 512,000 words of three
-_CANONICAL = re.compile(r"^ ([bdfghjklmnprstvz][aeiou]){3}$")
-
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL_TOKENS) + ")")
 
@@ -61,26 +62,6 @@ class TextTokenizer(Protocol):
     def decode(self, ids: Sequence[int] | np.ndarray) -> str: ...
 
     def apply_chat_template(self, messages: list[dict[str, str]]) -> str: ...
-
-
-def word_of(token_id: int) -> str:
-    """The canonical spelling of an id: three consonant-vowel syllables (`kabodu`)."""
-    parts = []
-    n = int(token_id)
-    for _ in range(3):
-        n, s = divmod(n, _SYLLABLES)
-        c, v = divmod(s, len(_VOWELS))
-        parts.append(_CONSONANTS[c] + _VOWELS[v])
-    return "".join(parts)
-
-
-def _id_of_word(word: str) -> int:
-    n = 0
-    for k in range(2, -1, -1):
-        c = _CONSONANTS.index(word[2 * k])
-        v = _VOWELS.index(word[2 * k + 1])
-        n = n * _SYLLABLES + c * len(_VOWELS) + v
-    return n
 
 
 class BuiltinTokenizer:

@@ -442,7 +442,9 @@ async def _probe(
     # inside the prompt (hits are capped at n - 1), and SGLang keeps a prefill's state at the
     # last grid point of its chunk; a block-multiple prompt would put that state at its very
     # end and report no hit on a healthy engine.
-    block = report.block_size or 256
+    # Through a router (no engine /metrics) an emulator's /get_server_info names its block.
+    emulated = report.emulator.block_tokens if report.emulator is not None else None
+    block = report.block_size or emulated or 256
     n = probe_tokens or max(4 * block, 1024) + block // 2
     if report.context_tokens:
         n = min(n, max(report.context_tokens // 2 - 16, 16))

@@ -140,6 +140,9 @@ class Adapter(ABC):
     path: ClassVar[str]
     # Whether the engine returns the generated token ids (needed for exact live rewriting).
     exact_ids: ClassVar[bool] = True
+    # Whether the adapter can send a token-id prompt as text (its `text_prompt` option) for a
+    # router in front that takes text only (replay.client.fleet, `--router external`).
+    takes_text_prompt: ClassVar[bool] = False
 
     def __init__(
         self,

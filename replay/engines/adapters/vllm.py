@@ -7,16 +7,25 @@ carries the generated ids (`choices[0].token_ids`; the first chunk also echoes
 with `prompt_tokens_details.cached_tokens` (vLLM omits the details when nothing was cached,
 and without `--enable-prompt-tokens-details` altogether: both read as 0 here; preflight tells
 the two apart).
+
+With `text_prompt=True` the prompt goes as the text of its ids' canonical words
+(replay.token_words.ids_as_text), which the emulator's built-in tokenizer reads back into
+exactly those ids: for a router in front that takes text prompts only (smg 1.13.0's HTTP
+path), chosen by `--router external` (replay.client.fleet). Against a real engine behind such
+a router the text is tokenized by the model's tokenizer, so lengths and prefixes are not the
+trace's: the prompt echo (`prompt_token_ids`, `usage.prompt_tokens`) shows it.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any, ClassVar
 
 import numpy as np
 import orjson
 
 from replay.engines.adapters.base import Adapter, StreamParser, StreamResult, register
+from replay.token_words import ids_as_text
 
 # Generated ids of one chunk; the quote before `token_ids` keeps `prompt_token_ids` out.
 _TOKEN_IDS = re.compile(rb'"token_ids"\s*:\s*\[([0-9,\s]*)\]')
@@ -83,13 +92,21 @@ class VllmParser(StreamParser):
 class VllmAdapter(Adapter):
     kind = "vllm"
     path = "/v1/completions"
+    takes_text_prompt: ClassVar[bool] = True
+
+    def __init__(
+        self, url: str, model: str | None, *, text_prompt: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(url, model, **kwargs)
+        self.text_prompt = text_prompt
 
     def build_body(self, prompt_ids: np.ndarray, max_tokens: int) -> bytes:
         # orjson writes an int64 array straight from its buffer: ~1.5 ms for 200K ids, where
         # `json.dumps` of a list takes ~25-45 ms and would stall every other session.
+        ids = np.asarray(prompt_ids, dtype=np.int64)
         body = {
             "model": self.model,
-            "prompt": np.asarray(prompt_ids, dtype=np.int64),
+            "prompt": ids_as_text(ids) if self.text_prompt else ids,
             "max_tokens": int(max_tokens),
             "min_tokens": int(max_tokens),
             "ignore_eos": True,
