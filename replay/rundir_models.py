@@ -302,7 +302,7 @@ class Manifest(_Record):
     emulated: bool | None = Field(default=None, description="every engine was an emulator")
     spec: dict[str, Any] | None = Field(
         default=None,
-        description="the run's specification as resolved (replay.spec.RunSpec, URLs without "
+        description="the run's specification as resolved (replay.runspec.RunSpec, URLs without "
         "credentials): what `replay run --resume` continues",
     )
     dashboard_members: list[str] | None = Field(

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
 from replay.redact import UrlEnvError, expand_url_env, redact_url
-from replay.spec.fields import WorkloadSpec
+from replay.runspec.fields import WorkloadSpec
 from replay.userpaths import PathProblem, read_text_file
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
@@ -88,7 +88,7 @@ class EngineSpec(BaseModel):
 
 class FileConfig(BaseModel):
     """A run config file: its engines and SLO, and any of the workload's settings by the run
-    spec's field names (`replay.spec.fields.WorkloadSpec`: sessions, duration_min, window, …),
+    spec's field names (`replay.runspec.fields.WorkloadSpec`: sessions, duration_min, window, …),
     which the spec checks and names as `--config FILE: field 'NAME'`."""
 
     model_config = ConfigDict(extra="allow")

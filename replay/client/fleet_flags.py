@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from replay.client.fleet import EXTERNAL, FleetSpec
 from replay.fleet import router_names
-from replay.spec.model import EngineRun, RunSpec
+from replay.runspec.model import EngineRun, RunSpec
 
 DEFAULT_ROUTER = "round_robin"
 _EXTERNAL_EMULATED = (

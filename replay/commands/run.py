@@ -3,7 +3,7 @@
 With `--endpoint NAME=URL` (or `--config FILE`) it drives real engines; with engine names and
 no endpoint it starts one emulator per engine on loopback (the embedded default). Every
 engine is preflighted first; a failing check stops the run before anything is timed. The
-settings are resolved once into a `RunSpec` (`replay.spec.live`), which the manifest keeps
+settings are resolved once into a `RunSpec` (`replay.runspec.live`), which the manifest keeps
 and `--resume` continues.
 """
 
@@ -52,11 +52,11 @@ from replay.rundir import (
     schema_note,
 )
 from replay.rundir_models import MANIFEST_SCHEMA_VERSION
-from replay.spec import flags as F
-from replay.spec import live
-from replay.spec.live import Resolved, RunFlags
-from replay.spec.model import RunSpec
-from replay.spec.resolve import SpecError
+from replay.runspec import flags as F
+from replay.runspec import live
+from replay.runspec.live import Resolved, RunFlags
+from replay.runspec.model import RunSpec
+from replay.runspec.resolve import SpecError
 from replay.userpaths import PathProblem, check_out_dir
 
 
@@ -96,7 +96,7 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
 
 
 def _trace_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -> float:
-    """`replay.spec.live.token_scale`, failing with its message."""
+    """`replay.runspec.live.token_scale`, failing with its message."""
     try:
         return live.token_scale(trace, flag, settings, emulated)
     except SpecError as e:

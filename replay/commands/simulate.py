@@ -29,13 +29,13 @@ from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_chil
 from replay.fleet import router_names
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.rundir import new_run_id
+from replay.runspec import flags as F
+from replay.runspec.fields import EngineShape
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build
+from replay.runspec.sweep import SweepSpec, sweep_workload
 from replay.sim.policies import POLICY_NAMES
 from replay.sim.runner import TIMINGS, SimResult
 from replay.sim.sweep import plan, run_sweep
-from replay.spec import flags as F
-from replay.spec.fields import EngineShape
-from replay.spec.resolve import FLAGS, Layer, SpecError, build
-from replay.spec.sweep import SweepSpec, sweep_workload
 from replay.traces import TraceError, load_trace, sample_path
 from replay.traces.scale import TraceScaleError, resolve_token_scale
 from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES

@@ -23,7 +23,7 @@ from replay.emulator.config import (
     make_cache,
 )
 from replay.emulator.launch import READY_PREFIX
-from replay.spec import flags as F
+from replay.runspec import flags as F
 
 Fail = Callable[[str], NoReturn]
 Say = Callable[[str], None]
@@ -102,7 +102,7 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
 
 
 # serve-sim's own options (the shared ones, --model/--time-scale/--token-scale/--blocks, are
-# the run spec's: replay.spec.flags).
+# the run spec's: replay.runspec.flags).
 Engine = Annotated[str, typer.Option("--engine", help="flashstate, vllm or sglang")]
 Port = Annotated[int, typer.Option("--port", help="port to listen on (0: any free port)")]
 Host = Annotated[str, typer.Option("--host", help="address to bind")]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from replay.cli import app
 from replay.client.config import engines_from_flags
 from replay.client.fleet_flags import apply_fleet_flags, fleets_of
-from replay.spec.model import EngineRun, RunSpec
+from replay.runspec.model import EngineRun, RunSpec
 
 
 def run(*args: str) -> Any:

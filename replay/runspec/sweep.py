@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from replay.spec.fields import EngineShape, WorkloadSpec
-from replay.spec.resolve import FLAGS, Layer
-from replay.spec.workload import workload
+from replay.runspec.fields import EngineShape, WorkloadSpec
+from replay.runspec.resolve import FLAGS, Layer
+from replay.runspec.workload import workload
 from replay.workload import DEFAULT_WORKLOAD as W
 from replay.workload import TIMED_WARMUP_S
 

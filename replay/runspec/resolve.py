@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from replay.spec.fields import flag_of
+from replay.runspec.fields import flag_of
 
 FLAGS = "flag"  # the layer of the command line's flags
 

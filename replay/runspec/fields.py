@@ -1,5 +1,5 @@
 """The settings every command shares, each field declaring its flag, default and check once:
-the workload, a live run's limits, and what models one engine. `replay.spec.flags` makes the
+the workload, a live run's limits, and what models one engine. `replay.runspec.flags` makes the
 command-line options of these fields; this module imports nothing of the client or emulator,
 so the emulator's own command line (a child process) reads it cheaply.
 """
@@ -17,7 +17,7 @@ from replay.workload import TIMED_WARMUP_S, SubagentMode, WorkloadConfig
 
 def flagged(default: Any, flag: str, help: str, *aliases: str, **rules: Any) -> Any:
     """A field with its command-line flag (and older names of it), read back by `flag_of`
-    and `replay.spec.flags`."""
+    and `replay.runspec.flags`."""
     extra: dict[str, Any] = {"flag": flag, "aliases": list(aliases)}
     return Field(default, description=help, json_schema_extra=extra, **rules)
 

@@ -3,8 +3,8 @@ belongs to its layer's duration, then the replay rules' own checks (`replay.work
 
 from __future__ import annotations
 
-from replay.spec.fields import WorkloadSpec
-from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged, name_of
+from replay.runspec.fields import WorkloadSpec
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build, merged, name_of
 from replay.windows import WindowError, resolve_window_min
 from replay.workload import WorkloadError
 

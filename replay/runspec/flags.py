@@ -1,9 +1,9 @@
 """The command-line flags of the spec's fields, declared once: `replay run`, `replay simulate`
 and `replay serve-sim` annotate their parameters with these (`sessions: flags.Sessions = None`),
-so a flag's name and help are the field's (`replay.spec.model`) and every command that takes a
+so a flag's name and help are the field's (`replay.runspec.model`) and every command that takes a
 setting takes it under one name.
 
-Every flag defaults to None ("not given"): the layered resolution (`replay.spec.resolve`)
+Every flag defaults to None ("not given"): the layered resolution (`replay.runspec.resolve`)
 fills in the config file's value or the command's base layer, and validates the result.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from replay.spec.fields import EngineShape, LimitsSpec, WorkloadSpec, aliases_of, flag_of
+from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec, aliases_of, flag_of
 
 
 def option(model: type[BaseModel], key: str, help: str | None = None) -> Any:

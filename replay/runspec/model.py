@@ -2,8 +2,8 @@
 and its validation once.
 
 `replay run`, `replay simulate` and `replay serve-sim` take their shared flags from these
-fields (`replay.spec.flags`), one layered resolution builds a `RunSpec` from flags, a config
-file and the command's base layer (`replay.spec.resolve`), and the manifest stores the spec
+fields (`replay.runspec.flags`), one layered resolution builds a `RunSpec` from flags, a config
+file and the command's base layer (`replay.runspec.resolve`), and the manifest stores the spec
 as resolved (`Manifest.spec`), which `replay run --resume` validates back.
 """
 
@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from replay.client.config import EngineSpec
-from replay.spec.fields import EngineShape, LimitsSpec, WorkloadSpec
+from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec
 
 Executor = Literal["live", "emulated", "simulated"]
 

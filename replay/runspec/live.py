@@ -17,9 +17,9 @@ from replay.client.config import (
     load_config_file,
 )
 from replay.redact import MASK, redact_url
-from replay.spec.model import EngineRun, LimitsSpec, RunSpec
-from replay.spec.resolve import FLAGS, Layer, SpecError, build, merged
-from replay.spec.workload import EMBEDDED, workload
+from replay.runspec.model import EngineRun, LimitsSpec, RunSpec
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build, merged
+from replay.runspec.workload import EMBEDDED, workload
 
 EMULATED_KINDS = ("vllm", "flashstate", "sglang")
 
@@ -123,7 +123,7 @@ def resolve_new(flags: RunFlags) -> Resolved:
     if not all(s.url is None for s in specs):
         settings = None  # real engines: the embedded default's emulators are not started
     limits = build(LimitsSpec, [Layer(FLAGS, flags.limits)])
-    from replay.spec.slo import run_slo
+    from replay.runspec.slo import run_slo
 
     slo = run_slo(flags.slo, file_cfg.slo if file_cfg else None, flags.config)
     spec = RunSpec(workload=wl, engines=_engine_runs(specs, settings), limits=limits, slo=slo)
@@ -199,7 +199,7 @@ def resume_limits(spec: RunSpec, flags: RunFlags) -> RunSpec:
     )
     update: dict[str, Any] = {"limits": limits}
     if flags.slo is not None:
-        from replay.spec.slo import run_slo
+        from replay.runspec.slo import run_slo
 
         update["slo"] = run_slo(flags.slo, spec.slo, None)
     return spec.model_copy(update=update)

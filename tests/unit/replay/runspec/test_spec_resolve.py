@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 import replay.commands.run as run_cmd
 from replay.cli import app
-from replay.spec.fields import EngineShape, LimitsSpec, WorkloadSpec, flag_of
-from replay.spec.live import RunFlags, resolve_new, stored
-from replay.spec.model import RunSpec
-from replay.spec.resolve import FLAGS, Layer, SpecError, build
-from replay.spec.workload import workload
+from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec, flag_of
+from replay.runspec.live import RunFlags, resolve_new, stored
+from replay.runspec.model import RunSpec
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build
+from replay.runspec.workload import workload
 
 CAPTURED = 7
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from replay.spec.resolve import SpecError
+from replay.runspec.resolve import SpecError
 
 
 def run_slo(flag: str | None, below: Any, config: Path | None) -> dict[str, float | None]:
