@@ -32,7 +32,7 @@ from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
 from pricing import PricingError
 from replay.rundir import SUMMARY, write_summary_file
-from replay.rundir_models import RunSummary
+from replay.rundir_models import RunStatus, RunSummary
 
 OVERFLOW_FLAG = 0.01  # a run whose overflow rate passes 1% is flagged
 # An engine whose error share in the window passes 5% is flagged (`error_flagged`) and a live
@@ -213,10 +213,19 @@ def write_summary(
     return run.path / SUMMARY
 
 
-def summary_of_dir(run_dir: Path) -> RunSummary:
+def summary_of_dir(run_dir: Path, status: RunStatus | None = None) -> RunSummary:
     """The summary of a run directory on its manifest's window, not written (`replay run`
-    hands this to the executor, which writes it with the run's last manifest update)."""
-    return build_summary(load_run(run_dir))
+    hands this to the executor, which writes it with the run's last manifest update).
+
+    `status`: the status the run is about to be closed with. The manifest still says
+    `running` when the executor asks, and a running run's data is taken to cover only up to
+    its last event (`analysis.runs.covered_s`), so without it a completed run whose last
+    request ended before the run did would be summarised on a clipped window that
+    `replay price` and the report, reading the closed run, do not use."""
+    run = load_run(run_dir)
+    if status is not None:
+        run.manifest = run.manifest.model_copy(update={"status": status})
+    return build_summary(run)
 
 
 def summarize_dir(run_dir: str | Path) -> RunSummary:

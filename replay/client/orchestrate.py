@@ -109,7 +109,7 @@ class RunPlan:
     spec: dict[str, Any] | None = None  # the run's RunSpec as resolved (manifest.json's `spec`)
     # Builds summary.json from the run directory at the end (the command layer passes
     # analysis.summary.summary_of_dir); None: the run writes no summary.
-    summarize: Callable[[Path], RunSummary] | None = None
+    summarize: Callable[[Path, RunStatus], RunSummary] | None = None
     health_interval_s: float = 1.0  # engine_down events are timed to this
     # Emulators this harness owns and restarts when they die: name -> restarts so far.
     restarts: Callable[[], dict[str, int]] | None = None
@@ -385,11 +385,11 @@ def resume_point(run_dir: Path, sessions: int) -> tuple[float, dict[int, int]]:
     return elapsed, {s: ordinals.get(s, 0) for s in range(sessions)}
 
 
-def _summary(plan: RunPlan) -> RunSummary | None:
+def _summary(plan: RunPlan, status: RunStatus) -> RunSummary | None:
     if plan.summarize is None:
         return None
     try:
-        return plan.summarize(plan.out_dir)
+        return plan.summarize(plan.out_dir, status)
     except Exception as e:  # the records are safe; a summary bug must not lose the run
         return RunSummary(error=f"summary not built: {type(e).__name__}: {e}")
 
@@ -553,7 +553,7 @@ async def run_live(
             else reuse_counts(plan.trace, runners)
         )
         writer.update_manifest(workload=reuse)
-        summary = _summary(plan)
+        summary = _summary(plan, status)
         if summary is not None:
             if note := reuse_note(reuse):
                 summary.notes.append(note)

@@ -141,3 +141,26 @@ def test_engine_flags_from_a_list_a_string_or_policy_options() -> None:
     assert engines["y"].flags == ["--c", "--d"] and engines["y"].gpus_assumed
     assert engines["z"].flags == ["alpha=0.5", "tiers=True"]
     assert engines["w"].gpus == 1 and engines["w"].gpus_assumed
+
+
+def test_the_executor_summarises_a_run_as_the_status_it_closes_with(
+    builder: Builder,
+) -> None:
+    """`replay run` asks for the summary while the manifest still says `running`; a running
+    run's data covers only up to its last event, so without the status it is about to close
+    with, a completed run whose last request ended early was summarised on a clipped window
+    that `replay price` (reading the closed run) does not use (seen: the one-pricing test)."""
+    import json
+
+    from analysis.summary import summary_of_dir
+
+    run_dir = builder().req("a", 10.0).req("a", 40.0).write(
+        "early", config={"duration_s": 100.0, "window": [0.0, 100.0]}
+    )
+    manifest = run_dir / "manifest.json"
+    man = json.loads(manifest.read_text())
+    man["status"] = "running"
+    manifest.write_text(json.dumps(man))
+    assert summary_of_dir(run_dir).window == pytest.approx([0.0, 42.0])  # its last event
+    assert summary_of_dir(run_dir, "completed").window == pytest.approx([0.0, 100.0])
+    assert json.loads(manifest.read_text())["status"] == "running"  # nothing written
