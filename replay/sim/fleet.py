@@ -36,7 +36,7 @@ from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.sim.runner import SimConfig, SimResult, to_record
 from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
-from replay.workload import Workload, WorkloadConfig
+from replay.workload import Workload
 
 OnFirst = Callable[[SimRequest], None]
 
@@ -150,15 +150,7 @@ def simulate_fleet(
         cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
     )
     caches = [SimCache(settings) for _ in range(cfg.replicas)]
-    wcfg = WorkloadConfig(
-        sessions=cfg.sessions,
-        duration_s=cfg.duration_s,
-        window=cfg.window,
-        seed=cfg.seed,
-        subagents=cfg.subagents,
-        warmup_s=cfg.warmup_s,
-        gap_cap_s=cfg.gap_cap_s,
-    )
+    wcfg = cfg.workload()
     loop = EventLoop(cfg.policy)
     occ = Occupancy(cfg.window)
     B, C = profile.block_tokens, profile.checkpoint_blocks

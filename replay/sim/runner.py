@@ -60,6 +60,18 @@ class SimConfig:
     engine_rules: str = ""
     admission: str | None = None
 
+    def workload(self) -> WorkloadConfig:
+        """The replay rules this run follows (`replay.workload`, their one place)."""
+        return WorkloadConfig(
+            sessions=self.sessions,
+            duration_s=self.duration_s,
+            window=self.window,
+            seed=self.seed,
+            subagents=self.subagents,
+            warmup_s=self.warmup_s,
+            gap_cap_s=self.gap_cap_s,
+        )
+
     @property
     def run_name(self) -> str:
         return f"{self.policy}-s{self.sessions}-seed{self.seed}"
@@ -113,15 +125,7 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
     )
     sim_cache = SimCache(settings)
     cache = sim_cache.cache
-    wcfg = WorkloadConfig(
-        sessions=cfg.sessions,
-        duration_s=cfg.duration_s,
-        window=cfg.window,
-        seed=cfg.seed,
-        subagents=cfg.subagents,
-        warmup_s=cfg.warmup_s,
-        gap_cap_s=cfg.gap_cap_s,
-    )
+    wcfg = cfg.workload()
     loop = EventLoop(cfg.policy)
     occ = Occupancy(cfg.window)
     B, C = profile.block_tokens, profile.checkpoint_blocks
@@ -221,6 +225,13 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
     return rec
 
 
+def engine_flags(cfg: SimConfig) -> list[str]:
+    """The engine's flags in the manifest: the policy's options, then the engine rules."""
+    return [f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())] + [
+        f"{k}={getattr(cfg, k)}" for k in _ENGINE_FIELDS if getattr(cfg, k)
+    ]
+
+
 def write_run(
     result: SimResult,
     run_dir: Path,
@@ -228,8 +239,13 @@ def write_run(
     command: str = "replay simulate",
     trace_source: str = "",
     trace_sha256: str | None = None,
+    replicas: int = 1,
+    flags: list[str] | None = None,
+    not_config: tuple[str, ...] = (),
 ) -> Path:
-    """The run directory (DESIGN.md contract) for one simulated run."""
+    """The run directory (DESIGN.md contract) for one simulated run. A fleet
+    (`replay.sim.fleet_run`) passes its replica count (the engine's GPUs count every
+    replica), the engine's flags and the config fields the run config does not hold."""
     cfg = result.config
     profile = load_profile(cfg.model)
     s = result.summary
@@ -239,7 +255,11 @@ def write_run(
         harness_version=replay.__version__,
         config=RunConfig.model_validate(
             {
-                **{k: v for k, v in asdict(cfg).items() if k not in _ENGINE_FIELDS},
+                **{
+                    k: v
+                    for k, v in asdict(cfg).items()
+                    if k not in _ENGINE_FIELDS and k not in not_config
+                },
                 # The cache as simulated, never null: the blocks the working set is divided
                 # by, the block size in the trace's tokens, and the full-size block.
                 "capacity_blocks": s["capacity_blocks"],
@@ -263,10 +283,9 @@ def write_run(
                 name=cfg.policy,
                 kind="sim",
                 model=profile.model,
-                gpus=profile.gpus,
+                gpus=profile.gpus * replicas,
                 gpu_type=profile.gpu_type,
-                flags=[f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())]
-                + [f"{k}={getattr(cfg, k)}" for k in _ENGINE_FIELDS if getattr(cfg, k)],
+                flags=engine_flags(cfg) if flags is None else flags,
             )
         ],
     )
