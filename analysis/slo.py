@@ -2,7 +2,8 @@
 
 Request level (each threshold optional; a request meets the SLO when it meets all set):
 TTFT from the scheduled time (``ttft_s``), end-to-end from the scheduled time (``e2e_s``)
-and the mean inter-token latency, (done − first token) ÷ (output − 1) (``itl_s``). Task
+and the mean inter-token latency, (done − first token) ÷ (output − 1), per full-size token
+in a token-scaled run (``itl_s``). Task
 level: the task's slowdown against the trace's own duration (``task_slowdown``; see
 `analysis.tasks`). aiperf reports goodput against per-request SLOs; an agent's user waits
 for the whole task, so the task SLO is reported beside it.
@@ -107,8 +108,14 @@ def request_within(
     first: np.ndarray,
     done: np.ndarray,
     output: np.ndarray,
+    token_scale: float = 1.0,
 ) -> np.ndarray:
-    """Per request: met every request-level threshold set (False where a time is missing)."""
+    """Per request: met every request-level threshold set (False where a time is missing).
+
+    `token_scale`: the trace's token lengths were divided by this (the manifest's
+    `config.token_scale`), so each recorded output token stands for `token_scale` full-size
+    ones and its interval for as many of the modelled engine's decode steps; the
+    inter-token latency the threshold speaks of is per full-size token."""
     ok = np.isfinite(first) & np.isfinite(done)
     with np.errstate(invalid="ignore", divide="ignore"):
         if slo.ttft_s is not None:
@@ -116,7 +123,8 @@ def request_within(
         if slo.e2e_s is not None:
             ok &= (done - scheduled) <= slo.e2e_s
         if slo.itl_s is not None:
-            itl = np.where(output > 1, (done - first) / np.maximum(output - 1, 1), 0.0)
+            per = np.maximum(output - 1, 1) * token_scale
+            itl = np.where(output > 1, (done - first) / per, 0.0)
             ok &= itl <= slo.itl_s
     return ok
 

@@ -90,7 +90,9 @@ def engine_verdicts(
     slo, slo_source = manifest_slo(run.manifest)
     out["slo"] = {**slo.model_dump(), "source": slo_source, "text": slo.text()}
     mask = measured_mask(d, win)
-    within = request_within(slo, d.scheduled[mask], d.first[mask], d.done[mask], d.output[mask])
+    within = request_within(
+        slo, d.scheduled[mask], d.first[mask], d.done[mask], d.output[mask], token_scale
+    )
     out["slo_request_share"] = share(within)
     done = window_tasks(tasks, win)
     slow = done["slowdown"].astype(float).to_numpy() if len(done) else np.empty(0)

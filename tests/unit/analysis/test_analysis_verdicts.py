@@ -188,3 +188,19 @@ def test_significance_table_names_its_metric(
     build_report([b.write(config={"window": WINDOW})], tmp_path / "rep", "md", figures=False)
     sig = pd.read_csv(tmp_path / "rep" / "tables" / "significance.csv")
     assert set(sig["label"]) >= {"Output", "Hit rate", "TTFT p50"}
+
+
+def test_the_itl_threshold_is_per_full_size_token_in_a_scaled_run() -> None:
+    """A recorded token of a run scaled by 16 stands for 16 full-size tokens, and its
+    interval for 16 of the modelled engine's decode steps: at 12 ms a step, 0.19 s between
+    recorded tokens meets a 0.175 s ITL threshold (seen: the verdicts test's plain emulator
+    at the refitted clock); unscaled, the same times do not."""
+    import numpy as np
+
+    from analysis.slo import Slo, request_within
+
+    slo = Slo(ttft_s=6.0, itl_s=0.175, task_slowdown=None)
+    sched, first = np.array([0.0]), np.array([0.5])
+    done, out = first + 0.19 * 9, np.array([10])
+    assert not request_within(slo, sched, first, done, out)[0]
+    assert request_within(slo, sched, first, done, out, token_scale=16.0)[0]
