@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import sys
 import threading
+import types
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -399,3 +401,13 @@ class Helpers:
 @pytest.fixture
 def helpers() -> type[Helpers]:
     return Helpers
+
+
+@pytest.fixture(autouse=True)
+def _plain_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spawned client worker (`--workers`) re-runs the parent's `__main__` file first, as
+    multiprocessing's spawn does. Under the whole suite that was a Streamlit AppTest's
+    temporary script, left as `__main__` by the dashboard tests, and every worker died on
+    it (NameError: __args) before it started. `replay run`'s own `__main__` is the package's;
+    here the workers see a plain one."""
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
