@@ -84,8 +84,8 @@ def smg_version(exe: str) -> str:
     return text.split()[-1]
 
 
-def _children_of() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
+def _proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the command name) of every process."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -93,8 +93,13 @@ def _children_of() -> dict[int, list[int]]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
+        yield int(entry), stat.rsplit(")", 1)[1].split()
+
+
+def _children_of() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for pid, fields in _proc_stats():
+        kids.setdefault(int(fields[1]), []).append(pid)
     return kids
 
 
@@ -111,18 +116,7 @@ def descendants(pid: int) -> set[int]:
 
 def group_members(pgid: int) -> set[int]:
     """Live processes whose process group is `pgid`."""
-    out = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.add(int(entry))
-    return out
+    return {pid for pid, f in _proc_stats() if f[0] != "Z" and int(f[2]) == pgid}
 
 
 def _alive(pid: int) -> bool:

@@ -33,7 +33,7 @@ from replay.sim.engine_cache import SimCache, cache_settings
 from replay.sim.engine_rules import parse_rules, rules_for
 from replay.sim.executors import EngineExecutor, Sampler, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
-from replay.sim.runner import SimConfig, SimResult, to_record
+from replay.sim.runner import SimConfig, SimResult, run_shape, to_record
 from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
 from replay.workload import Workload
@@ -221,15 +221,9 @@ def simulate_fleet(
         working_set_blocks=ws_blocks,
         token_scale=cfg.token_scale,
     )
+    summary.update(run_shape(profile, cfg, sessions))
     summary.update(
         {
-            "block_tokens": profile.block_tokens,
-            "token_scale": cfg.token_scale,
-            "full_size_block_tokens": round(profile.block_tokens * cfg.token_scale),
-            "subagents": cfg.subagents,
-            "assignments": sessions.assignments,
-            "trajectories_replayed": len(sessions.trajectories_replayed),
-            "reused_assignments": sessions.reused_assignments,
             "replicas": cfg.replicas,
             "router": cfg.router,
             "route_branches": _branches(records),

@@ -178,17 +178,7 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         working_set_blocks=ws_blocks,
         token_scale=cfg.token_scale,
     )
-    summary.update(
-        {
-            "block_tokens": profile.block_tokens,
-            "token_scale": cfg.token_scale,
-            "full_size_block_tokens": round(profile.block_tokens * cfg.token_scale),
-            "subagents": cfg.subagents,
-            "assignments": sessions.assignments,
-            "trajectories_replayed": len(sessions.trajectories_replayed),
-            "reused_assignments": sessions.reused_assignments,
-        }
-    )
+    summary.update(run_shape(profile, cfg, sessions))
     engine: dict[str, float] = {}
     if isinstance(executor, EngineExecutor):
         engine = {**executor.stats.summary(), "preemptions": executor.core.counters.preemptions}
@@ -223,6 +213,20 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
     if isinstance(info, Resume):
         rec.set_resume(info)
     return rec
+
+
+def run_shape(profile: ModelProfile, cfg: SimConfig, sessions: Sessions) -> dict[str, Any]:
+    """The summary's figures of what was replayed: the block as simulated and at full size,
+    the subagent mode and the trajectories' assignment to sessions."""
+    return {
+        "block_tokens": profile.block_tokens,
+        "token_scale": cfg.token_scale,
+        "full_size_block_tokens": round(profile.block_tokens * cfg.token_scale),
+        "subagents": cfg.subagents,
+        "assignments": sessions.assignments,
+        "trajectories_replayed": len(sessions.trajectories_replayed),
+        "reused_assignments": sessions.reused_assignments,
+    }
 
 
 def engine_flags(cfg: SimConfig) -> list[str]:
