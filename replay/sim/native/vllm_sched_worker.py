@@ -1,0 +1,309 @@
+"""Worker: vLLM's own v1 `Scheduler` (with its `KVCacheManager`), stepped by the caller.
+
+Runs inside an environment where vLLM is importable (the project's `.venv-vllm`), started by
+`replay.sim.native.worker.Worker` (engine "vllm-scheduler", registered by
+scripts/vllm_scheduler_oracle.py); like `vllm_worker.py` it imports only the standard library
+and vLLM, and speaks the same protocol: one JSON line per command, followed by `ntok`
+little-endian int32 token ids when the header says so; one JSON line per answer
+(`{"error": ...}` when the command failed).
+
+Commands:
+  hello                          → vLLM's version
+  init {config}                  → builds VllmConfig, KVCacheConfig and the Scheduler
+  add {rid, n} + ids             → a request: prompt ids[:n], its output ids[n:] (fixed
+                                   length: `max_tokens`, `ignore_eos`)
+  step                           → one `schedule()` and one `update_from_output()`
+  abort {rid}                    → `finish_requests(rid, FINISHED_ABORTED)`
+  stats                          → pool occupancy and queue lengths
+
+What is vLLM's own code and what stands in for the rest (docs/engine-model.md, "vLLM's own
+scheduler as the oracle"):
+- real: `vllm.v1.core.sched.scheduler.Scheduler` (`schedule`, `update_from_output`,
+  preemption, freeing, its `RequestQueue`), the `KVCacheManager` it builds, with its hybrid
+  coordinator, `BlockPool` and `MambaManager`; `Request`, `SamplingParams`; `VllmConfig`,
+  `SchedulerConfig` and `CacheConfig` resolved by vLLM's own config code on this platform.
+- stubbed: the model. `ModelConfig` reads a one-layer Llama `config.json` written to a
+  temporary directory (the Scheduler reads only `max_model_len`, the runner type and the
+  multimodal / M-RoPE / encoder-decoder flags from it); the `KVCacheConfig` is built by
+  hand with the layout `vllm_worker.py` uses (one full-attention group and `state_blocks`
+  Mamba groups in "align" mode over one pool of `num_blocks`), where a server derives it
+  from the model's layers and the GPU memory; the `ModelRunnerOutput` is made here: a
+  request whose computed tokens reach its length after `schedule()` samples its next
+  output id (the model runner discards the token of a partial prefill chunk), nothing else.
+  No forward pass runs: the caller times each step on its own clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from array import array
+from typing import Any
+
+
+class Engine:
+    """One real Scheduler and the output ids of the requests it holds."""
+
+    def __init__(self, cfg: dict[str, Any]):
+        import torch
+        from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+        from vllm.utils.hashing import sha256
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+        from vllm.v1.core.sched.scheduler import Scheduler
+        from vllm.v1.kv_cache_interface import (
+            FullAttentionSpec,
+            KVCacheConfig,
+            KVCacheGroupSpec,
+            MambaSpec,
+        )
+        from vllm.v1.structured_output import StructuredOutputManager
+
+        B = int(cfg["block"])
+        self.B = B
+        num_blocks = int(cfg["num_blocks"])
+        max_model_len = int(cfg["max_model_len"])
+        self._model_dir = tempfile.TemporaryDirectory(prefix="vllm-sched-oracle-")
+        with open(os.path.join(self._model_dir.name, "config.json"), "w") as f:
+            json.dump(
+                {
+                    "architectures": ["LlamaForCausalLM"],
+                    "model_type": "llama",
+                    "hidden_size": 64,
+                    "intermediate_size": 128,
+                    "num_attention_heads": 1,
+                    "num_key_value_heads": 1,
+                    "num_hidden_layers": 1,
+                    "vocab_size": int(cfg["vocab_size"]),
+                    "max_position_embeddings": max_model_len,
+                    "torch_dtype": "bfloat16",
+                },
+                f,
+            )
+        model = ModelConfig(
+            model=self._model_dir.name,
+            skip_tokenizer_init=True,
+            max_model_len=max_model_len,
+            dtype="bfloat16",
+        )
+        cache = CacheConfig(
+            block_size=B,
+            enable_prefix_caching=True,
+            mamba_cache_mode="align",
+        )
+        cache.num_gpu_blocks = num_blocks
+        sched_cfg = SchedulerConfig(
+            max_num_batched_tokens=int(cfg["token_budget"]),
+            max_num_seqs=int(cfg["max_num_seqs"]),
+            max_model_len=max_model_len,
+            long_prefill_token_threshold=int(cfg["long_prefill_threshold"]),
+            enable_chunked_prefill=True,
+            is_encoder_decoder=False,
+            async_scheduling=False,
+        )
+        self.vllm_config = VllmConfig(
+            model_config=model, cache_config=cache, scheduler_config=sched_cfg
+        )
+        groups = [
+            KVCacheGroupSpec(
+                ["attn.0"],
+                FullAttentionSpec(block_size=B, num_kv_heads=1, head_size=64, dtype=torch.bfloat16),
+            )
+        ]
+        for i in range(int(cfg["state_blocks"])):  # a state costs `state_blocks` blocks
+            groups.append(
+                KVCacheGroupSpec(
+                    [f"mamba.{i}"],
+                    MambaSpec(
+                        block_size=B,
+                        shapes=((16,),),
+                        dtypes=(torch.float32,),
+                        mamba_cache_mode="align",
+                    ),
+                )
+            )
+        retention = cfg.get("retention", 0)
+        kv_cfg = KVCacheConfig(
+            num_blocks=num_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=groups,
+            # A server resolves CacheConfig.prefix_cache_retention_interval (default 0).
+            prefix_cache_retention_interval=None if retention is None else int(retention),
+        )
+        self.sched = Scheduler(
+            self.vllm_config,
+            kv_cfg,
+            StructuredOutputManager(self.vllm_config),
+            block_size=B,
+            hash_block_size=B,
+        )
+        init_none_hash(sha256)
+        self.hasher = get_request_block_hasher(B, sha256)
+        self.outputs: dict[str, list[int]] = {}  # rid -> its fixed output ids
+        self.seen: set[str] = set()  # requests scheduled at least once
+        self.steps = 0
+
+    def settings(self) -> dict[str, Any]:
+        """What vLLM resolved (so the caller can print and check it)."""
+        s, c = self.sched, self.vllm_config
+        return {
+            "block_size": c.cache_config.block_size,
+            "num_gpu_blocks": c.cache_config.num_gpu_blocks,
+            "mamba_cache_mode": c.cache_config.mamba_cache_mode,
+            "max_num_batched_tokens": c.scheduler_config.max_num_batched_tokens,
+            "long_prefill_token_threshold": c.scheduler_config.long_prefill_token_threshold,
+            "max_num_seqs": c.scheduler_config.max_num_seqs,
+            "scheduler_reserve_full_isl": s.scheduler_reserve_full_isl,
+            "watermark": c.scheduler_config.watermark,
+            "async_scheduling": c.scheduler_config.async_scheduling,
+            "policy": str(c.scheduler_config.policy),
+            "coordinator": type(s.kv_cache_manager.coordinator).__name__,
+            "need_mamba_block_aligned_split": s.need_mamba_block_aligned_split,
+            "max_model_len": s.max_model_len,
+        }
+
+    def add(self, rid: str, n: int, ids: list[int]) -> dict[str, Any]:
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request
+
+        if rid in self.sched.requests:
+            raise ValueError(f"request id {rid} is in use")
+        out = ids[n:]
+        if n <= 0 or not out:
+            raise ValueError(f"request {rid}: needs a prompt and at least one output id")
+        if n + len(out) > self.sched.max_model_len:
+            raise ValueError(
+                f"request {rid}: {n} prompt + {len(out)} output tokens exceed max_model_len "
+                f"{self.sched.max_model_len}"
+            )
+        params = SamplingParams(max_tokens=len(out), ignore_eos=True)
+        req = Request(rid, ids[:n], params, None, block_hasher=self.hasher)
+        self.outputs[rid] = out
+        self.sched.add_request(req)
+        return {}
+
+    def step(self) -> dict[str, Any]:
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        s = self.sched
+        lengths = {rid: r.num_tokens for rid, r in s.requests.items()}
+        so = s.schedule()
+        self.steps += 1
+        ids = list(so.num_scheduled_tokens)
+        sampled: list[list[int]] = []
+        sched: list[list[Any]] = []  # [rid, a, b, prefill, hit or -1 (not a first scheduling)]
+        for rid in ids:
+            r = s.requests[rid]
+            k = so.num_scheduled_tokens[rid]
+            b = r.num_computed_tokens  # advanced by `schedule` (_update_after_schedule)
+            a = b - k
+            # A prefill as `_mamba_block_aligned_split` tells one: a position before
+            # max(num_prompt_tokens, num_tokens - 1) (a resumed request replays its output).
+            prefill = a < max(r.num_prompt_tokens, lengths[rid] - 1)
+            first = rid not in self.seen
+            self.seen.add(rid)
+            sched.append([rid, a, b, prefill, a if first else -1])
+            if b >= r.num_tokens:  # caught up: the step samples its next token
+                sampled.append([self.outputs[rid][len(r.output_token_ids)]])
+            else:
+                sampled.append([])  # a partial prefill chunk's token is discarded
+        mro = ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={rid: i for i, rid in enumerate(ids)},
+            sampled_token_ids=sampled,
+        )
+        emitted = [rid for rid, tok in zip(ids, sampled, strict=True) if tok]
+        finished: list[str] = []
+        for eco in s.update_from_output(so, mro).values():
+            for o in eco.outputs:
+                if o.finish_reason is not None:
+                    finished.append(o.request_id)
+        for rid in finished:
+            self.outputs.pop(rid, None)
+            self.seen.discard(rid)
+        return {
+            "scheduled": sched,
+            "emitted": emitted,
+            "finished": finished,
+            "preempted": sorted(so.preempted_req_ids),
+            **self._counts(),
+        }
+
+    def abort(self, rid: str) -> dict[str, Any]:
+        from vllm.v1.request import RequestStatus
+
+        self.sched.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
+        self.outputs.pop(rid, None)
+        self.seen.discard(rid)
+        return self._counts()
+
+    def _counts(self) -> dict[str, Any]:
+        pool = self.sched.kv_cache_manager.block_pool
+        free = int(pool.get_num_free_blocks())
+        running, waiting = self.sched.get_request_counts()
+        return {
+            "free": free,
+            # handed out to requests: the pool less its null block and its free queue
+            "used": int(pool.num_gpu_blocks) - 1 - free,
+            "running": running,
+            "waiting": waiting,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        pool = self.sched.kv_cache_manager.block_pool
+        cached = sum(1 for b in pool.blocks if b.block_hash is not None and b.ref_cnt == 0)
+        return {**self._counts(), "cached_idle": cached, "steps": self.steps}
+
+
+def hello() -> dict[str, Any]:
+    import vllm
+
+    return {"version": getattr(vllm, "__version__", "unknown"), "python": sys.executable}
+
+
+def main() -> int:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    engine: Engine | None = None
+    while True:
+        line = inp.readline()
+        if not line:
+            return 0
+        head = json.loads(line)
+        tokens: list[int] = []
+        ntok = int(head.get("ntok", 0))
+        if ntok:
+            a = array("i")
+            a.frombytes(inp.read(4 * ntok))
+            if sys.byteorder != "little":
+                a.byteswap()
+            tokens = a.tolist()
+        try:
+            cmd = head["cmd"]
+            if cmd == "hello":
+                ans = hello()
+            elif cmd == "init":
+                engine = Engine(head["config"])
+                ans = {"settings": engine.settings(), **engine._counts()}
+            elif engine is None:
+                raise ValueError("send init first")
+            elif cmd == "add":
+                ans = engine.add(str(head["rid"]), int(head["n"]), tokens)
+            elif cmd == "step":
+                ans = engine.step()
+            elif cmd == "abort":
+                ans = engine.abort(str(head["rid"]))
+            elif cmd == "stats":
+                ans = engine.stats()
+            elif cmd == "quit":
+                return 0
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+        except Exception as e:  # reported to the caller, which raises with the message
+            ans = {"error": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(ans).encode() + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
