@@ -1,366 +1,41 @@
 """Oracle: vLLM 0.32's own v1 Scheduler, stepped on our step clock, beside our engine model.
 
-Issue 22 asks whether an engine's hit rate collapses at the demo's pressure only where the
-real engine's would. Our engine model (`replay.sim.engine`, the `vllm` cache policy) is
-checked request by request against vLLM's KVCacheManager, but its scheduling under pressure
-(admission gate, allocation per step, preemption, when blocks are freed) never was. Here
-vLLM's real `Scheduler` (replay/sim/native/vllm_sched_worker.py, in `.venv-vllm`) stands
-where `EngineCore` stands: `OracleCore` has the calls `EngineExecutor` makes (`add`, `step`,
-`has_work`, `cancel`, the queues, the counters), so the simulator's sessions, tool gaps,
-warm-up stagger and inline subagents drive it unchanged; each step's duration is our
-`StepClock.step_seconds` of the tokens vLLM scheduled (a chunk [a, b) while a request is
-before max(prompt, num_tokens − 1), as vLLM's `_mamba_block_aligned_split` tells a prefill;
-else a decode). The same run with our engine model goes through the same code.
+Issue 22: does vLLM's own scheduler + cache collapse at the demo's load the way our engine
+model does? `replay.sim.native.sched_oracle` runs vLLM's real `Scheduler` (a worker in
+`.venv-vllm`, replay/sim/native/vllm_sched_worker.py) where `EngineCore` stands, driven by
+the simulator's sessions on the virtual clock; our engine model (policy `vllm`) runs through
+the same wiring. docs/engine-model.md, "vLLM's own scheduler as the oracle", has the results.
 
     .venv/bin/python scripts/vllm_scheduler_oracle.py --sessions 48 --seeds 0,1
     .venv/bin/python scripts/vllm_scheduler_oracle.py --sessions 8 --duration 300 --json out.json
+    .venv/bin/python scripts/vllm_scheduler_oracle.py --seeds 0 \
+        --model-opts prefill_state_stamp=write,pin_resumed_state=false
 
-Prints, per seed, the summary (hit rate over the window as the simulator's summary measures
-it, TTFT p50, E2E mean, preemptions) of the oracle and of our model, then a per-minute time
-series of both (hit of the requests admitted that minute, running, waiting, blocks held,
-preemptions, ms per real step: a scaled step stands for `token_scale` real ones).
+Prints, per seed, the summary of the oracle and of our model (hit rate over the window as
+the simulator's summary measures it, the oracle's KV-only hit, TTFT p50, E2E mean,
+preemptions), then a per-minute series of both (hit and KV hit of the requests admitted that
+minute, running, waiting, blocks held, preemptions, ms per real step: a scaled step stands
+for `token_scale` real ones). Experiments, each a departure from the demo's setting and
+labelled so: `--capacity` (blocks, both engines), `--retention none` (the oracle keeps every
+Mamba state), `--model-opts` (our model's policy options and rule switches).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from replay.profiles import DEFAULT_MODEL, load_profile
-from replay.resume import Resume
-from replay.sim.clock import StepClock
-from replay.sim.driver import EventLoop, Sessions
-from replay.sim.engine import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
-from replay.sim.engine_cache import SimCache, cache_settings
-from replay.sim.engine_rules import rules_for
-from replay.sim.executors import EngineExecutor
-from replay.sim.measures import Occupancy, WorkingSet, summarize
-from replay.sim.native.tokens import TokenSource
-from replay.sim.native.worker import (
-    ENGINES,
-    ENV_PYTHON,
-    SETUP_HINT,
-    SUPPORTED_VLLM,
-    EngineSpec,
-    NativeError,
-    Worker,
-)
-from replay.sim.runner import SimConfig, run_shape, to_record
-from replay.sim.scale import scaled_profile
+from replay.sim.native.sched_oracle import replay
+from replay.sim.native.worker import NativeError
+from replay.sim.runner import SimConfig
 from replay.traces import load_trace, sample_path
 from replay.traces.scale import resolve_token_scale
-from replay.workload import TIMED_WARMUP_S, Workload
-
-ENGINE = "vllm-scheduler"
-ENGINES.setdefault(
-    ENGINE,
-    EngineSpec(
-        "vLLM",
-        "vllm",
-        ENV_PYTHON,
-        SUPPORTED_VLLM,
-        SETUP_HINT,
-        Path(__file__).resolve().parents[1] / "replay" / "sim" / "native" / "vllm_sched_worker.py",
-    ),
-)
-MINUTE = 60.0
-
-
-@dataclass
-class StepLog:
-    """Per-step figures of one run, for the per-minute series."""
-
-    rows: list[tuple[float, float, int, int, int, int, int, int]] = field(default_factory=list)
-    # (t, duration, running, waiting, blocks held, preempted, started, cached of started)
-    admits: list[tuple[float, int, int]] = field(default_factory=list)  # t, prompt, cached
-
-    def add(self, t: float, res: StepResult, running: int, waiting: int, held: int) -> None:
-        self.rows.append(
-            (t, res.duration, running, waiting, held, len(res.preempted), len(res.started), 0)
-        )
-        for s in res.started:
-            assert s.resume is not None
-            self.admits.append((t, s.prompt_len, s.resume.cached))
-
-    def minutes(self, scale: float) -> list[dict[str, float]]:
-        acc: dict[int, dict[str, float]] = collections.defaultdict(
-            lambda: collections.defaultdict(float)
-        )
-        for t, dur, run, wait, held, pre, _, _ in self.rows:
-            a = acc[int(t // MINUTE)]
-            a["steps"] += 1
-            a["dur"] += dur
-            a["run"] += run
-            a["wait"] += wait
-            a["held"] += held
-            a["pre"] += pre
-        for t, n, c in self.admits:
-            a = acc[int(t // MINUTE)]
-            a["prompt"] += n
-            a["cached"] += c
-            a["admitted"] += 1
-        out = []
-        for m in sorted(acc):
-            a = acc[m]
-            k = a["steps"] or 1
-            out.append(
-                {
-                    "t": m * MINUTE,
-                    "steps": int(a["steps"]),
-                    "hit": a["cached"] / a["prompt"] if a["prompt"] else float("nan"),
-                    "admitted": int(a["admitted"]),
-                    "running": a["run"] / k,
-                    "waiting": a["wait"] / k,
-                    "held": a["held"] / k,
-                    "preempted": int(a["pre"]),
-                    "ms_per_real_step": 1000 * a["dur"] / k / scale,
-                }
-            )
-        return out
-
-
-class _Blocks:
-    """What `EngineExecutor` reads of an engine's cache."""
-
-    def __init__(self, block_tokens: int, capacity_blocks: int):
-        self.block_tokens = block_tokens
-        self.capacity_blocks = capacity_blocks
-
-
-class OracleCore:
-    """vLLM's own Scheduler behind `EngineCore`'s calls (see the module docstring)."""
-
-    policy = ENGINE
-
-    def __init__(self, clock: StepClock, worker: Worker, config: dict[str, Any], log: StepLog):
-        self.clock = clock
-        self.worker = worker
-        self.log = log
-        p = clock.profile
-        self.cache = _Blocks(p.block_tokens, int(config["num_blocks"]) - 1)
-        ans = worker.call("init", config=config)
-        self.settings: dict[str, Any] = ans["settings"]
-        self.used = int(ans["used"])
-        self.tokens = TokenSource(p.vocab_size)
-        self.seqs: dict[str, Sequence] = {}
-        self.waiting: list[Sequence] = []
-        self.running: list[Sequence] = []
-        self.counters = EngineCounters()
-        self.rejected = 0
-
-    def add(self, seq: Sequence) -> None:
-        rid = str(seq.rid)
-        full = seq.full if seq.full is not None else seq.prompt
-        ids = self.tokens.ids(full, 0, seq.prompt_len + seq.max_tokens)
-        if len(ids) != seq.prompt_len + seq.max_tokens:
-            raise NativeError(
-                f"request {rid}: the simulator's prefix holds {len(ids)} tokens, not the "
-                f"{seq.prompt_len} prompt + {seq.max_tokens} output tokens the oracle needs"
-            )
-        self.worker.call("add", ids, rid=rid, n=seq.prompt_len)
-        self.seqs[rid] = seq
-        self.waiting.append(seq)
-
-    def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
-
-    def cancel(self, seq: Sequence, now: float) -> None:
-        rid = str(seq.rid)
-        if rid not in self.seqs:
-            return
-        self._drop(rid)
-        self.worker.call("abort", rid=rid)
-        self.counters.requests_aborted += 1
-
-    def _drop(self, rid: str) -> Sequence:
-        seq = self.seqs.pop(rid)
-        if seq in self.running:
-            self.running.remove(seq)
-        else:
-            self.waiting.remove(seq)
-        return seq
-
-    def step(self, now: float) -> StepResult:
-        ans = self.worker.call("step")
-        result = StepResult(0.0)
-        decoding, chunks = 0, []
-        for rid in ans["preempted"]:
-            seq = self.seqs[rid]
-            self.running.remove(seq)
-            self.waiting.insert(0, seq)
-            seq.preemptions += 1
-            self.counters.preemptions += 1
-            result.preempted.append(seq)
-        for rid, a, b, prefill, hit in ans["scheduled"]:
-            seq = self.seqs[rid]
-            if seq in self.waiting:
-                self.waiting.remove(seq)
-                self.running.append(seq)
-            if hit >= 0:  # first scheduling: the cached tokens vLLM computed on admission
-                ideal = min(max(hit, seq.hint), seq.prompt_len)
-                seq.resume = Resume(hit, ideal)
-                self.counters.prompt_tokens += seq.prompt_len
-                self.counters.cached_tokens += hit
-                result.started.append(seq)
-            if prefill:
-                chunks.append((a, b))
-                result.prefill_tokens += b - a
-            else:
-                decoding += 1
-        done = set(ans["finished"])
-        if ans["scheduled"]:
-            result.duration = self.clock.step_seconds(decoding, chunks)
-            result.decoding = decoding
-            end_t = now + result.duration
-            for rid in ans["emitted"]:
-                seq = self.seqs[rid]
-                seq.generated += 1
-                self.counters.generation_tokens += 1
-                if seq.first_token_t is None:
-                    seq.first_token_t = end_t
-                fin = rid in done
-                result.emitted.append((seq, 1, fin))
-                if fin:
-                    seq.done_t = end_t
-                    self._drop(rid)
-                    self.counters.requests_finished += 1
-            self.counters.steps += 1
-            self.counters.busy_s += result.duration
-        elif self.has_work():
-            if self.running or not self.waiting:
-                raise EngineStall(
-                    f"{ENGINE}: vLLM's scheduler scheduled nothing at t={now:.6f} s with "
-                    f"{len(self.running)} running and {len(self.waiting)} waiting"
-                )
-            # Nothing runs and the head cannot be admitted: vLLM would wait forever (its
-            # frontend refuses a prompt longer than max_model_len; this is one the pool
-            # cannot hold). Rejected, as our engine model rejects it.
-            seq = self.waiting[0]
-            self.worker.call("abort", rid=str(seq.rid))
-            self._drop(str(seq.rid))
-            seq.rejected = seq.cancelled = True
-            self.rejected += 1
-            self.counters.requests_aborted += 1
-            result.rejected.append(seq)
-        if (ans["running"], ans["waiting"]) != (len(self.running), len(self.waiting)):
-            raise EngineStall(
-                f"{ENGINE}: the adapter's queues ({len(self.running)} running, "
-                f"{len(self.waiting)} waiting) disagree with vLLM's ({ans['running']}, "
-                f"{ans['waiting']}) at t={now:.6f} s"
-            )
-        self.used = int(ans["used"])
-        self.log.add(now, result, len(self.running), len(self.waiting), self.used)
-        return result
-
-
-class LoggedCore(EngineCore):
-    """Our engine model, logging each step as `OracleCore` does."""
-
-    log: StepLog
-
-    def step(self, now: float) -> StepResult:
-        res = super().step(now)
-        held = self.cache.held_blocks() if isinstance(self.cache, SimCache) else 0
-        self.log.add(now, res, len(self.running), len(self.waiting), held)
-        return res
-
-
-def oracle_config(clock: StepClock, capacity: int) -> dict[str, Any]:
-    """The worker's settings: the paper's serve command (configs/engines/vllm-glm53-b200.yaml)
-    on the token-scaled profile, as our engine model runs it (`replay.sim.clock`: the budgets
-    keep their real values per scaled step; blocks and context shrink by the scale)."""
-    p = clock.profile
-    return {
-        "block": p.block_tokens,
-        "num_blocks": capacity + 1,  # the pool's null block is never handed out
-        "state_blocks": p.checkpoint_blocks,
-        "retention": 0,
-        "max_model_len": p.context_tokens,
-        "token_budget": clock.budget_tokens,
-        "long_prefill_threshold": clock.prefill_cap_tokens,
-        "max_num_seqs": p.max_batch,
-        "vocab_size": p.vocab_size,
-    }
-
-
-def replay(trace: Any, cfg: SimConfig, oracle: bool, python: str | None = None) -> dict[str, Any]:
-    """One engine-timed run of `cfg` (policy `vllm`) with our engine model or, `oracle`,
-    vLLM's own scheduler; the same wiring as `replay.sim.runner.simulate`."""
-    t0 = time.perf_counter()
-    profile = scaled_profile(load_profile(cfg.model), cfg.token_scale)
-    settings = cache_settings(
-        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
-    )
-    assert settings.capacity is not None
-    capacity = settings.capacity.reported_blocks
-    clock = StepClock(profile, cfg.token_scale)
-    loop = EventLoop(ENGINE if oracle else cfg.policy)
-    occ = Occupancy(cfg.window)
-    B, C = profile.block_tokens, profile.checkpoint_blocks
-    ws = WorkingSet(cfg.window, B, C)
-    log = StepLog()
-    sessions: Sessions | None = None
-    worker: Worker | None = None
-    core: OracleCore | LoggedCore
-    if oracle:
-        worker = Worker.start(python, engine=ENGINE)
-        core = OracleCore(clock, worker, oracle_config(clock, capacity), log)
-    else:
-        sim_cache = SimCache(settings)
-        core = LoggedCore(clock, sim_cache, "schedule", rules_for(cfg.policy))
-        core.log = log
-
-    def sample(now: float) -> None:
-        assert sessions is not None
-        w = sum(-(-t // B) + C for t in sessions.context_blocks.values())
-        if isinstance(core, OracleCore):
-            occ.add(now, 0, core.used, w)
-        else:
-            c = core.cache
-            assert isinstance(c, SimCache)
-            occ.add(now, c.cache.resident_states, c.cache.used_blocks, w)
-
-    executor = EngineExecutor(loop, core, sample, cfg.window)  # type: ignore[arg-type]
-    sessions = Sessions(loop, executor, Workload(trace, cfg.workload()), cfg.duration_s)
-    sessions.on_context = ws.update
-    sessions.start()
-    try:
-        loop.run(cfg.duration_s)
-    finally:
-        if worker is not None:
-            worker.close()
-    name = ENGINE if oracle else cfg.policy
-    records = [to_record(r, name) for r in sessions.requests if r.sent_s is not None]
-    summary = summarize(
-        records,
-        occ,
-        profile,
-        policy=name,
-        sessions=cfg.sessions,
-        seed=cfg.seed,
-        timing="engine",
-        wall_seconds=time.perf_counter() - t0,
-        capacity=capacity,
-        working_set_blocks=ws.mean_blocks(cfg.duration_s),
-        token_scale=cfg.token_scale,
-    )
-    summary.update(run_shape(profile, cfg, sessions))
-    summary.update(executor.stats.summary())
-    summary["preemptions"] = core.counters.preemptions
-    summary["admitted_prompt_tokens"] = core.counters.prompt_tokens
-    summary["admitted_cached_tokens"] = core.counters.cached_tokens
-    summary["finished_requests"] = core.counters.requests_finished
-    summary["steps"] = core.counters.steps
-    if isinstance(core, OracleCore):
-        summary["vllm_settings"] = core.settings
-        summary["rejected"] = core.rejected
-    return {"summary": summary, "minutes": log.minutes(cfg.token_scale)}
+from replay.workload import TIMED_WARMUP_S
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -373,27 +48,42 @@ def _ints(text: str, flag: str) -> list[int]:
     return out
 
 
+def parse_opts(text: str) -> dict[str, Any]:
+    """`NAME=VALUE,...` → the model's policy options (true/false as booleans)."""
+    opts: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--model-opts: '{item}': expected NAME=VALUE")
+        opts[key] = {"true": True, "false": False}.get(value.lower(), value)
+    return opts
+
+
 def _fmt(x: float, spec: str) -> str:
     return "—" if x != x else format(x, spec)
 
 
 def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
     print(f"\n### seed {seed}\n")
-    print("| engine | hit | TTFT p50 (s) | E2E mean (s) | preemptions | requests | wall (s) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| engine | hit | KV hit | TTFT p50 (s) | E2E mean (s) | preemptions | requests "
+        "| wall (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for label, r in runs.items():
         s = r["summary"]
         print(
-            f"| {label} | {s['hit_rate']:.3f} | {s.get('ttft_p50_s', float('nan')):.1f} | "
+            f"| {label} | {s['hit_rate']:.3f} | {_fmt(s['kv_hit_rate'], '.3f')} | "
+            f"{s.get('ttft_p50_s', float('nan')):.1f} | "
             f"{s.get('latency_mean_s', float('nan')):.1f} | {s['preemptions']} | "
             f"{s['requests']} | {s['wall_seconds']:.1f} |"
         )
     labels = list(runs)
     print(
-        "\nper minute: hit (of the requests admitted) / running / waiting / blocks held / "
-        "preemptions / ms per real step"
+        "\nper minute: hit and KV hit (of the requests admitted) / running / waiting / "
+        "blocks held / preemptions / ms per real step"
     )
-    head = " | ".join(f"{lab}: hit run wait held pre ms" for lab in labels)
+    head = " | ".join(f"{lab}: hit kv run wait held pre ms" for lab in labels)
     print(f"|  t (s) | {head} |")
     print("|---|" + "---|" * len(labels))
     series = [{int(m["t"]): m for m in runs[lab]["minutes"]} for lab in labels]
@@ -405,7 +95,8 @@ def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
                 cells.append("—")
                 continue
             cells.append(
-                f"{_fmt(m['hit'], '.2f')} {m['running']:.1f} {m['waiting']:.1f} "
+                f"{_fmt(m['hit'], '.2f')} {_fmt(m['kv_hit'], '.2f')} {m['running']:.1f} "
+                f"{m['waiting']:.1f} "
                 f"{m['held']:.0f} {m['preempted']} {m['ms_per_real_step']:.0f}"
             )
         print(f"| {t:5d} | " + " | ".join(cells) + " |")
@@ -421,11 +112,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--python", default=None, help="interpreter with vLLM (default: .venv-vllm)")
     ap.add_argument("--no-model", action="store_true", help="run only the oracle")
+    ap.add_argument(
+        "--model-opts",
+        default="",
+        help="our model's policy options and rule switches, NAME=VALUE,... (experiment), "
+        "e.g. prefill_state_stamp=write,pin_resumed_state=false",
+    )
+    ap.add_argument(
+        "--capacity", type=int, default=None, help="cache blocks (experiment; default 2,531)"
+    )
+    ap.add_argument(
+        "--retention",
+        default="0",
+        help="the oracle's prefix_cache_retention_interval: 0 as a server resolves it, "
+        "'none' keeps every state (experiment)",
+    )
     ap.add_argument("--json", default=None, help="write every run's summary and series here")
     args = ap.parse_args(argv)
     if args.sessions <= 0:
         raise SystemExit(f"--sessions: must be positive, got {args.sessions}")
     seeds = _ints(args.seeds, "--seeds")
+    model_opts = parse_opts(args.model_opts)
+    if model_opts:
+        from replay.sim.policies import make_policy
+
+        try:
+            make_policy("vllm", load_profile(args.model), **model_opts)
+        except ValueError as e:
+            raise SystemExit(f"--model-opts: {e}") from None
+    if args.capacity is not None and args.capacity <= 0:
+        raise SystemExit(f"--capacity: must be positive, got {args.capacity}")
+    retention: int | None
+    if args.retention.lower() == "none":
+        retention = None
+    else:
+        try:
+            retention = int(args.retention)
+        except ValueError:
+            raise SystemExit(
+                f"--retention: expected an integer or 'none', got '{args.retention}'"
+            ) from None
     path = Path(args.trace) if args.trace else sample_path()
     if not path.is_file():
         raise SystemExit(f"--trace: {path} does not exist")
@@ -448,18 +174,22 @@ def main(argv: list[str] | None = None) -> int:
             subagents=args.subagents,
             warmup_s=TIMED_WARMUP_S,
             token_scale=scale,
+            capacity_blocks=args.capacity,
             **extra,
         )
         runs: dict[str, dict[str, Any]] = {}
         try:
-            runs["vLLM scheduler (oracle)"] = replay(trace, cfg, oracle=True, python=args.python)
+            runs["vLLM scheduler (oracle)"] = replay(
+                trace, cfg, oracle=True, python=args.python, retention=retention
+            )
         except NativeError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         if not args.no_model:
-            runs["our engine model (vllm)"] = replay(trace, cfg, oracle=False)
+            label = "our engine model (vllm" + (f", {args.model_opts})" if model_opts else ")")
+            runs[label] = replay(trace, replace(cfg, policy_opts=model_opts), oracle=False)
         print_run(seed, runs)
-        out["runs"].append({"seed": seed, **runs})
+        out["runs"].append({"seed": seed, **{k: {**v, "records": None} for k, v in runs.items()}})
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0

@@ -84,6 +84,33 @@ def test_oracle_and_model_agree_at_light_load(light_run: dict[str, Any]) -> None
     assert abs(o["ttft_p50_s"] - m["ttft_p50_s"]) < 1.0
 
 
+def test_the_models_run_is_the_simulators() -> None:
+    """The oracle script runs our engine model through its own wiring (to log each step):
+    the same summary as `replay.sim.runner.simulate`, so the two sides are the same replay."""
+    from replay.sim.native.sched_oracle import replay
+    from replay.sim.runner import SimConfig, simulate
+    from replay.traces import load_trace, sample_path
+    from replay.traces.scale import resolve_token_scale
+    from replay.workload import TIMED_WARMUP_S
+
+    trace = load_trace(sample_path())
+    cfg = SimConfig(
+        policy="vllm",
+        sessions=8,
+        seed=1,
+        timing="engine",
+        subagents="inline",
+        warmup_s=TIMED_WARMUP_S,
+        token_scale=resolve_token_scale(trace, None),
+        duration_s=300.0,
+        window=(100.0, 300.0),
+    )
+    ours = replay(trace, cfg, oracle=False)["summary"]
+    sim = simulate(trace, cfg).summary
+    for key in ("hit_rate", "requests", "ttft_p50_s", "latency_mean_s", "mean_used_blocks"):
+        assert ours[key] == sim[key], key
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -91,6 +118,10 @@ def test_oracle_and_model_agree_at_light_load(light_run: dict[str, Any]) -> None
         (["--sessions", "0"], "--sessions: must be positive, got 0"),
         (["--duration", "-5"], "--duration: must be positive, got -5"),
         (["--trace", "no/such.jsonl"], "--trace: no/such.jsonl does not exist"),
+        (["--capacity", "0"], "--capacity: must be positive, got 0"),
+        (["--retention", "x"], "--retention: expected an integer or 'none', got 'x'"),
+        (["--model-opts", "bogus"], "--model-opts: 'bogus': expected NAME=VALUE"),
+        (["--model-opts", "bogus=1"], "--model-opts: policy 'vllm' has no option bogus"),
     ],
 )
 def test_bad_flags_get_a_message(args: list[str], message: str) -> None:

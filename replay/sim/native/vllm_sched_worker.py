@@ -192,7 +192,10 @@ class Engine:
         self.steps += 1
         ids = list(so.num_scheduled_tokens)
         sampled: list[list[int]] = []
-        sched: list[list[Any]] = []  # [rid, a, b, prefill, hit or -1 (not a first scheduling)]
+        # [rid, a, b, prefill, hit, kv]: hit (-1: not its first scheduling) the tokens vLLM
+        # computed on admission; kv its longest single-group hit where the attention KV ran
+        # past the Mamba state (`shared_prefix_boundary`, `get_computed_blocks`), else the hit
+        sched: list[list[Any]] = []
         for rid in ids:
             r = s.requests[rid]
             k = so.num_scheduled_tokens[rid]
@@ -203,7 +206,8 @@ class Engine:
             prefill = a < max(r.num_prompt_tokens, lengths[rid] - 1)
             first = rid not in self.seen
             self.seen.add(rid)
-            sched.append([rid, a, b, prefill, a if first else -1])
+            kv = max(a, int(getattr(r, "shared_prefix_boundary", 0) or 0)) if first else -1
+            sched.append([rid, a, b, prefill, a if first else -1, kv])
             if b >= r.num_tokens:  # caught up: the step samples its next token
                 sampled.append([self.outputs[rid][len(r.output_token_ids)]])
             else:
