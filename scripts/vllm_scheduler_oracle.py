@@ -63,8 +63,23 @@ def _fmt(x: float, spec: str) -> str:
     return "—" if x != x else format(x, spec)
 
 
-def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
-    print(f"\n### seed {seed}\n")
+def print_sweep(sweep: list[tuple[int, int, dict[str, dict[str, Any]]]]) -> None:
+    labels = list(sweep[0][2])
+    print("\n### all runs: hit / TTFT p50 (s) / preemptions\n")
+    print("| sessions | seed | " + " | ".join(labels) + " |")
+    print("|---|---|" + "---|" * len(labels))
+    for sessions, seed, runs in sweep:
+        cells = []
+        for lab in labels:
+            s = runs[lab]["summary"]
+            cells.append(f"{s['hit_rate']:.3f} / {s['ttft_p50_s']:.1f} / {s['preemptions']}")
+        print(f"| {sessions} | {seed} | " + " | ".join(cells) + " |")
+
+
+def print_run(
+    sessions: int, seed: int, runs: dict[str, dict[str, Any]], series: bool = True
+) -> None:
+    print(f"\n### {sessions} sessions, seed {seed}\n")
     print(
         "| engine | hit | KV hit | TTFT p50 (s) | E2E mean (s) | preemptions | requests "
         "| wall (s) |"
@@ -78,6 +93,8 @@ def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
             f"{s.get('latency_mean_s', float('nan')):.1f} | {s['preemptions']} | "
             f"{s['requests']} | {s['wall_seconds']:.1f} |"
         )
+    if not series:
+        return
     labels = list(runs)
     print(
         "\nper minute: hit and KV hit (of the requests admitted) / running / waiting / "
@@ -86,10 +103,10 @@ def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
     head = " | ".join(f"{lab}: hit kv run wait held pre ms" for lab in labels)
     print(f"|  t (s) | {head} |")
     print("|---|" + "---|" * len(labels))
-    series = [{int(m["t"]): m for m in runs[lab]["minutes"]} for lab in labels]
-    for t in sorted(set().union(*series)):
+    by_minute = [{int(m["t"]): m for m in runs[lab]["minutes"]} for lab in labels]
+    for t in sorted(set().union(*by_minute)):
         cells = []
-        for ser in series:
+        for ser in by_minute:
             m = ser.get(t)
             if m is None:
                 cells.append("—")
@@ -105,7 +122,7 @@ def print_run(seed: int, runs: dict[str, dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default=None, help="trace file (default: the bundled sample)")
-    ap.add_argument("--sessions", type=int, default=48)
+    ap.add_argument("--sessions", default="48", help="comma-separated session counts")
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds")
     ap.add_argument("--subagents", default="inline", choices=("inline", "concurrent", "skip"))
     ap.add_argument("--duration", type=float, default=None, help="seconds of model time")
@@ -114,10 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-model", action="store_true", help="run only the oracle")
     ap.add_argument(
         "--model-opts",
-        default="",
-        help="our model's policy options and rule switches, NAME=VALUE,... (experiment), "
-        "e.g. prefill_state_stamp=write,pin_resumed_state=false",
+        action="append",
+        default=[],
+        help="also run our model with these policy options and rule switches, "
+        "NAME=VALUE,... (experiment; repeatable), e.g. "
+        "prefill_state_stamp=write,pin_resumed_state=false",
     )
+    ap.add_argument("--no-series", action="store_true", help="skip the per-minute series")
     ap.add_argument(
         "--capacity", type=int, default=None, help="cache blocks (experiment; default 2,531)"
     )
@@ -129,17 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", default=None, help="write every run's summary and series here")
     args = ap.parse_args(argv)
-    if args.sessions <= 0:
+    counts = _ints(args.sessions, "--sessions")
+    if min(counts) <= 0:
         raise SystemExit(f"--sessions: must be positive, got {args.sessions}")
     seeds = _ints(args.seeds, "--seeds")
-    model_opts = parse_opts(args.model_opts)
-    if model_opts:
+    variants: dict[str, dict[str, Any]] = {} if args.no_model else {"": {}}
+    for text in args.model_opts:
+        opts = parse_opts(text)
         from replay.sim.policies import make_policy
 
         try:
-            make_policy("vllm", load_profile(args.model), **model_opts)
+            make_policy("vllm", load_profile(args.model), **opts)
         except ValueError as e:
             raise SystemExit(f"--model-opts: {e}") from None
+        variants[text] = opts
     if args.capacity is not None and args.capacity <= 0:
         raise SystemExit(f"--capacity: must be positive, got {args.capacity}")
     retention: int | None
@@ -164,10 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         # the window: the last two thirds, as the default run's minutes 15-45 of 45
         extra = {"duration_s": args.duration, "window": (args.duration / 3, args.duration)}
     out: dict[str, Any] = {"trace": str(path), "token_scale": scale, "runs": []}
-    for seed in seeds:
+    sweep: list[tuple[int, int, dict[str, dict[str, Any]]]] = []
+    for sessions, seed in ((n, s) for n in counts for s in seeds):
         cfg = SimConfig(
             policy="vllm",
-            sessions=args.sessions,
+            sessions=sessions,
             seed=seed,
             model=args.model,
             timing="engine",
@@ -185,11 +209,20 @@ def main(argv: list[str] | None = None) -> int:
         except NativeError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        if not args.no_model:
-            label = "our engine model (vllm" + (f", {args.model_opts})" if model_opts else ")")
-            runs[label] = replay(trace, replace(cfg, policy_opts=model_opts), oracle=False)
-        print_run(seed, runs)
-        out["runs"].append({"seed": seed, **{k: {**v, "records": None} for k, v in runs.items()}})
+        for text, opts in variants.items():
+            label = "our engine model (vllm" + (f", {text})" if text else ")")
+            runs[label] = replay(trace, replace(cfg, policy_opts=opts), oracle=False)
+        print_run(sessions, seed, runs, series=not args.no_series)
+        sweep.append((sessions, seed, runs))
+        out["runs"].append(
+            {
+                "sessions": sessions,
+                "seed": seed,
+                **{k: {**v, "records": None} for k, v in runs.items()},
+            }
+        )
+    if len(sweep) > 1:
+        print_sweep(sweep)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0

@@ -25,7 +25,7 @@ from typing import Any
 from replay.profiles import load_profile
 from replay.resume import Resume
 from replay.sim.clock import StepClock
-from replay.sim.driver import EventLoop, Sessions
+from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.engine import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
 from replay.sim.engine_cache import SimCache, cache_settings
 from replay.sim.engine_rules import rules_for
@@ -61,6 +61,13 @@ ENGINES.setdefault(
 MINUTE = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class OracleResume(Resume):
+    """Where vLLM resumed a request, and its longest single-group (KV) hit."""
+
+    kv: int = -1
+
+
 @dataclass
 class StepLog:
     """Per-step figures of one run, for the per-minute series."""
@@ -86,13 +93,6 @@ class StepLog:
             assert s.resume is not None
             k = kv.get(s.rid, -1) if kv is not None else -1
             self.admits.append((t, s.prompt_len, s.resume.cached, k))
-
-    def kv_hit(self, window: tuple[float, float]) -> float:
-        """KV hit over the requests admitted in `window` (NaN where not known)."""
-        rows = [(n, k) for t, n, _, k in self.admits if window[0] <= t < window[1]]
-        if not rows or any(k < 0 for _, k in rows):
-            return float("nan")
-        return sum(k for _, k in rows) / max(sum(n for n, _ in rows), 1)
 
     def minutes(self, scale: float) -> list[dict[str, float]]:
         acc: dict[int, dict[str, float]] = collections.defaultdict(
@@ -213,7 +213,7 @@ class OracleCore:
                 self.running.append(seq)
             if hit >= 0:  # first scheduling: the cached tokens vLLM computed on admission
                 ideal = min(max(hit, seq.hint), seq.prompt_len)
-                seq.resume = Resume(hit, ideal)
+                seq.resume = OracleResume(hit, ideal, kv=kv_hit)
                 self.counters.prompt_tokens += seq.prompt_len
                 self.counters.cached_tokens += hit
                 kv[seq.rid] = kv_hit
@@ -279,6 +279,23 @@ class LoggedCore(EngineCore):
         held = self.cache.held_blocks() if isinstance(self.cache, SimCache) else 0
         self.log.add(now, res, len(self.running), len(self.waiting), held)
         return res
+
+
+def _kv_hit(requests: list[SimRequest], window: tuple[float, float]) -> float:
+    """The KV-only hit of the requests the summary measures (non-priming, completed, first
+    token inside `window`): NaN for our model, which does not report it."""
+    prompt = kv = 0
+    for r in requests:
+        t = r.first_token_s
+        if r.priming or r.status != "ok" or r.done_s is None or t is None:
+            continue
+        if not window[0] <= t < window[1]:
+            continue
+        if not isinstance(r.info, OracleResume):
+            return float("nan")
+        prompt += r.n
+        kv += r.info.kv
+    return kv / prompt if prompt else float("nan")
 
 
 def oracle_config(clock: StepClock, capacity: int, retention: int | None = 0) -> dict[str, Any]:
@@ -375,7 +392,7 @@ def replay(
     summary["admitted_cached_tokens"] = core.counters.cached_tokens
     summary["finished_requests"] = core.counters.requests_finished
     summary["steps"] = core.counters.steps
-    summary["kv_hit_rate"] = log.kv_hit(cfg.window)  # admitted in the window, priming too
+    summary["kv_hit_rate"] = _kv_hit(sessions.requests, cfg.window)
     if isinstance(core, OracleCore):
         summary["vllm_settings"] = core.settings
         summary["rejected"] = core.rejected
