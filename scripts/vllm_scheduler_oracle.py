@@ -98,9 +98,10 @@ def print_run(
     labels = list(runs)
     print(
         "\nper minute: hit and KV hit (of the requests admitted) / running / waiting / "
-        "blocks held / preemptions / ms per real step"
+        "blocks held / preemptions / ms per real step / Mamba state blocks evicted and their "
+        "mean seconds in the free queue (the oracle's)"
     )
-    head = " | ".join(f"{lab}: hit kv run wait held pre ms" for lab in labels)
+    head = " | ".join(f"{lab}: hit kv run wait held pre ms ev age" for lab in labels)
     print(f"|  t (s) | {head} |")
     print("|---|" + "---|" * len(labels))
     by_minute = [{int(m["t"]): m for m in runs[lab]["minutes"]} for lab in labels]
@@ -114,7 +115,8 @@ def print_run(
             cells.append(
                 f"{_fmt(m['hit'], '.2f')} {_fmt(m['kv_hit'], '.2f')} {m['running']:.1f} "
                 f"{m['waiting']:.1f} "
-                f"{m['held']:.0f} {m['preempted']} {m['ms_per_real_step']:.0f}"
+                f"{m['held']:.0f} {m['preempted']} {m['ms_per_real_step']:.0f} "
+                f"{_fmt(m['state_evicted'], '.0f')} {_fmt(m['state_age_s'], '.0f')}"
             )
         print(f"| {t:5d} | " + " | ".join(cells) + " |")
 

@@ -72,8 +72,9 @@ class OracleResume(Resume):
 class StepLog:
     """Per-step figures of one run, for the per-minute series."""
 
-    rows: list[tuple[float, float, int, int, int, int, int, int]] = field(default_factory=list)
-    # (t, duration, running, waiting, blocks held, preempted, started, cached of started)
+    # (t, duration, running, waiting, blocks held, preempted, state blocks evicted, their
+    # summed seconds in the free queue; the last two the oracle's only, NaN for our model)
+    rows: list[tuple[float, float, int, int, int, int, float, float]] = field(default_factory=list)
     # t, prompt, cached, KV hit (the oracle's longest single-group hit; -1: not known)
     admits: list[tuple[float, int, int, int]] = field(default_factory=list)
 
@@ -85,10 +86,9 @@ class StepLog:
         waiting: int,
         held: int,
         kv: dict[int, int] | None = None,
+        evicted: tuple[float, float] = (float("nan"), float("nan")),
     ) -> None:
-        self.rows.append(
-            (t, res.duration, running, waiting, held, len(res.preempted), len(res.started), 0)
-        )
+        self.rows.append((t, res.duration, running, waiting, held, len(res.preempted), *evicted))
         for s in res.started:
             assert s.resume is not None
             k = kv.get(s.rid, -1) if kv is not None else -1
@@ -98,7 +98,7 @@ class StepLog:
         acc: dict[int, dict[str, float]] = collections.defaultdict(
             lambda: collections.defaultdict(float)
         )
-        for t, dur, run, wait, held, pre, _, _ in self.rows:
+        for t, dur, run, wait, held, pre, ev, age in self.rows:
             a = acc[int(t // MINUTE)]
             a["steps"] += 1
             a["dur"] += dur
@@ -106,6 +106,8 @@ class StepLog:
             a["wait"] += wait
             a["held"] += held
             a["pre"] += pre
+            a["ev"] += ev
+            a["age"] += age
         for t, n, c, kv in self.admits:
             a = acc[int(t // MINUTE)]
             a["prompt"] += n
@@ -128,6 +130,10 @@ class StepLog:
                     "held": a["held"] / k,
                     "preempted": int(a["pre"]),
                     "ms_per_real_step": 1000 * a["dur"] / k / scale,
+                    # the oracle's Mamba state blocks evicted, and their mean seconds in
+                    # the free queue (from freed to evicted)
+                    "state_evicted": a["ev"],
+                    "state_age_s": a["age"] / a["ev"] if a["ev"] else float("nan"),
                 }
             )
         return out
@@ -161,6 +167,7 @@ class OracleCore:
         self.running: list[Sequence] = []
         self.counters = EngineCounters()
         self.rejected = 0
+        self.evicted_kv = self.evicted_states = 0  # cached blocks evicted, by kind
 
     def add(self, seq: Sequence) -> None:
         rid = str(seq.rid)
@@ -265,7 +272,10 @@ class OracleCore:
                 f"{ans['waiting']}) at t={now:.6f} s"
             )
         self.used = int(ans["used"])
-        self.log.add(now, result, len(self.running), len(self.waiting), self.used, kv)
+        n_ev, age = ans["evicted"]["state"]
+        self.evicted_kv += ans["evicted"]["kv"][0]
+        self.evicted_states += n_ev
+        self.log.add(now, result, len(self.running), len(self.waiting), self.used, kv, (n_ev, age))
         return result
 
 
@@ -396,4 +406,6 @@ def replay(
     if isinstance(core, OracleCore):
         summary["vllm_settings"] = core.settings
         summary["rejected"] = core.rejected
+        summary["evicted_kv_blocks"] = core.evicted_kv
+        summary["evicted_state_blocks"] = core.evicted_states
     return {"summary": summary, "minutes": log.minutes(cfg.token_scale), "records": records}

@@ -12,7 +12,8 @@ Commands:
   init {config}                  → builds VllmConfig, KVCacheConfig and the Scheduler
   add {rid, n} + ids             → a request: prompt ids[:n], its output ids[n:] (fixed
                                    length: `max_tokens`, `ignore_eos`)
-  step                           → one `schedule()` and one `update_from_output()`
+  step {t}                       → one `schedule()` and one `update_from_output()` at time t
+                                   (the caller's clock: only for the eviction ages reported)
   abort {rid}                    → `finish_requests(rid, FINISHED_ABORTED)`
   stats                          → pool occupancy and queue lengths
 
@@ -143,6 +144,39 @@ class Engine:
         self.outputs: dict[str, list[int]] = {}  # rid -> its fixed output ids
         self.seen: set[str] = set()  # requests scheduled at least once
         self.steps = 0
+        self._watch_evictions()
+
+    def _watch_evictions(self) -> None:
+        """Observe (never change) the pool: when each cached block was freed (the step's
+        time the caller sends) and, when one is evicted, its age in the free queue, per
+        kind (group 0: attention KV; the others: Mamba state)."""
+        from vllm.v1.core.kv_cache_utils import get_group_id
+
+        pool = self.sched.kv_cache_manager.block_pool
+        free, evict = pool.free_blocks, pool._maybe_evict_cached_block
+        self.now = 0.0
+        self.freed_at: dict[int, float] = {}
+        self.evicted: dict[str, list[float]] = {"kv": [0, 0.0], "state": [0, 0.0]}
+
+        def free_blocks(blocks: Any) -> None:
+            blocks = list(blocks)
+            for b in blocks:
+                if b.ref_cnt == 1 and b.block_hash is not None:
+                    self.freed_at[b.block_id] = self.now
+            free(blocks)
+
+        def maybe_evict(block: Any) -> bool:
+            h = block.block_hash
+            gone = bool(evict(block))
+            if gone and h is not None:
+                kind = "kv" if get_group_id(h) == 0 else "state"
+                e = self.evicted[kind]
+                e[0] += 1
+                e[1] += self.now - self.freed_at.pop(block.block_id, self.now)
+            return gone
+
+        pool.free_blocks = free_blocks
+        pool._maybe_evict_cached_block = maybe_evict
 
     def settings(self) -> dict[str, Any]:
         """What vLLM resolved (so the caller can print and check it)."""
@@ -183,11 +217,13 @@ class Engine:
         self.sched.add_request(req)
         return {}
 
-    def step(self) -> dict[str, Any]:
+    def step(self, now: float = 0.0) -> dict[str, Any]:
         from vllm.v1.outputs import ModelRunnerOutput
 
         s = self.sched
         lengths = {rid: r.num_tokens for rid, r in s.requests.items()}
+        self.now = now
+        self.evicted = {"kv": [0, 0.0], "state": [0, 0.0]}
         so = s.schedule()
         self.steps += 1
         ids = list(so.num_scheduled_tokens)
@@ -231,6 +267,8 @@ class Engine:
             "emitted": emitted,
             "finished": finished,
             "preempted": sorted(so.preempted_req_ids),
+            # cached blocks evicted in this step: [count, summed seconds in the free queue]
+            "evicted": self.evicted,
             **self._counts(),
         }
 
@@ -294,7 +332,7 @@ def main() -> int:
             elif cmd == "add":
                 ans = engine.add(str(head["rid"]), int(head["n"]), tokens)
             elif cmd == "step":
-                ans = engine.step()
+                ans = engine.step(float(head.get("t", 0.0)))
             elif cmd == "abort":
                 ans = engine.abort(str(head["rid"]))
             elif cmd == "stats":
