@@ -23,20 +23,24 @@ come from (paths under `vllm/`):
    in reverse order). A Mamba state block is freed once the running state moves past it,
    right after the prefill (`single_type_kv_cache_manager.py` MambaManager
    `remove_skipped_blocks`), the request's KV only when it ends: states go before their own
-   KV. So here: no state is held until the request ends, and a state the request resumed
-   from counts as released when it was taken.
+   KV. So here: no state is held until the request ends, a prefill state keeps the stamp
+   it got when it was written (rule `prefill_state_stamp="write"`), and a state the
+   request resumed from counts as released when it was taken.
 5. Duplicate blocks. After a state miss the KV between the state hit and the KV hit is
    recomputed into new blocks (`allocate_slots` allocates from `num_computed_tokens`, the
-   state-limited hit): the request holds them beside the cached copies while it runs.
+   state-limited hit; `find_longest_cache_hit` truncates the attention hit to it, so the
+   cached copies are never referenced). The request holds its own blocks only; the old
+   copies stay in the free queue where they were, evictable (`VllmCache.prefill_done`). At
+   the end both copies stay cached under one hash (`BlockPool.cache_full_blocks`,
+   `BlockHashToBlockMap`; option `cached_copies`, on).
 
-
-Where this model still simplifies (bound in the cross-check tests and
-docs/native-policies.md), each modelled as a switch that is off by default because, on the
-held-out trace, turning it on moves the hit rate away from vLLM's own manager, not towards
-it: a recomputed duplicate block is dropped when the request ends, where vLLM keeps it as a
-second cached copy of the same hash until it is evicted (option `cached_copies`); and a
+Checked against vLLM's own manager on a full-size synthesized corpus at 48 sessions (the
+demo's pressure) request by request: docs/native-policies.md, scripts/vllm_native_pressure.py.
+Where this model still simplifies, modelled as a switch that is off by default: a
 resumed-from state stays pinned while the request runs, where vLLM frees its block once the
-running state moves past it (rule `pin_resumed_state=False`).
+running state moves past it (rule `pin_resumed_state=False`). Turning it on is mixed
+against vLLM's own manager (fewer requests differ on the pressure corpus, more on the
+held-out trace), so it stays off.
 """
 
 from __future__ import annotations
@@ -100,13 +104,23 @@ class VllmLRU(AllocationLRU):
             s.last_use = min(s.last_use, taken)
         super().on_state_released(s, now, used)
 
-    def add_copy(self, b: Block, now: float) -> None:
-        """A second cached copy of `b` (a duplicate its request recomputed), released now."""
+    def add_copy(self, b: Block, now: float) -> int:
+        """A second cached copy of `b`, released (last used) at `now`: a duplicate its
+        request recomputed. Returns the copy's token (for `drop_copy`)."""
         t = next(self._tokens)
         self.copies.setdefault(b, {})[t] = now
         self.cache.resident_blocks += 1
         # a negative version marks a copy's entry (never equal to a block's own version)
         self._file(self._block_pool, (now, -b.end, next(self._seq), -t, b))
+        return t
+
+    def drop_copy(self, b: Block, t: int) -> None:
+        """Free copy `t` of `b` if it is still cached (its queue entry is skipped later)."""
+        extra = self.copies.get(b)
+        if extra and extra.pop(t, None) is not None:
+            self.cache.resident_blocks -= 1
+            if not extra:
+                del self.copies[b]
 
     def evict_one(self, pool: Pool, now: float) -> bool:
         heap = self.heaps[pool]
@@ -165,6 +179,9 @@ class VllmCache(HybridCache):
     def __init__(self, profile: ModelProfile, policy: Policy, capacity_blocks: int | None = None):
         super().__init__(profile, policy, capacity_blocks)
         self._dups: dict[int, list[Block]] = {}
+        # Per running request: the cached copies its prompt found resident beside the blocks
+        # it recomputed (block, copy token), evictable while it runs (`prefill_done`).
+        self._old: dict[int, list[tuple[Block, int]]] = {}
 
     def begin(self, prefix: Prefix, prompt_len: int, info: ResumeInfo, now: float) -> Handle:
         h = super().begin(prefix, prompt_len, info, now)
@@ -175,12 +192,63 @@ class VllmCache(HybridCache):
             self._dups[id(h)] = dups
         return h
 
+    def prefill_done(self, h: Handle, now: float) -> None:
+        """Rule 5 while the request runs. The request computed its own blocks from its state
+        hit on (`allocate_slots` allocates from `num_computed_tokens`); a prompt block whose
+        cached copy is resident becomes the request's block, and the old copy stays in the
+        free queue where it was, unreferenced and evictable (`get_computed_blocks` never
+        touched it; `BlockPool.cache_full_blocks` files the new block under the same hash
+        beside it). So the request holds one block per position, not two, and evicting
+        the old copy frees a block without breaking the request's path."""
+        if h.prefilled or not h.reserved:
+            super().prefill_done(h, now)
+            return
+        B, n_full, lo = self.B, h.prompt_len // self.B, h.resume_pos // self.B
+        before: dict[int, float] = {}
+        for j in range(lo, n_full):
+            b = h.known[j] if j < len(h.known) else self.nodes.get(h.prefix.key_at((j + 1) * B))
+            if b is not None and b.resident:
+                before[id(b)] = b.last_use
+        super().prefill_done(h, now)
+        if not before:
+            return
+        ev = self.eviction
+        assert isinstance(ev, VllmLRU)
+        old: list[tuple[Block, int]] = []
+        for b in h.pinned[lo:n_full]:
+            if h.reserved_blocks <= 0:
+                break
+            stamp = before.get(id(b))
+            if stamp is None or not b.resident:
+                continue
+            h.reserved_blocks -= 1  # the request's own block is now the node's
+            self.private_blocks -= 1
+            old.append((b, ev.add_copy(b, stamp)))  # the old copy, where it was
+        if old:
+            self._old[id(h)] = old
+
+    def _drop_old(self, h: Handle) -> list[Block]:
+        """The request ends: the old copies still cached are dropped (option `cached_copies`
+        off: one copy of each block, as below) or kept; returns the blocks whose old copy
+        was kept."""
+        ev = self.eviction
+        assert isinstance(ev, VllmLRU)
+        kept: list[Block] = []
+        for b, t in self._old.pop(id(h), ()):
+            if self.policy.opts["cached_copies"]:
+                kept.append(b)
+            else:
+                ev.drop_copy(b, t)
+        return kept
+
     def abort(self, h: Handle, now: float) -> None:
         self._dups.pop(id(h), None)
+        self._drop_old(h)
         super().abort(h, now)
 
     def finish(self, h: Handle, full: Prefix, total_len: int, now: float) -> None:
-        dups = [b for b in self._dups.pop(id(h), ()) if b.resident]
+        kept = {id(b) for b in self._drop_old(h)}
+        dups = [b for b in self._dups.pop(id(h), ()) if b.resident and id(b) not in kept]
         if not self.policy.opts["cached_copies"]:
             dups = []
         super().finish(h, full, total_len, now)
@@ -196,12 +264,16 @@ class VllmCache(HybridCache):
 class VllmPolicy(Policy):
     name = "vllm"
     description = "vLLM 0.32: replay-boundary and junction states (retention 0), block LRU"
-    # The two simplifications left (module docstring), modelled and off by default: on the
-    # held-out trace they move the hit rate away from vLLM's own manager (measured in
-    # docs/native-policies.md, scripts/vllm_tight_experiment.py). `cached_copies`: a
-    # recomputed duplicate stays as a second cached copy; rule `pin_resumed_state=False`: the
-    # resumed-from state is not held while its request runs.
-    options: ClassVar[dict[str, Any]] = {"cached_copies": False}
+    # Rule 4: a prefill state keeps the stamp it got when it was written, because vLLM frees
+    # its block right after the prefill (`remove_skipped_blocks`) and the free queue is LRU
+    # by free time; it is not restamped with the request's KV at the end.
+    rule_defaults: ClassVar[dict[str, Any]] = {"prefill_state_stamp": "write"}
+    # Rule 5: `cached_copies` on, a recomputed block stays as a second cached copy of its
+    # hash (`BlockPool.cache_full_blocks`). Left off, as a switch: rule `pin_resumed_state=
+    # False` (the resumed-from state not held while its request runs). Measured against
+    # vLLM's own manager in docs/native-policies.md (scripts/vllm_tight_experiment.py,
+    # scripts/vllm_native_pressure.py).
+    options: ClassVar[dict[str, Any]] = {"cached_copies": True}
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ReplayBoundary()

@@ -285,9 +285,10 @@ def test_source_policies_read_the_source_vllm_keeps_its_engine(profile):
         assert rules["prefill_state_stamp"] == "release" and rules["hold_chunk_state"] is False
     for name in ("asc-lru", "asc-unit-lru", "flashstate-eq7", "flashstate", "marconi"):
         assert make_policy(name, profile).rules["prefill_state_stamp"] == "release"
-    for name in ("vllm",):  # its engine's code: the running request owns what it wrote
-        rules = make_policy(name, profile).rules
-        assert rules["prefill_state_stamp"] == "end" and rules["hold_chunk_state"] is True
+    # vLLM's code (vllm_policy rule 4): a prefill state's block is freed right after the
+    # prefill, so it keeps the stamp it got when written; the request's KV goes at its end.
+    rules = make_policy("vllm", profile).rules
+    assert rules["prefill_state_stamp"] == "write" and rules["block_stamp"] == "end"
 
 
 def test_ancestor_stamp_refreshes_the_states_above_the_one_resumed_from(profile):
