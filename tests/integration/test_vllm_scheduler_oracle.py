@@ -86,6 +86,61 @@ def test_oracle_and_model_agree_at_light_load(light_run: dict[str, Any]) -> None
     assert abs(o["ttft_p50_s"] - m["ttft_p50_s"]) < 1.0
 
 
+@pytest.mark.vllm
+def test_oracle_core_resumes_a_turn_and_ends_a_zero_token_output() -> None:
+    """`OracleCore` by hand: a first request decodes its 5 tokens; the next turn (its
+    prompt and output, then more) resumes from the Mamba state vLLM kept at the first
+    prompt's replay boundary, 2,992 = floor(2,999 / 272) blocks; a recorded output of 0
+    tokens ends after its prefill with the one token our engine model emits too."""
+    from replay.profiles import DEFAULT_MODEL, load_profile
+    from replay.sim.clock import StepClock
+    from replay.sim.engine import Sequence
+    from replay.sim.keys import LineagePrefix
+    from replay.sim.native.sched_oracle import (
+        ENGINE,
+        OracleCore,
+        OracleResume,
+        StepLog,
+        oracle_config,
+    )
+    from replay.sim.native.worker import Worker
+    from replay.sim.scale import scaled_profile
+
+    try:
+        python = find_vllm().python
+        worker = Worker.start(python, engine=ENGINE)
+    except NativeError as e:
+        missing(str(e), VLLM)
+    clock = StepClock(scaled_profile(load_profile(DEFAULT_MODEL), 16.0), 16.0)
+    try:
+        core = OracleCore(clock, worker, oracle_config(clock, 2531), StepLog())
+        assert core.settings["block_size"] == 272
+
+        def run(seq: Sequence) -> None:
+            core.add(seq)
+            t, steps = 0.0, 0
+            while core.has_work():
+                res = core.step(t)
+                assert res.duration > 0
+                t, steps = t + res.duration, steps + 1
+                assert steps < 100
+            assert seq.done_t is not None
+
+        first = LineagePrefix(1, 3005)
+        a = Sequence(1, first, 5, prompt_len=3000, full=first)
+        run(a)
+        assert a.generated == 5 and a.resume is not None and a.resume.cached == 0
+        second = LineagePrefix(2, 4000, first, shared=3005)
+        b = Sequence(2, second, 0, prompt_len=4000, full=second)
+        run(b)
+        assert isinstance(b.resume, OracleResume)
+        assert b.resume.cached == b.resume.kv == 2992
+        assert b.generated == 1
+        assert core.counters.prompt_tokens == 7000 and core.counters.cached_tokens == 2992
+    finally:
+        worker.close()
+
+
 def test_the_models_run_is_the_simulators() -> None:
     """The oracle script runs our engine model through its own wiring (to log each step):
     the same summary as `replay.sim.runner.simulate`, so the two sides are the same replay."""

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from replay.profiles import load_profile
 from replay.resume import Resume
 from replay.sim.clock import StepClock
@@ -178,6 +180,12 @@ class OracleCore:
                 f"request {rid}: the simulator's prefix holds {len(ids)} tokens, not the "
                 f"{seq.prompt_len} prompt + {seq.max_tokens} output tokens the oracle needs"
             )
+        if seq.max_tokens == 0:
+            # A recorded output of 0 tokens: our engine model still emits the first token,
+            # and the live client asks for max(output, 1) (replay/client/session.py); vLLM
+            # needs max_tokens >= 1. That token's id is never computed into KV (a request's
+            # last token never is) nor part of a later prompt: any id serves.
+            ids = np.concatenate([ids, ids[-1:]])
         self.worker.call("add", ids, rid=rid, n=seq.prompt_len)
         self.seqs[rid] = seq
         self.waiting.append(seq)
