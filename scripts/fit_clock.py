@@ -59,9 +59,9 @@ SGLANG = (15.4e3, 1.29e6, 0.06)  # the third point: output/min, prompt/min/GPU, 
 # prompt and output throughput at the demo's pace within 4% (scripts/pacing_experiment.py);
 # the others are the spread.
 POSITIONS: dict[str, dict[str, float]] = {
-    "inline": {"flashstate": 134_874, "vllm": 163_876, "sglang": 149_244},
-    "skip": {"flashstate": 132_958, "vllm": 183_029, "sglang": 171_442},
-    "concurrent": {"flashstate": 133_395, "vllm": 146_484, "sglang": 128_715},
+    "inline": {"flashstate": 134_874, "vllm": 163_714, "sglang": 149_244},
+    "skip": {"flashstate": 132_958, "vllm": 183_283, "sglang": 171_442},
+    "concurrent": {"flashstate": 133_395, "vllm": 146_512, "sglang": 128_715},
     # before issue 22's pressure clause: the mean prompt's end, the average prompt's middle
     "old": {"flashstate": MEAN_PROMPT, "vllm": (0.30 + 1.0) / 2 * MEAN_PROMPT},
 }

@@ -15,7 +15,7 @@ use); at 48 sessions its working set is 1.42 of the 2,531-block cache, the demo'
 Printed per variant: the window's hit rate, cached tokens over the whole run beside vLLM's,
 and how many requests get a different number of cached tokens than vLLM gives them. The
 variants are the shipped rules and each rule of `replay/sim/vllm_policy.py` set back to
-its other value (rule 4's stamp, rule 5's copies, the resumed-state pin).
+its other value (rule 4's two stamps, rule 5's copies).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
 VARIANTS: dict[str, dict[str, Any]] = {
     "vllm (shipped)": {},
     "rule 4: prefill state stamped at the request's end": {"prefill_state_stamp": "end"},
-    "rule 5: no second cached copy": {"cached_copies": False},
-    "resumed-from state not pinned": {"pin_resumed_state": False},
+    "rule 4: resumed-from state held to the request's end": {"pin_resumed_state": True},
+    "rule 5: both copies kept at the end (vLLM's code)": {"cached_copies": True},
 }
 
 Key = tuple[int, str, str, int, int]

@@ -75,12 +75,11 @@ def test_the_old_model_differs_where_the_issue_says(vllm_worker):
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_tight_cache_bound(vllm_worker, setting):
-    """Overlapping conversations in a 40-block cache. Ours drops a recomputed duplicate block
-    when its request ends, where vLLM keeps it as a second cached copy until evicted, and
-    keeps a resumed-from state pinned while its request runs: under eviction pressure the two
-    part on a few requests. Bound measured over these seeds: at most 5 of 30 requests differ
-    and cached tokens within 120 (of ≈ 100–600). Both are modelled as switches, off by
-    default (`test_the_two_simplifications_as_switches`)."""
+    """Overlapping conversations in a 40-block cache: under eviction pressure the two part
+    on a few requests (16-token blocks: vLLM has no KV for a request's last sampled token, so
+    a sequence ending on a block boundary leaves one block fewer cached; ours caches it).
+    Bound measured over these seeds: at most 5 of 30 requests differ and cached tokens within
+    120 (of ≈ 100–600)."""
     for seed in range(3):
         ours, theirs, _ = _pair(vllm_worker, "tight", setting, seed, capacity=40)
         a, b, diff = compare(ours, theirs)
@@ -104,13 +103,13 @@ def _tight_differing(vllm_worker, **opts: object) -> int:
 def test_the_state_stamp_and_the_switches_against_vllms_own_manager(vllm_worker):
     """Rule 4 as vLLM frees it: a prefill state keeps the stamp it got when written (its
     block is freed right after the prefill), not the request's end; on the tight workload
-    that takes the differing requests from 17 to 13 of 150 (docs/native-policies.md).
-    The switches left (`cached_copies=False`, `pin_resumed_state=False`) keep the exact
-    workloads exact."""
+    that takes the differing requests from 20 to 13 of 150 (docs/native-policies.md). The
+    switches (`cached_copies=True`, `pin_resumed_state=True`) keep the exact workloads
+    exact."""
     assert _tight_differing(vllm_worker) == 13
-    assert _tight_differing(vllm_worker, prefill_state_stamp="end") == 17
+    assert _tight_differing(vllm_worker, prefill_state_stamp="end") == 20
     prof = tiny_profile(400)
-    for opts in ({"cached_copies": False}, {"pin_resumed_state": False}):
+    for opts in ({"cached_copies": True}, {"pin_resumed_state": True}):
         for name in EXACT:
             reqs = WORKLOADS[name](np.random.default_rng(0), B)
             nat = make_policy("vllm-native", prof, **SETTINGS["paper"]).make_cache(
@@ -145,8 +144,13 @@ def test_a_recomputing_request_holds_what_vllm_holds(vllm_worker):
     theirs = largest_filler(
         lambda: make_policy("vllm-native", prof).make_cache(prof, worker=vllm_worker)
     )
-    ours = largest_filler(lambda: make_policy("vllm", prof).make_cache(prof))
-    assert theirs - 1 <= ours <= theirs
+    # Rule 5 alone (the resumed-from state held, as the model before): one block short at
+    # most (the filler's own rounding); the shipped rules (that state evictable) within one.
+    held = largest_filler(
+        lambda: make_policy("vllm", prof, pin_resumed_state=True).make_cache(prof)
+    )
+    assert theirs - 1 <= held <= theirs
+    assert abs(largest_filler(lambda: make_policy("vllm", prof).make_cache(prof)) - theirs) <= 1
 
 
 def test_fork_flags_need_the_fork(vllm_worker):
