@@ -84,9 +84,7 @@ def _validate_file(path: Path, model: type[_M], data: Any, fix: str) -> _M:
 
 def parse_manifest(path: Path, data: Any) -> Manifest:
     """A manifest's parsed JSON, validated (see `_validate_file`)."""
-    return _validate_file(
-        path, Manifest, data, "fix or restore the file (docs/run-directory.md)"
-    )
+    return _validate_file(path, Manifest, data, "fix or restore the file (docs/run-directory.md)")
 
 
 def schema_note(path: Path, version: object, known: int) -> str | None:

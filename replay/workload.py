@@ -73,7 +73,9 @@ class WorkloadConfig:
         if self.sessions < 1:
             raise WorkloadError(f"sessions must be at least 1 (got {self.sessions})", "sessions")
         if not self.duration_s > 0:
-            raise WorkloadError(f"duration must be positive (got {self.duration_s} s)", "duration_s")
+            raise WorkloadError(
+                f"duration must be positive (got {self.duration_s} s)", "duration_s"
+            )
         a, b = self.window
         if not 0 <= a < b <= self.duration_s:
             raise WorkloadError(

@@ -281,7 +281,10 @@ def start_fleet(
     `x-replay-replica` header (replay.emulator.server.REPLICA_HEADER)."""
     if engines and all(isinstance(e, EmulatorConfig) for e in engines):
         configs = [
-            r for e in engines if isinstance(e, EmulatorConfig) for r in replica_configs(e, replicas)
+            r
+            for e in engines
+            if isinstance(e, EmulatorConfig)
+            for r in replica_configs(e, replicas)
         ]
     else:
         base = emulator_configs([str(e) for e in engines], **settings)

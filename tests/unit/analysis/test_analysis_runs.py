@@ -154,8 +154,11 @@ def test_the_executor_summarises_a_run_as_the_status_it_closes_with(
 
     from analysis.summary import summary_of_dir
 
-    run_dir = builder().req("a", 10.0).req("a", 40.0).write(
-        "early", config={"duration_s": 100.0, "window": [0.0, 100.0]}
+    run_dir = (
+        builder()
+        .req("a", 10.0)
+        .req("a", 40.0)
+        .write("early", config={"duration_s": 100.0, "window": [0.0, 100.0]})
     )
     manifest = run_dir / "manifest.json"
     man = json.loads(manifest.read_text())
