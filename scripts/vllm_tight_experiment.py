@@ -1,7 +1,7 @@
-"""The two simplifications of our `vllm` model under eviction pressure, one switch at a time,
-against vLLM's own KV cache manager (`vllm-native`): a recomputed duplicate kept as a second
-cached copy (option `cached_copies`) and the resumed-from state not held while its request
-runs (rule `pin_resumed_state=False`).
+"""Our `vllm` model's memory rules under eviction pressure, one switch at a time, against
+vLLM's own KV cache manager (`vllm-native`): when a prefill state is stamped (rule
+`prefill_state_stamp`), whether the resumed-from state is held (`pin_resumed_state`) and
+whether a recomputed block's old copy is kept (option `cached_copies`).
 
 1. The agreement workloads' tight case (40 blocks, 5 seeds, the paper's scheduler settings):
    requests that differ and cached tokens, per variant.
@@ -34,10 +34,10 @@ from native_agreement import SETTINGS, B, profile
 
 HELD_OUT = Path(".corpus") / "synth-full-seed11.jsonl.gz"
 VARIANTS: dict[str, dict[str, Any]] = {
-    "vllm (default: pinned, no copies)": {},
-    "resumed state unpinned": {"pin_resumed_state": False},
-    "cached copies": {"cached_copies": True},
-    "both": {"cached_copies": True, "pin_resumed_state": False},
+    "vllm (shipped)": {},
+    "prefill state stamped at the request's end": {"prefill_state_stamp": "end"},
+    "resumed-from state pinned": {"pin_resumed_state": True},
+    "both copies kept (cached_copies)": {"cached_copies": True},
 }
 
 
