@@ -39,6 +39,11 @@ prints the table). The rules, with the SGLang 0.5.22 source they come from (path
 7. Order of allocation: the request's state slots first (the copy-on-write slot at
    `match_prefix`, the ping-pong slots in `alloc_req_slots`), then its KV: n + out − 1
    tokens, the last one sampled is never computed (`alloc_for_decode_default`).
+8. Recomputed KV the tree holds. A request that recomputes positions whose KV is resident
+   (its hit capped at n − 1, or the state there gone) holds the tree's copy once its prompt
+   is in, and gives back the block reserved for it: SGLang's insert keeps the tree's KV and
+   frees the duplicates (`UnifiedRadixCache.cache_unfinished_req`). Before issue 22's
+   pressure check the model held both until the request ended.
 
 What stays apart from SGLang's code: KV is counted in blocks (SGLang's pages are tokens), so
 a state inside a block keeps the whole block; and a KV-only node left after its states went
@@ -212,7 +217,23 @@ class SglangCache(HybridCache):
         super().finish(h, full, total_len, now)
 
     def prefill_done(self, h: Handle, now: float) -> None:
+        """Rule 8: a prompt block the request recomputed while the tree still held its KV
+        (the hit capped at n − 1, or its state gone) becomes the tree's copy, and the block
+        reserved for it is given back: SGLang's insert keeps the tree's KV, frees the
+        duplicates and points the request at the tree's indices
+        (`UnifiedRadixCache.cache_unfinished_req`: `insert`, then
+        `req_to_token_pool.write(..., new_indices)`)."""
+        dup = 0
+        if not h.prefilled and h.reserved:
+            B, known, nodes = self.B, h.known, self.nodes
+            for j in range(h.resume_pos // B, h.prompt_len // B):
+                b = known[j] if j < len(known) else nodes.get(h.prefix.key_at((j + 1) * B))
+                dup += b is not None and b.resident
         super().prefill_done(h, now)
+        if dup:
+            freed = min(dup, h.reserved_blocks)
+            h.reserved_blocks -= freed
+            self.private_blocks -= freed
         st = h.state
         if st is not None and h.early_states:  # the lock moved to the inserted node
             st.live -= 1

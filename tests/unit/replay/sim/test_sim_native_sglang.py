@@ -188,3 +188,32 @@ def test_simulate_replays_a_corpus_through_sglangs_code(sglang_worker, small_cor
     assert sum(a != b for a, b in zip(ours, theirs, strict=True)) <= len(ours) // 30
     a, b = (sum(r[3] or 0 for r in x) for x in (ours, theirs))
     assert b > 0 and abs(a - b) <= b / 1000
+
+
+def test_a_recomputed_prefix_the_tree_holds_is_kept_once(sglang_worker):
+    """SGLang's side of rule 8 (`sglang_policy.py`; the model's side in
+    test_sim_sglang_recompute.py): B's prompt is A's first 80 tokens, whose state at 80 lies
+    past n − 1, so B resumes from 64 and recomputes [64, 80) while the tree holds that KV.
+    After B's prefill the KV in use is still A's 80 tokens: the insert kept the tree's copy
+    and freed B's duplicates (96 if both were held)."""
+    from replay.sim.keys import TokenPrefix
+
+    prof = tiny_profile()
+    pol = make_policy("sglang-native", prof, grid=GRID, chunk=1024, track_interval=GRID)
+    c = pol.make_cache(prof, worker=sglang_worker)
+    kv = int(c.config["kv_tokens"])
+    a_ids, a_out = list(range(64)), list(range(1000, 1032))
+    a_prompt = TokenPrefix(a_ids, B)
+    a = c.begin(a_prompt, 64, c.lookup(a_prompt, 64, 0.0), 0.0)
+    assert c.reserve(a, 96, 0.0)
+    c.prefill_done(a, 0.0)
+    c.finish(a, TokenPrefix(a_ids + a_out, B), 96, 1.0)
+    assert kv - c.stats()["free"] == 80  # the tree keeps KV up to A's last state
+    b_ids = a_ids + a_out[:16]
+    b_prompt = TokenPrefix(b_ids, B)
+    info = c.lookup(b_prompt, 80, 2.0)
+    assert info.resume_pos == 64
+    b = c.begin(b_prompt, 80, info, 2.0)
+    assert c.reserve(b, 96, 2.0)  # the native drive prefills here
+    assert kv - c.stats()["free"] == 80
+    c.finish(b, TokenPrefix(b_ids + list(range(2000, 2016)), B), 96, 3.0)
