@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from replay.profiles import DEFAULT_MODEL, load_profile
+from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
 from replay.sim.native.sched_oracle import replay
 from replay.sim.native.worker import NativeError
 from replay.sim.runner import SimConfig
@@ -151,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", default=None, help="write every run's summary and series here")
     args = ap.parse_args(argv)
+    try:
+        profile = load_profile(args.model)
+    except ProfileError as e:
+        raise SystemExit(f"--model: {e}") from None
+    if args.json and not Path(args.json).parent.is_dir():
+        raise SystemExit(f"--json: the folder of {args.json} does not exist")
     counts = _ints(args.sessions, "--sessions")
     if min(counts) <= 0:
         raise SystemExit(f"--sessions: must be positive, got {args.sessions}")
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         from replay.sim.policies import make_policy
 
         try:
-            make_policy("vllm", load_profile(args.model), **opts)
+            make_policy("vllm", profile, **opts)
         except ValueError as e:
             raise SystemExit(f"--model-opts: {e}") from None
         variants[text] = opts

@@ -176,6 +176,8 @@ def test_the_models_run_is_the_simulators() -> None:
         (["--duration", "-5"], "--duration: must be positive, got -5"),
         (["--trace", "no/such.jsonl"], "--trace: no/such.jsonl does not exist"),
         (["--capacity", "0"], "--capacity: must be positive, got 0"),
+        (["--model", "nosuch"], "--model: model profile 'nosuch' not found"),
+        (["--json", "no/such/dir/out.json"], "--json: the folder of no/such/dir/out.json"),
         (["--retention", "x"], "--retention: expected an integer or 'none', got 'x'"),
         (["--model-opts", "bogus"], "--model-opts: 'bogus': expected NAME=VALUE"),
         (["--model-opts", "bogus=1"], "--model-opts: policy 'vllm' has no option bogus"),
