@@ -1,0 +1,54 @@
+"""scripts/sglang_native_pressure.py (issue 22's SGLang check): every bad flag is named, and
+a tiny run prints SGLang's own row and one row per variant (skipped without SGLang)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from replay.sim.native.worker import NativeError, Worker
+from replay.traces import sample_path
+from tests.required import SGLANG, missing
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "sglang_native_pressure", ROOT / "scripts" / "sglang_native_pressure.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trace", "no/such.jsonl"], "--trace no/such.jsonl: no such file"),
+        (["--sessions", "0"], "--sessions 0: must be at least 1"),
+        (["--minutes", "-1"], "--minutes -1.0: must be positive"),
+    ],
+)
+def test_a_bad_flag_is_named(args: list[str], message: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert _script().main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.vllm
+def test_a_tiny_run_prints_sglangs_row_and_each_variant(capsys) -> None:  # type: ignore[no-untyped-def]
+    try:
+        Worker.start(engine="sglang").close()
+    except NativeError as e:
+        missing(str(e), SGLANG)
+    mod = _script()
+    args = ["--trace", str(sample_path()), "--sessions", "2", "--minutes", "3"]
+    assert mod.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| sglang-native (SGLang's own cache) |" in out
+    for label in mod.VARIANTS:
+        assert f"| {label} |" in out
