@@ -34,13 +34,13 @@ def _script() -> ModuleType:
         (["--minutes", "-1"], "--minutes -1.0: must be positive"),
     ],
 )
-def test_a_bad_flag_is_named(args: list[str], message: str, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_flag_is_named(args: list[str], message: str, capsys) -> None:
     assert _script().main(args) == 2
     assert message in capsys.readouterr().err
 
 
 @pytest.mark.vllm
-def test_a_tiny_run_prints_sglangs_row_and_each_variant(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_tiny_run_prints_sglangs_row_and_each_variant(capsys) -> None:
     try:
         Worker.start(engine="sglang").close()
     except NativeError as e:
