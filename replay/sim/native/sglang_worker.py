@@ -2,8 +2,9 @@
 
 Runs inside an environment where SGLang is importable (the project's `.venv-vllm`, where
 `scripts/setup_vllm_cpu.sh --with-sglang` adds it), started by
-`replay.sim.native.worker.Worker`; it imports nothing from this project, only the standard
-library, torch and SGLang. Same protocol as `vllm_worker.py` (one JSON line per command,
+`replay.sim.native.worker.Worker`; it imports nothing from this project but the protocol
+loop beside it (`wire.py`, standard library only), besides the standard library, torch and
+SGLang. Same protocol as `vllm_worker.py` (one JSON line per command,
 `ntok` little-endian int32 token ids after it; one JSON line per answer).
 
 The cache: `UnifiedRadixCache` with the FULL and MAMBA tree components over a
@@ -33,11 +34,15 @@ One request, as the scheduler (paths under `sglang/srt/`):
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import sys
 import types
 from array import array
 from typing import Any
+
+try:  # imported as part of the package (tests, type checks)
+    from replay.sim.native.wire import serve
+except ImportError:  # run as a script inside the engine's environment: a sibling module
+    from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 SUPPORTED = "0.5.22"
 
@@ -375,50 +380,34 @@ def hello() -> dict[str, Any]:
 
 
 def main() -> int:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
     engine: Engine | None = None
-    while True:
-        line = inp.readline()
-        if not line:
-            return 0
-        head = json.loads(line)
-        tokens: list[int] = []
-        ntok = int(head.get("ntok", 0))
-        if ntok:
-            a = array("i")
-            a.frombytes(inp.read(4 * ntok))
-            if sys.byteorder != "little":
-                a.byteswap()
-            tokens = a.tolist()
-        try:
-            cmd = head["cmd"]
-            if cmd == "hello":
-                ans = hello()
-            elif cmd == "init":
-                engine = Engine(head["config"])
-                ans = engine._free()
-            elif engine is None:
-                raise ValueError("send init first")
-            elif cmd == "lookup":
-                ans = engine.lookup(head["rid"], tokens)
-            elif cmd == "start":
-                ans = engine.start(head["rid"], head.get("total"))
-            elif cmd == "decode":
-                ans = engine.decode(head["rid"], tokens)
-            elif cmd == "free":
-                ans = engine.free(head["rid"])
-            elif cmd == "drop":
-                ans = engine.drop(head["rid"])
-            elif cmd == "stats":
-                ans = engine.stats()
-            elif cmd == "quit":
-                return 0
-            else:
-                raise ValueError(f"unknown command {cmd!r}")
-        except Exception as e:  # reported to the caller, which raises with the message
-            ans = {"error": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(ans).encode() + b"\n")
-        out.flush()
+
+    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
+        nonlocal engine
+        if cmd == "hello":
+            return hello()
+        if cmd == "init":
+            engine = Engine(head["config"])
+            return engine._free()
+        if engine is None:
+            raise ValueError("send init first")
+        if cmd == "lookup":
+            return engine.lookup(head["rid"], tokens)
+        if cmd == "start":
+            return engine.start(head["rid"], head.get("total"))
+        if cmd == "decode":
+            return engine.decode(head["rid"], tokens)
+        if cmd == "free":
+            return engine.free(head["rid"])
+        if cmd == "drop":
+            return engine.drop(head["rid"])
+        if cmd == "stats":
+            return engine.stats()
+        if cmd == "quit":
+            return None
+        raise ValueError(f"unknown command {cmd!r}")
+
+    return serve(handle)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Runs inside an environment where vLLM is importable (the project's `.venv-vllm`), started by
 `replay.sim.native.worker.Worker` (engine "vllm-scheduler", registered by
-scripts/vllm_scheduler_oracle.py); like `vllm_worker.py` it imports only the standard library
-and vLLM, and speaks the same protocol: one JSON line per command, followed by `ntok`
+scripts/vllm_scheduler_oracle.py); like `vllm_worker.py` it imports only the standard library,
+vLLM and the protocol loop beside it (`wire.py`), and speaks the same protocol: one JSON line per command, followed by `ntok`
 little-endian int32 token ids when the header says so; one JSON line per answer
 (`{"error": ...}` when the command failed).
 
@@ -40,8 +40,12 @@ import json
 import os
 import sys
 import tempfile
-from array import array
 from typing import Any
+
+try:  # imported as part of the package (tests, type checks)
+    from replay.sim.native.wire import serve
+except ImportError:  # run as a script inside the engine's environment: a sibling module
+    from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
 class Engine:
@@ -305,46 +309,30 @@ def hello() -> dict[str, Any]:
 
 
 def main() -> int:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
     engine: Engine | None = None
-    while True:
-        line = inp.readline()
-        if not line:
-            return 0
-        head = json.loads(line)
-        tokens: list[int] = []
-        ntok = int(head.get("ntok", 0))
-        if ntok:
-            a = array("i")
-            a.frombytes(inp.read(4 * ntok))
-            if sys.byteorder != "little":
-                a.byteswap()
-            tokens = a.tolist()
-        try:
-            cmd = head["cmd"]
-            if cmd == "hello":
-                ans = hello()
-            elif cmd == "init":
-                engine = Engine(head["config"])
-                ans = {"settings": engine.settings(), **engine._counts()}
-            elif engine is None:
-                raise ValueError("send init first")
-            elif cmd == "add":
-                ans = engine.add(str(head["rid"]), int(head["n"]), tokens)
-            elif cmd == "step":
-                ans = engine.step(float(head.get("t", 0.0)))
-            elif cmd == "abort":
-                ans = engine.abort(str(head["rid"]))
-            elif cmd == "stats":
-                ans = engine.stats()
-            elif cmd == "quit":
-                return 0
-            else:
-                raise ValueError(f"unknown command {cmd!r}")
-        except Exception as e:  # reported to the caller, which raises with the message
-            ans = {"error": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(ans).encode() + b"\n")
-        out.flush()
+
+    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
+        nonlocal engine
+        if cmd == "hello":
+            return hello()
+        if cmd == "init":
+            engine = Engine(head["config"])
+            return {"settings": engine.settings(), **engine._counts()}
+        if engine is None:
+            raise ValueError("send init first")
+        if cmd == "add":
+            return engine.add(str(head["rid"]), int(head["n"]), tokens)
+        if cmd == "step":
+            return engine.step(float(head.get("t", 0.0)))
+        if cmd == "abort":
+            return engine.abort(str(head["rid"]))
+        if cmd == "stats":
+            return engine.stats()
+        if cmd == "quit":
+            return None
+        raise ValueError(f"unknown command {cmd!r}")
+
+    return serve(handle)
 
 
 if __name__ == "__main__":

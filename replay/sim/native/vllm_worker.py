@@ -1,8 +1,8 @@
 """Worker: vLLM's own KV cache manager, driven as vLLM's scheduler drives it.
 
 Runs inside an environment where vLLM is importable (usually the project's `.venv-vllm`),
-started by `replay.sim.native.worker.Worker`; it imports nothing from this project, only the
-standard library and vLLM. It speaks a small protocol over its standard input and output:
+started by `replay.sim.native.worker.Worker`; it imports nothing from this project but the
+protocol loop beside it (`wire.py`, standard library only), besides vLLM. It speaks a small protocol over its standard input and output:
 each command is one JSON line, followed by `ntok` little-endian int32 token ids when the
 header says so; each answer is one JSON line (`{"error": ...}` when the command failed).
 
@@ -26,11 +26,14 @@ copy-on-write copies taken and their retained blocks freed after each step
 
 from __future__ import annotations
 
-import json
 import sys
-from array import array
 from types import SimpleNamespace
 from typing import Any
+
+try:  # imported as part of the package (tests, type checks)
+    from replay.sim.native.wire import serve
+except ImportError:  # run as a script inside the engine's environment: a sibling module
+    from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 FORK_FLAGS = (
     "mamba_frontier_checkpoint",
@@ -306,50 +309,34 @@ def hello() -> dict[str, Any]:
 
 
 def main() -> int:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
     engine: Engine | None = None
-    while True:
-        line = inp.readline()
-        if not line:
-            return 0
-        head = json.loads(line)
-        tokens: list[int] = []
-        ntok = int(head.get("ntok", 0))
-        if ntok:
-            a = array("i")
-            a.frombytes(inp.read(4 * ntok))
-            if sys.byteorder != "little":
-                a.byteswap()
-            tokens = a.tolist()
-        try:
-            cmd = head["cmd"]
-            if cmd == "hello":
-                ans = hello()
-            elif cmd == "init":
-                engine = Engine(head["config"])
-                ans = {"free": engine._free()}
-            elif engine is None:
-                raise ValueError("send init first")
-            elif cmd == "lookup":
-                ans = engine.lookup(head["rid"], tokens)
-            elif cmd == "start":
-                ans = engine.start(head["rid"])
-            elif cmd == "decode":
-                ans = engine.decode(head["rid"], tokens)
-            elif cmd == "free":
-                ans = engine.free(head["rid"])
-            elif cmd == "drop":
-                ans = engine.drop(head["rid"])
-            elif cmd == "stats":
-                ans = engine.stats()
-            elif cmd == "quit":
-                return 0
-            else:
-                raise ValueError(f"unknown command {cmd!r}")
-        except Exception as e:  # reported to the caller, which raises with the message
-            ans = {"error": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(ans).encode() + b"\n")
-        out.flush()
+
+    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
+        nonlocal engine
+        if cmd == "hello":
+            return hello()
+        if cmd == "init":
+            engine = Engine(head["config"])
+            return {"free": engine._free()}
+        if engine is None:
+            raise ValueError("send init first")
+        if cmd == "lookup":
+            return engine.lookup(head["rid"], tokens)
+        if cmd == "start":
+            return engine.start(head["rid"])
+        if cmd == "decode":
+            return engine.decode(head["rid"], tokens)
+        if cmd == "free":
+            return engine.free(head["rid"])
+        if cmd == "drop":
+            return engine.drop(head["rid"])
+        if cmd == "stats":
+            return engine.stats()
+        if cmd == "quit":
+            return None
+        raise ValueError(f"unknown command {cmd!r}")
+
+    return serve(handle)
 
 
 if __name__ == "__main__":

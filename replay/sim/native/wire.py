@@ -1,0 +1,45 @@
+"""The native workers' wire protocol, one loop for all of them (`vllm_worker.py`,
+`vllm_sched_worker.py`, `sglang_worker.py`). Standard library only: the workers run inside
+the engines' own environment and import it as a sibling module.
+
+Each command is one JSON line, followed by `ntok` little-endian int32 token ids when the
+header says so; each answer is one JSON line. A handler's exception is answered as
+`{"error": "Type: message"}` (the caller raises with it); a handler that returns None ends
+the worker (`quit`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+Handler = Callable[[str, dict[str, Any], list[int]], "dict[str, Any] | None"]
+
+
+def serve(handle: Handler) -> int:
+    """Answer commands from standard input until it closes or `handle` returns None."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        line = inp.readline()
+        if not line:
+            return 0
+        head = json.loads(line)
+        tokens: list[int] = []
+        ntok = int(head.get("ntok", 0))
+        if ntok:
+            a = array("i")
+            a.frombytes(inp.read(4 * ntok))
+            if sys.byteorder != "little":
+                a.byteswap()
+            tokens = a.tolist()
+        try:
+            ans = handle(head["cmd"], head, tokens)
+            if ans is None:
+                return 0
+        except Exception as e:  # reported to the caller, which raises with the message
+            ans = {"error": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(ans).encode() + b"\n")
+        out.flush()
