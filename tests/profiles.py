@@ -27,3 +27,21 @@ def engine_profile(**overrides: object) -> ModelProfile:
     )
     base.update(overrides)
     return ModelProfile.model_validate(base)
+
+
+def hybrid_profile(blocks: int = 400) -> ModelProfile:
+    """The GLM shape in miniature for the cache tests beside the engines' own code:
+    16-token blocks, a state of two blocks, chunks of two blocks, the paper's D and E."""
+    return ModelProfile(
+        name="tiny",
+        model="tiny hybrid",
+        gpus=1,
+        block_tokens=16,
+        blocks_per_engine=blocks,
+        checkpoint_blocks=2,
+        prefill_cost_d=1.862e-5,
+        prefill_cost_e=3.33e-6,
+        cost_unit_tokens=100,
+        chunk_tokens=32,
+        context_tokens=4096,
+    )

@@ -17,6 +17,7 @@ from replay.profiles import ModelProfile
 from replay.sim.native.crosscheck import WORKLOADS, Req, compare, drive
 from replay.sim.native.worker import NativeError, Worker
 from replay.sim.policies import make_policy
+from tests.profiles import hybrid_profile
 from tests.required import SGLANG, missing
 
 pytestmark = pytest.mark.vllm  # the vLLM environment, which SGLang is added to
@@ -27,19 +28,7 @@ CHUNK = 64
 
 
 def tiny_profile(blocks: int = 400) -> ModelProfile:
-    return ModelProfile(
-        name="tiny",
-        model="tiny hybrid",
-        gpus=1,
-        block_tokens=B,
-        blocks_per_engine=blocks,
-        checkpoint_blocks=2,
-        prefill_cost_d=1.862e-5,
-        prefill_cost_e=3.33e-6,
-        cost_unit_tokens=100,
-        chunk_tokens=2 * B,
-        context_tokens=4096,
-    )
+    return hybrid_profile(blocks)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from replay.profiles import ModelProfile
 from replay.sim.native.crosscheck import WORKLOADS, Req, compare, drive
 from replay.sim.native.worker import NativeError
 from replay.sim.policies import make_policy
+from tests.profiles import hybrid_profile
 
 pytestmark = pytest.mark.vllm
 
@@ -31,19 +32,7 @@ EXACT = ["chains", "block-multiples", "siblings", "edits"]
 
 def tiny_profile(blocks: int = 400) -> ModelProfile:
     """16-token blocks, a state of two blocks, chunks of two blocks (the GLM shape)."""
-    return ModelProfile(
-        name="tiny",
-        model="tiny hybrid",
-        gpus=1,
-        block_tokens=B,
-        blocks_per_engine=blocks,
-        checkpoint_blocks=2,
-        prefill_cost_d=1.862e-5,
-        prefill_cost_e=3.33e-6,
-        cost_unit_tokens=100,
-        chunk_tokens=2 * B,
-        context_tokens=4096,
-    )
+    return hybrid_profile(blocks)
 
 
 def _pair(worker, name, setting, seed, capacity):

@@ -8,27 +8,15 @@ position, not the resident copy and a reservation for it."""
 
 from __future__ import annotations
 
-from replay.profiles import ModelProfile
 from replay.sim.keys import TokenPrefix
 from replay.sim.policies import make_policy
+from tests.profiles import hybrid_profile
 
 B = 16
 
 
 def _cache():  # type: ignore[no-untyped-def]
-    prof = ModelProfile(
-        name="tiny",
-        model="tiny hybrid",
-        gpus=1,
-        block_tokens=B,
-        blocks_per_engine=80,
-        checkpoint_blocks=2,
-        prefill_cost_d=1.862e-5,
-        prefill_cost_e=3.33e-6,
-        cost_unit_tokens=100,
-        chunk_tokens=2 * B,
-        context_tokens=4096,
-    )
+    prof = hybrid_profile(80)
     pol = make_policy("sglang", prof, grid=B, chunk=1024, state_slots=20, kv_tokens=40 * B)
     return pol.make_cache(prof)
 

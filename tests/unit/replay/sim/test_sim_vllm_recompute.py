@@ -8,24 +8,13 @@ from __future__ import annotations
 from replay.profiles import ModelProfile
 from replay.sim.keys import TokenPrefix
 from replay.sim.policies import make_policy
+from tests.profiles import hybrid_profile
 
 B = 16
 
 
 def _profile() -> ModelProfile:
-    return ModelProfile(
-        name="tiny",
-        model="tiny hybrid",
-        gpus=1,
-        block_tokens=B,
-        blocks_per_engine=60,
-        checkpoint_blocks=2,
-        prefill_cost_d=1.862e-5,
-        prefill_cost_e=3.33e-6,
-        cost_unit_tokens=100,
-        chunk_tokens=2 * B,
-        context_tokens=4096,
-    )
+    return hybrid_profile(60)
 
 
 def test_a_recomputing_request_holds_one_block_per_position_and_old_copies_are_evictable() -> None:
