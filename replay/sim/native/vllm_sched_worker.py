@@ -43,8 +43,10 @@ import tempfile
 from typing import Any
 
 try:  # imported as part of the package (tests, type checks)
+    from replay.sim.native.vllm_worker import kv_cache_config
     from replay.sim.native.wire import serve
-except ImportError:  # run as a script inside the engine's environment: a sibling module
+except ImportError:  # run as a script inside the engine's environment: sibling modules
+    from vllm_worker import kv_cache_config  # type: ignore[import-not-found,no-redef,unused-ignore]
     from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
@@ -52,17 +54,10 @@ class Engine:
     """One real Scheduler and the output ids of the requests it holds."""
 
     def __init__(self, cfg: dict[str, Any]):
-        import torch
         from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
         from vllm.utils.hashing import sha256
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import (
-            FullAttentionSpec,
-            KVCacheConfig,
-            KVCacheGroupSpec,
-            MambaSpec,
-        )
         from vllm.v1.structured_output import StructuredOutputManager
 
         B = int(cfg["block"])
@@ -110,32 +105,7 @@ class Engine:
         self.vllm_config = VllmConfig(
             model_config=model, cache_config=cache, scheduler_config=sched_cfg
         )
-        groups = [
-            KVCacheGroupSpec(
-                ["attn.0"],
-                FullAttentionSpec(block_size=B, num_kv_heads=1, head_size=64, dtype=torch.bfloat16),
-            )
-        ]
-        for i in range(int(cfg["state_blocks"])):  # a state costs `state_blocks` blocks
-            groups.append(
-                KVCacheGroupSpec(
-                    [f"mamba.{i}"],
-                    MambaSpec(
-                        block_size=B,
-                        shapes=((16,),),
-                        dtypes=(torch.float32,),
-                        mamba_cache_mode="align",
-                    ),
-                )
-            )
-        retention = cfg.get("retention", 0)
-        kv_cfg = KVCacheConfig(
-            num_blocks=num_blocks,
-            kv_cache_tensors=[],
-            kv_cache_groups=groups,
-            # A server resolves CacheConfig.prefix_cache_retention_interval (default 0).
-            prefix_cache_retention_interval=None if retention is None else int(retention),
-        )
+        kv_cfg = kv_cache_config(cfg, B)  # as vllm_worker.py builds it
         self.sched = Scheduler(
             self.vllm_config,
             kv_cfg,

@@ -45,54 +45,49 @@ FORK_FLAGS = (
 )
 
 
+def kv_cache_config(cfg: dict[str, Any], block: int) -> Any:
+    """The hybrid `KVCacheConfig` a server would derive from the model's layers: one
+    full-attention group and one Mamba group ("align") per block a state occupies, so a
+    checkpoint costs `state_blocks` blocks of the one pool, as in the model's layout."""
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        MambaSpec,
+    )
+
+    attn = FullAttentionSpec(block_size=block, num_kv_heads=1, head_size=64, dtype=torch.bfloat16)
+    groups = [KVCacheGroupSpec(["attn.0"], attn)]
+    for i in range(int(cfg["state_blocks"])):
+        mamba = MambaSpec(
+            block_size=block, shapes=((16,),), dtypes=(torch.float32,), mamba_cache_mode="align"
+        )
+        groups.append(KVCacheGroupSpec([f"mamba.{i}"], mamba))
+    retention = cfg.get("retention", 0)
+    return KVCacheConfig(
+        num_blocks=int(cfg["num_blocks"]),
+        kv_cache_tensors=[],
+        kv_cache_groups=groups,
+        # KVCacheConfig's own default is None (keep every state); a server resolves
+        # CacheConfig.prefix_cache_retention_interval, default 0 (config/cache.py).
+        prefix_cache_retention_interval=None if retention is None else int(retention),
+    )
+
+
 class Engine:
     """One KVCacheManager plus the scheduler attributes its chunk split reads."""
 
     def __init__(self, cfg: dict[str, Any]):
-        import torch
         from vllm.utils.hashing import sha256
         from vllm.v1.core.kv_cache_manager import KVCacheManager
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import (
-            FullAttentionSpec,
-            KVCacheConfig,
-            KVCacheGroupSpec,
-            MambaSpec,
-        )
 
         B = int(cfg["block"])
         H = int(cfg["hash_block"])
         self.B, self.H = B, H
-        groups = [
-            KVCacheGroupSpec(
-                ["attn.0"],
-                FullAttentionSpec(block_size=B, num_kv_heads=1, head_size=64, dtype=torch.bfloat16),
-            )
-        ]
-        # One Mamba group per block a state occupies: a checkpoint then costs
-        # `state_blocks` blocks of the shared pool, as in the model's layout.
-        for i in range(int(cfg["state_blocks"])):
-            groups.append(
-                KVCacheGroupSpec(
-                    [f"mamba.{i}"],
-                    MambaSpec(
-                        block_size=B,
-                        shapes=((16,),),
-                        dtypes=(torch.float32,),
-                        mamba_cache_mode="align",
-                    ),
-                )
-            )
-        retention = cfg.get("retention", 0)
-        kv_cfg = KVCacheConfig(
-            num_blocks=int(cfg["num_blocks"]),
-            kv_cache_tensors=[],
-            kv_cache_groups=groups,
-            # KVCacheConfig's own default is None (keep every state); a server resolves
-            # CacheConfig.prefix_cache_retention_interval, default 0 (config/cache.py).
-            prefix_cache_retention_interval=None if retention is None else int(retention),
-        )
+        kv_cfg = kv_cache_config(cfg, B)
         self.max_model_len = int(cfg["max_model_len"])
         kwargs: dict[str, Any] = {
             "enable_mamba_shared_prefix_checkpoint": bool(cfg.get("shared_prefix_checkpoint"))
