@@ -20,18 +20,13 @@ its other value (rule 4's two stamps, rule 5's copies).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-from replay.records import RequestRecord
-from replay.sim.native.worker import NativeError
-from replay.sim.runner import SimConfig, simulate
-from replay.traces import load_trace
-from replay.traces.synth import SynthConfig, write_synth
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from native_pressure import main as compare
 
-DEFAULT_CORPUS = Path(".corpus") / "synth-full-seed0.jsonl.gz"
 VARIANTS: dict[str, dict[str, Any]] = {
     "vllm (shipped)": {},
     "rule 4: prefill state stamped at the request's end": {"prefill_state_stamp": "end"},
@@ -39,65 +34,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "rule 5: both copies kept at the end (vLLM's code)": {"cached_copies": True},
 }
 
-Key = tuple[int, str, str, int, int]
 
-
-def _cached(records: list[RequestRecord]) -> dict[Key, int]:
-    return {
-        (r.session, r.trajectory, r.agent, r.turn, r.attempt): r.cached_tokens or 0
-        for r in records
-        if r.status == "ok" and not r.priming
-    }
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", help=f"a trace file (default: {DEFAULT_CORPUS})")
-    ap.add_argument("--sessions", type=int, default=48)
-    ap.add_argument("--blocks", type=int, help="cache blocks (default: the profile's 2,531)")
-    args = ap.parse_args()
-    if args.trace is None:
-        if not DEFAULT_CORPUS.exists():
-            print(f"writing {DEFAULT_CORPUS} (full-size synthesized corpus, seed 0)")
-            DEFAULT_CORPUS.parent.mkdir(exist_ok=True)
-            write_synth(DEFAULT_CORPUS, SynthConfig())
-        path = DEFAULT_CORPUS
-    else:
-        path = Path(args.trace)
-        if not path.exists():
-            print(f"--trace {path}: no such file", file=sys.stderr)
-            return 2
-    trace = load_trace(path)
-
-    def run(policy: str, opts: dict[str, Any]) -> tuple[float, dict[Key, int]]:
-        cfg = SimConfig(
-            policy=policy,
-            sessions=args.sessions,
-            timing="trace",
-            capacity_blocks=args.blocks,
-            policy_opts=opts,
-        )
-        res = simulate(trace, cfg)
-        return res.summary["hit_rate"], _cached(res.records)
-
-    try:
-        native_hit, native = run("vllm-native", {})
-    except NativeError as e:
-        print(f"vllm-native: {e}", file=sys.stderr)
-        return 1
-    total = sum(native.values())
-    blocks = args.blocks or "2,531"
-    print(f"{path}, {args.sessions} sessions, {blocks} blocks, trace timing, seed 0")
-    print()
-    print("| variant | hit rate (window) | cached tokens, of vLLM's own | requests that differ |")
-    print("|---|---|---|---|")
-    print(f"| vllm-native (vLLM's own manager) | {native_hit:.1%} | {total / 1e6:,.1f}M | – |")
-    for label, opts in VARIANTS.items():
-        hit, ours = run("vllm", opts)
-        differ = sum(1 for k, v in ours.items() if k in native and v != native[k])
-        ratio = sum(ours.values()) / total if total else 0.0
-        print(f"| {label} | {hit:.1%} | {ratio:.3f}× | {differ} of {len(native):,} |")
-    return 0
+def main(argv: list[str] | None = None) -> int:
+    return compare("vllm", VARIANTS, __doc__ or "", argv)
 
 
 if __name__ == "__main__":
