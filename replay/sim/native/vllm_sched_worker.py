@@ -44,10 +44,10 @@ from typing import Any
 
 try:  # imported as part of the package (tests, type checks)
     from replay.sim.native.vllm_worker import kv_cache_config
-    from replay.sim.native.wire import serve
+    from replay.sim.native.wire import serve_engine
 except ImportError:  # run as a script inside the engine's environment: sibling modules
     from vllm_worker import kv_cache_config  # type: ignore[import-not-found,no-redef,unused-ignore]
-    from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from wire import serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
 class Engine:
@@ -279,30 +279,20 @@ def hello() -> dict[str, Any]:
 
 
 def main() -> int:
-    engine: Engine | None = None
+    def init(config: dict[str, Any]) -> tuple[Engine, dict[str, Any]]:
+        engine = Engine(config)
+        return engine, {"settings": engine.settings(), **engine._counts()}
 
-    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
-        nonlocal engine
-        if cmd == "hello":
-            return hello()
-        if cmd == "init":
-            engine = Engine(head["config"])
-            return {"settings": engine.settings(), **engine._counts()}
-        if engine is None:
-            raise ValueError("send init first")
-        if cmd == "add":
-            return engine.add(str(head["rid"]), int(head["n"]), tokens)
-        if cmd == "step":
-            return engine.step(float(head.get("t", 0.0)))
-        if cmd == "abort":
-            return engine.abort(str(head["rid"]))
-        if cmd == "stats":
-            return engine.stats()
-        if cmd == "quit":
-            return None
-        raise ValueError(f"unknown command {cmd!r}")
-
-    return serve(handle)
+    return serve_engine(
+        hello,
+        init,
+        {
+            "add": lambda e, h, t: e.add(str(h["rid"]), int(h["n"]), t),
+            "step": lambda e, h, t: e.step(float(h.get("t", 0.0))),
+            "abort": lambda e, h, t: e.abort(str(h["rid"])),
+            "stats": lambda e, h, t: e.stats(),
+        },
+    )
 
 
 if __name__ == "__main__":

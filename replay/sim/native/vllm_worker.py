@@ -31,9 +31,9 @@ from types import SimpleNamespace
 from typing import Any
 
 try:  # imported as part of the package (tests, type checks)
-    from replay.sim.native.wire import serve
+    from replay.sim.native.wire import serve_engine
 except ImportError:  # run as a script inside the engine's environment: a sibling module
-    from wire import serve  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from wire import serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 FORK_FLAGS = (
     "mamba_frontier_checkpoint",
@@ -304,34 +304,22 @@ def hello() -> dict[str, Any]:
 
 
 def main() -> int:
-    engine: Engine | None = None
+    def init(config: dict[str, Any]) -> tuple[Engine, dict[str, Any]]:
+        engine = Engine(config)
+        return engine, {"free": engine._free()}
 
-    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
-        nonlocal engine
-        if cmd == "hello":
-            return hello()
-        if cmd == "init":
-            engine = Engine(head["config"])
-            return {"free": engine._free()}
-        if engine is None:
-            raise ValueError("send init first")
-        if cmd == "lookup":
-            return engine.lookup(head["rid"], tokens)
-        if cmd == "start":
-            return engine.start(head["rid"])
-        if cmd == "decode":
-            return engine.decode(head["rid"], tokens)
-        if cmd == "free":
-            return engine.free(head["rid"])
-        if cmd == "drop":
-            return engine.drop(head["rid"])
-        if cmd == "stats":
-            return engine.stats()
-        if cmd == "quit":
-            return None
-        raise ValueError(f"unknown command {cmd!r}")
-
-    return serve(handle)
+    return serve_engine(
+        hello,
+        init,
+        {
+            "lookup": lambda e, h, t: e.lookup(h["rid"], t),
+            "start": lambda e, h, t: e.start(h["rid"]),
+            "decode": lambda e, h, t: e.decode(h["rid"], t),
+            "free": lambda e, h, t: e.free(h["rid"]),
+            "drop": lambda e, h, t: e.drop(h["rid"]),
+            "stats": lambda e, h, t: e.stats(),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -43,3 +43,36 @@ def serve(handle: Handler) -> int:
             ans = {"error": f"{type(e).__name__}: {e}"}
         out.write(json.dumps(ans).encode() + b"\n")
         out.flush()
+
+
+Command = Callable[[Any, dict[str, Any], list[int]], dict[str, Any]]
+
+
+def serve_engine(
+    hello: Callable[[], dict[str, Any]],
+    init: Callable[[dict[str, Any]], tuple[Any, dict[str, Any]]],
+    commands: dict[str, Command],
+) -> int:
+    """The commands every worker shares around its own: `hello` (versions), `init {config}`
+    (builds the engine: `init` returns it and the answer), `quit`; any other command is
+    looked up in `commands` and called with the engine, the header and the token ids. A
+    command before `init` is refused, as is an unknown one."""
+    engine: Any = None
+
+    def handle(cmd: str, head: dict[str, Any], tokens: list[int]) -> dict[str, Any] | None:
+        nonlocal engine
+        if cmd == "hello":
+            return hello()
+        if cmd == "init":
+            engine, answer = init(head["config"])
+            return answer
+        if engine is None:
+            raise ValueError("send init first")
+        if cmd == "quit":
+            return None
+        run = commands.get(cmd)
+        if run is None:
+            raise ValueError(f"unknown command {cmd!r}")
+        return run(engine, head, tokens)
+
+    return serve(handle)
