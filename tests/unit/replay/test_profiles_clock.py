@@ -40,13 +40,9 @@ def test_clock_is_the_restore_cost_scaled_and_leaves_the_restore_cost_alone() ->
 def test_glm_clock_is_the_fit_to_the_sources_operating_points() -> None:
     """configs/models/glm-5.3-flash.yaml holds scripts/fit_clock.py's fit (rounded), and the
     fitted clock gives back both engines' step times at their published operating points."""
-    import importlib.util
+    from tests.scripts import load_script
 
-    path = Path(__file__).parents[3] / "scripts" / "fit_clock.py"
-    spec = importlib.util.spec_from_file_location("fit_clock", path)
-    assert spec is not None and spec.loader is not None
-    fit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit)
+    fit = load_script("fit_clock")
     c0, c1, k = fit.fit()
     p = load_profile("glm-5.3-flash")
     assert p.decode_s_per_step == pytest.approx(c0, rel=0.01)

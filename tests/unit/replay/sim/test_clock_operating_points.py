@@ -5,7 +5,6 @@ saturation as its queue says), and the clock charges a chunk at its own position
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -17,16 +16,13 @@ from replay.sim.runner import SimConfig, simulate
 from replay.sim.scale import scaled_profile
 from replay.traces import load_trace, sample_path
 from replay.workload import TIMED_WARMUP_S
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(name)
 
 
 def test_the_shipped_clock_serves_every_published_point_at_the_measured_positions() -> None:

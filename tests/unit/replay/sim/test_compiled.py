@@ -15,6 +15,7 @@ import replay.sim
 import replay.sim.cache
 from replay.sim import compiled
 from tests.required import SIM_BUILD, missing
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -103,10 +104,7 @@ def test_the_interpreted_modules_give_the_golden_results_too():
 
 
 def test_build_sim_names_what_is_missing(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path: Path):
-    spec = importlib.util.spec_from_file_location("build_sim", ROOT / "scripts" / "build_sim.py")
-    assert spec is not None and spec.loader is not None
-    build_sim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_sim)
+    build_sim = load_script("build_sim")
     monkeypatch.setattr(compiled, "BUILD_DIR", tmp_path / ".mypyc")
     monkeypatch.setattr(compiled, "STAMP", tmp_path / ".mypyc" / "STAMP")
     real = importlib.util.find_spec

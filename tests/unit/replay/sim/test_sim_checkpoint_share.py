@@ -3,8 +3,6 @@ small synthesized corpus."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,20 +10,14 @@ import pytest
 from replay.sim.cache import HybridCache
 from replay.sim.policies import make_policy
 from replay.sim.policy_base import Policy
+from tests.scripts import load_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 
 
 @pytest.fixture(scope="module")
 def cs():
-    spec = importlib.util.spec_from_file_location(
-        "checkpoint_share", SCRIPTS / "checkpoint_share.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["checkpoint_share"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("checkpoint_share", register=True)
 
 
 def test_chunk_end_states_below_the_latest_count_as_superseded(cs, profile, turn):

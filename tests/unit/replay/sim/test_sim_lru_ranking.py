@@ -3,25 +3,20 @@ takes, and a bad toggle or a missing trace says so."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 from replay.sim.policies import make_policy
+from tests.scripts import load_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 
 
 @pytest.fixture(scope="module")
 def lr():
-    spec = importlib.util.spec_from_file_location("lru_ranking", SCRIPTS / "lru_ranking.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["lru_ranking"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("lru_ranking", register=True)
 
 
 def test_every_toggle_is_a_rule_every_ranked_policy_takes(lr, profile):

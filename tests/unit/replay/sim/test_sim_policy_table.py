@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from replay.sim.runner import SimConfig
+from tests.scripts import load_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(name, register=True)
 
 
 @pytest.fixture(scope="module")

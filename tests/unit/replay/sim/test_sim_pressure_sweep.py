@@ -3,7 +3,6 @@ sweep writes one row per run with the saturation figures of its timing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -11,18 +10,13 @@ from types import ModuleType
 import pytest
 
 from replay.traces import sample_path
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "pressure_sweep", ROOT / "scripts" / "pressure_sweep.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("pressure_sweep")
 
 
 @pytest.mark.parametrize(

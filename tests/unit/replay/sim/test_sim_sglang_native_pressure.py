@@ -3,7 +3,6 @@ a tiny run prints SGLang's own row and one row per variant (skipped without SGLa
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -12,18 +11,13 @@ import pytest
 from replay.sim.native.worker import NativeError, Worker
 from replay.traces import sample_path
 from tests.required import SGLANG, missing
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "sglang_native_pressure", ROOT / "scripts" / "sglang_native_pressure.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("sglang_native_pressure")
 
 
 @pytest.mark.parametrize(
