@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -158,6 +159,7 @@ class WorkerPool:
         self.timing: Timing | None = None
         self.failed: str | None = None
         self._stopping = False
+        self._lock = threading.Lock()
         self._buffer: list[dict[str, Any]] = []  # rows merged by a restart, not yet handed on
 
     # bookkeeping -----------------------------------------------------------------------
@@ -215,27 +217,28 @@ class WorkerPool:
     def check(self) -> None:
         """Restart workers that died before the run's end; set `failed` past the limit or
         when a worker ended with a crashed session (exit code 3)."""
-        if self._stopping or self.timing is None:
-            return
-        if time.time_ns() >= self.timing.end_epoch_ns:
-            return  # ending by themselves
-        for spec in self.specs:
-            h = self.handles[spec.index]
-            code = h.exitcode()
-            if code is None:
-                continue
-            n = self.restarts.get(spec.index, 0)
-            if code == 3 or n >= self.max_restarts:
-                why = "a session crashed" if code == 3 else f"died {n + 1} times"
-                self.failed = f"client worker {spec.index} {why} (exit code {code})"
+        with self._lock:  # a restart and `stop` never interleave (see `stop`)
+            if self._stopping or self.timing is None:
                 return
-            self.restarts[spec.index] = n + 1
-            self.notes.append(
-                f"client worker {spec.index} (pid {h.pid()}) ended with exit code {code} "
-                f"mid-run; its records up to its last flush were kept and it was started "
-                f"again, each of its sessions going on with its next trajectory"
-            )
-            self._restart(spec)
+            if time.time_ns() >= self.timing.end_epoch_ns:
+                return  # ending by themselves
+            for spec in self.specs:
+                h = self.handles[spec.index]
+                code = h.exitcode()
+                if code is None:
+                    continue
+                n = self.restarts.get(spec.index, 0)
+                if code == 3 or n >= self.max_restarts:
+                    why = "a session crashed" if code == 3 else f"died {n + 1} times"
+                    self.failed = f"client worker {spec.index} {why} (exit code {code})"
+                    return
+                self.restarts[spec.index] = n + 1
+                self.notes.append(
+                    f"client worker {spec.index} (pid {h.pid()}) ended with exit code {code} "
+                    f"mid-run; its records up to its last flush were kept and it was started "
+                    f"again, each of its sessions going on with its next trajectory"
+                )
+                self._restart(spec)
 
     def _restart(self, spec: WorkerSpec) -> None:
         # Merge its part file whole before counting the trajectories its slots started.
@@ -252,8 +255,14 @@ class WorkerPool:
             h.go(self.timing)
 
     def stop(self) -> None:
-        """Ask every worker to end, wait up to `grace_s`, kill what is left; wait for all."""
-        self._stopping = True
+        """Ask every worker to end, wait up to `grace_s`, kill what is left; wait for all.
+
+        `check` runs in a thread of its own (the merge loop's), so a restart may be under
+        way when the run ends: stop waits for it under the lock, so the worker it started
+        is among the handles stopped here. Without that, a worker started after this loop
+        outlived the run and wrote a part file after the parts were merged and removed."""
+        with self._lock:
+            self._stopping = True
         with contextlib.suppress(OSError):
             (self.run_dir / PARTS / STOP).touch()
         deadline = time.monotonic() + self.grace_s
