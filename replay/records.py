@@ -35,6 +35,11 @@ class RequestRecord:
     prompt_tokens: int = 0
     cached_tokens: int | None = None  # as the engine reported
     ideal_cached_tokens: int = 0  # longest prefix any earlier request of this engine computed
+    # The ideal under the engine's own checkpoint rule (a hybrid vLLM's `align` mode: states
+    # only at block multiples of prompts and at shared-prefix junctions, never in generated
+    # tokens; replay.client.ideal.AlignRuleIndex): what an engine that never evicts reports.
+    # Null where the engine has no such rule (dense engines, emulators, the simulator).
+    rule_ideal_tokens: int | None = None
     output_tokens: int = 0
     expected_output_tokens: int = 0
     finish_reason: str | None = None
@@ -99,6 +104,7 @@ REQUEST_SCHEMA = pa.schema(
         ("prompt_tokens", _INT),
         ("cached_tokens", _INT),
         ("ideal_cached_tokens", _INT),
+        ("rule_ideal_tokens", _INT),
         ("output_tokens", _INT),
         ("expected_output_tokens", _INT),
         ("finish_reason", _S),

@@ -112,6 +112,12 @@ class EngineEntry(_Record):
         default=None, description="an emulator's engine model (clock, budgets, capacity, scale)"
     )
     block_size: int | None = Field(default=None, description="the KV block size from /metrics")
+    hybrid: dict[str, Any] | None = Field(
+        default=None,
+        description="a hybrid engine's prefix cache as preflight read it: mamba_cache_mode, "
+        "attention / Mamba / engine block sizes, the pool in blocks, and the align-rule probe "
+        "(replay.engines.hybrid); null for an engine without recurrent layers",
+    )
     replicas: int | None = Field(
         default=None, ge=1, description="replicas behind the engine (gpus counts all of them)"
     )

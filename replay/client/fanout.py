@@ -55,6 +55,7 @@ def build_pool(
             vocab_size=s.vocab_size,
             adapter_options=s.adapter_options(),
             fleet=plan.fleets.get(s.name),
+            align_block=r.hybrid.align_block if r.hybrid is not None else None,
         )
         for s, r in zip(plan.engines, reports, strict=True)
     ]

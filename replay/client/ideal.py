@@ -84,3 +84,62 @@ def computed_sequence(prompt: np.ndarray, generated: list[int] | np.ndarray) -> 
     if len(gen) <= 1:
         return np.asarray(prompt, dtype=np.int32)
     return np.concatenate([np.asarray(prompt, dtype=np.int32), gen[:-1]])
+
+
+class AlignRuleIndex:
+    """The ideal resume position under a hybrid vLLM's `align` prefix caching (an unbounded
+    cache that never evicts, but keeps recurrent states only where vLLM 0.32 keeps them).
+
+    vLLM's rule, as its code applies it at the default retention (0):
+    - a prompt of n tokens leaves a reusable state at ⌊(n−1)/B⌋·B (`kv_cache_coordinator.py`
+      `replay_boundaries` returns n − 1; `MambaManager.reachable_block_mask` floors it to the
+      block); the generated tokens' states are not kept;
+    - a request whose attention (KV) hit reaches past its state hit pins a state at that KV
+      hit, the shared-prefix junction (`kv_cache_manager.py` `get_computed_blocks`:
+      `shared_prefix_boundary = num_new_computed_tokens + num_uncached`);
+    - a hit is the deepest kept state at or below n − 1 whose prefix the prompt starts with
+      (hits are capped at n − 1, `max_cache_hit_length`), its KV being resident (always,
+      in an unbounded cache).
+    States are keyed by a chained hash of the prompt's B-token blocks up to the state."""
+
+    def __init__(self, block_tokens: int):
+        self.block = block_tokens
+        self._states: set[int] = set()
+
+    def _chain(self, ids: np.ndarray | list[int], upto_blocks: int) -> list[int]:
+        b = np.ascontiguousarray(ids, dtype=np.int32).tobytes()
+        cb = self.block * 4
+        out: list[int] = []
+        h = 0
+        for k in range(upto_blocks):
+            h = hash((h, b[k * cb : (k + 1) * cb]))
+            out.append(h)
+        return out
+
+    def state_hit(self, prompt: np.ndarray | list[int]) -> int:
+        """Tokens of `prompt` a state is kept for (a multiple of the block, at most n − 1)."""
+        n = len(prompt)
+        if n <= 1 or not self._states:
+            return 0
+        chain = self._chain(prompt, (n - 1) // self.block)
+        for k in range(len(chain), 0, -1):
+            if chain[k - 1] in self._states:
+                return k * self.block
+        return 0
+
+    def junction(self, kv_hit: int, state_hit: int) -> int:
+        """The state position a request pins: its KV hit floored to the block, when that
+        reaches past its state hit (0: none)."""
+        j = kv_hit // self.block * self.block
+        return j if j > state_hit else 0
+
+    def served(self, prompt: np.ndarray | list[int], junction: int = 0) -> None:
+        """Keep the states a served `prompt` leaves: at ⌊(n−1)/B⌋·B and at its junction."""
+        n = len(prompt)
+        if n <= 1:
+            return
+        last = (n - 1) // self.block
+        chain = self._chain(prompt, last)
+        for k in {last, junction // self.block}:
+            if 0 < k <= len(chain):
+                self._states.add(chain[k - 1])

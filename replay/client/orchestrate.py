@@ -209,6 +209,11 @@ def _engine_entry(
         # An emulator's engine model (replay.sim.engine): clock, budgets, capacity, scale.
         engine_model=rep.server_info.get("engine_model"),
         block_size=rep.block_size,
+        hybrid=(
+            {**rep.hybrid.as_dict(), "align_probe": rep.align_probe}
+            if rep.hybrid is not None
+            else None
+        ),
         context_tokens=spec.context_tokens or rep.context_tokens,
         vocab_size=spec.vocab_size,
         preflight={c.name: c.ok for c in rep.checks},
@@ -470,6 +475,7 @@ async def run_live(
             policy=policy,
             first_ordinals=first_ordinals,
             fleet=fleet,
+            align_block=rep.hybrid.align_block if rep.hybrid is not None else None,
         )
     polled = {
         k: v

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.client.fleet import ClientFleet, conversation_key
-from replay.client.ideal import PrefixIndex, computed_sequence
+from replay.client.ideal import AlignRuleIndex, PrefixIndex, computed_sequence
 from replay.engines.adapters import Adapter, StreamResult
 from replay.prompts import Context, PromptBuilder
 from replay.records import RequestRecord
@@ -115,6 +115,7 @@ class EngineSessions:
         first_ordinals: dict[int, int] | None = None,
         slots: list[int] | None = None,
         fleet: ClientFleet | None = None,
+        align_block: int | None = None,
     ):
         self.name = name
         # An engine of replicas (replay.client.fleet): its first adapter builds the bodies,
@@ -132,6 +133,9 @@ class EngineSessions:
         # slot, replay.client.workers); None: all of them.
         self.slots = list(range(workload.cfg.sessions)) if slots is None else list(slots)
         self.index = PrefixIndex()
+        # A hybrid engine in vLLM's align mode (preflight read its block): each record also
+        # gets the ideal under that engine's own checkpoint rule (`rule_ideal_tokens`).
+        self.rule = AlignRuleIndex(align_block) if align_block else None
         self.stats = LiveStats(sessions=workload.cfg.sessions, clock_scale=self.policy.clock_scale)
 
     async def close(self) -> None:
@@ -224,14 +228,18 @@ class EngineSessions:
     # one turn --------------------------------------------------------------------------
     def _prepare(
         self, ctx: Context, i: int, out: int
-    ) -> tuple[np.ndarray, int, bytes | None, bool | None]:
+    ) -> tuple[np.ndarray, int, bytes | None, bool | None, tuple[int, int] | None]:
         prompt = ctx.prompt(i)
         extends = ctx.extends_previous(prompt)
         n = len(prompt)
         if self.context_tokens is not None and n + out > self.context_tokens:
-            return prompt, 0, None, extends
+            return prompt, 0, None, extends, None
         ideal = min(self.index.longest_prefix(prompt), max(n - 1, 0))
-        return prompt, ideal, self.adapter.build_body(prompt, out), extends
+        rule = None
+        if self.rule is not None:  # (state hit, the junction it would pin)
+            hit = self.rule.state_hit(prompt)
+            rule = (hit, self.rule.junction(ideal, hit))
+        return prompt, ideal, self.adapter.build_body(prompt, out), extends, rule
 
     async def _turn(
         self, ctx: Context, a: Assignment, turn: Turn, scheduled_ns: int
@@ -240,7 +248,7 @@ class EngineSessions:
         out = max(int(tr.output_tokens[i]), 1)
         big = int(tr.input_tokens[i]) > self.policy.offload_tokens
         prep = await asyncio.to_thread(self._prepare, ctx, i, out) if big else None
-        prompt, ideal, body, extends = prep or self._prepare(ctx, i, out)
+        prompt, ideal, body, extends, rule = prep or self._prepare(ctx, i, out)
         api = float(tr.api_time[i])
         attempt = 0
         while True:
@@ -253,6 +261,7 @@ class EngineSessions:
                 scheduled_s=self._s(scheduled_ns) or 0.0,
                 prompt_tokens=len(prompt),
                 ideal_cached_tokens=ideal,
+                rule_ideal_tokens=rule[0] if rule is not None else None,
                 expected_output_tokens=out,
                 tool_gap_s=turn.gap_s,
                 priming=turn.priming,
@@ -292,6 +301,8 @@ class EngineSessions:
                 # The engine computed this prompt (and the ids it fed back): later requests
                 # of this engine could ideally resume from it.
                 self.index.insert(computed_sequence(prompt, res.output_ids))
+                if self.rule is not None and rule is not None:
+                    self.rule.served(prompt, rule[1])
             if res.status == "ok":
                 ctx.completed(i, prompt, res.output_ids)
                 return True, res.done_ns or time.perf_counter_ns()

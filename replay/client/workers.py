@@ -66,6 +66,8 @@ class WorkerEngine:
     # Replicas this worker routes over itself (its own router and load book: K workers are
     # K router instances, each seeing its own sessions' load), or a router in front.
     fleet: FleetSpec | None = None
+    # A hybrid engine in vLLM's align mode: the block of its checkpoint rule (preflight).
+    align_block: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,7 @@ async def _serve(spec: WorkerSpec) -> int:
                 first_ordinals=spec.first_ordinals,
                 slots=slots,
                 fleet=fleet,
+                align_block=e.align_block,
             )
         )
     tasks = [asyncio.create_task(r.run()) for r in runners]

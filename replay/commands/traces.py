@@ -213,6 +213,12 @@ def convert(
         False, "--strict", help="Fail on inconsistencies instead of counting them."
     ),
     fmt: str = _fmt_option(),
+    scale: int = typer.Option(
+        1,
+        "--scale",
+        help="Divide every token length by this whole number (Weka to Weka): a real corpus "
+        "made to fit a small engine's context; the sessions declare it as token_scale.",
+    ),
 ) -> None:
     """Convert between the Weka and Mooncake formats (what the target cannot hold is dropped)."""
     from replay.traces.convert import (
@@ -225,8 +231,19 @@ def convert(
 
     if to not in FORMATS:
         fail(f"--to {to!r}: expected one of {', '.join(FORMATS)}")
+    if scale < 1:
+        fail(f"--scale {scale}: expected a whole number of at least 1 (it divides token lengths)")
+    if scale > 1 and to != "weka":
+        fail(f"--scale {scale}: only a Weka trace declares its scale; use --to weka")
     _check_out(out)  # before the (long) load
     trace = _load(src, strict, fmt)
+    if scale > 1:
+        from replay.traces.scale import TraceScaleError, scale_trace
+
+        try:
+            trace = scale_trace(trace, scale)
+        except TraceScaleError as exc:
+            fail(str(exc))
     try:
         if to == "mooncake":
             n = write_mooncake(trace, out)
@@ -236,7 +253,8 @@ def convert(
             what = f"{n:,} Weka sessions"
     except TraceError as exc:
         fail(str(exc))
-    console.print(f"wrote {what} to {out}")
+    scaled = f", token lengths ÷ {scale}" if scale > 1 else ""
+    console.print(f"wrote {what} to {out}{scaled}")
     if trace.format != to:
         lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
         console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)

@@ -7,9 +7,10 @@ turns a config into the argv and environment that `replay engines launch` runs; 
 (`vllm`, `flashstate`, `sglang`) decides how model, host, port and tensor parallelism become
 flags, so those live in one structured place and can never disagree with the flag list.
 
-Relative paths: a model path starting with `./` or `../` is relative to the YAML file's folder
-(so the bundled tiny model travels with the configs); a relative interpreter path is relative
-to the project root (the folder holding `configs/`).
+Relative paths: a model path or a `serve.env` value starting with `./` or `../` is relative to
+the YAML file's folder (so the bundled tiny model, or a patch folder put on PYTHONPATH, is found
+whatever the launcher's working directory); a relative interpreter path is relative to the
+project root (the folder holding `configs/`).
 """
 
 from __future__ import annotations
@@ -171,12 +172,20 @@ class EngineConfig(_Strict):
         _KINDS[self.kind].validate(self)
         return self
 
+    def _resolve_relative(self, value: str) -> str:
+        """`value` made absolute against the YAML file's folder if it starts with ./ or ../."""
+        if value.startswith(("./", "../")) and self.path is not None:
+            return str((self.path.parent / value).resolve())
+        return value
+
     def resolved_model(self) -> str:
         """The model path as the server should receive it."""
-        p = self.model.path
-        if p.startswith(("./", "../")) and self.path is not None:
-            return str((self.path.parent / p).resolve())
-        return p
+        return self._resolve_relative(self.model.path)
+
+    def resolved_env(self) -> dict[str, str]:
+        """The server's environment additions; a value starting with ./ or ../ is a path
+        relative to the YAML file's folder, made absolute (e.g. a PYTHONPATH entry)."""
+        return {k: self._resolve_relative(v) for k, v in self.serve.env.items()}
 
     def endpoint_arg(self, url: str) -> str:
         """The `replay run` flag for a server of this config at `url`; the kind is spelled
@@ -311,7 +320,7 @@ def render_command(
     argv = _KINDS[cfg.kind].argv(
         cfg, resolve_python(cfg, python), host or cfg.serve.host, port or cfg.serve.port
     )
-    return ServeCommand(argv=tuple(argv), env=dict(cfg.serve.env))
+    return ServeCommand(argv=tuple(argv), env=cfg.resolved_env())
 
 
 # ---- loading --------------------------------------------------------------------------------

@@ -11,13 +11,17 @@ Interface (used by `replay run` before every run and by `replay engines prefligh
     report.message()     # multi-line text: what failed and exactly what to change
     report.model         # the served model (the first listed when `model` was None)
     report.block_size    # from vLLM's `vllm:cache_config_info` (None where not published)
+    report.hybrid        # a hybrid engine's cache settings (replay.engines.hybrid), else None
+    report.align_probe   # {tokens, cached, block} of the align-rule probe (hybrid only)
     report.context_tokens, report.server_version, report.server_info
     report.emulator      # an emulator's /get_server_info (replay.server_info.ServerInfo) or None
     report.as_dict()     # JSON-able, for the run manifest
 
 Checks, in order (a check that cannot run because an earlier one failed is reported as
 skipped, `ok=None`): `reachable`, `model listed`, `metrics readable`, `token-id prompts`,
-`generated ids returned`, `cached-token reporting`, `prefix caching`, and the warm-cache
+`generated ids returned`, `cached-token reporting`, `prefix caching`, on a hybrid engine
+(`mamba_cache_mode` in `vllm:cache_config_info`) `hybrid align rule` (an exact resend must
+report ⌊(n−1)/B⌋·B cached tokens; it catches the block-size trap), and the warm-cache
 guard `cold cache` (a warning, never a failure; `warm_cache_check`); an emulator whose
 `/get_server_info` is not this harness's shape adds the informative check `server info`. The two cache probes
 send the same fresh random prompt twice (a few block sizes long); the second must report
@@ -38,6 +42,7 @@ import orjson
 
 from replay.engines.adapters import Limits, make_adapter, make_session
 from replay.engines.adapters.base import StreamResult
+from replay.engines.hybrid import ALIGN_CHECK, HybridCache, align_check, hybrid_cache
 from replay.engines.scrape import MetricsError, block_size_from_metrics, cache_config, parse_metrics
 from replay.redact import redact_url, url_secrets
 from replay.server_info import ServerInfo, ServerInfoError, parse_server_info
@@ -82,6 +87,8 @@ class PreflightReport:
     model: str | None
     checks: list[Check] = field(default_factory=list)
     block_size: int | None = None
+    hybrid: HybridCache | None = None
+    align_probe: dict[str, int] | None = None
     context_tokens: int | None = None
     server_version: str | None = None
     # /get_server_info's scalars (the manifest's flags) and an emulator's `engine_model`
@@ -120,6 +127,7 @@ class PreflightReport:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ok"] = self.ok
+        d["hybrid"] = self.hybrid.as_dict() if self.hybrid is not None else None
         d["emulator"] = self.emulator.model_dump() if self.emulator is not None else None
         return d
 
@@ -354,9 +362,9 @@ async def _run_checks(
             metrics_text = body.decode("utf-8", "replace")
             parse_metrics(metrics_text)
             report.block_size = block_size_from_metrics(metrics_text)
-            report.server_info.update(
-                {f"cache_config.{k}": v for k, v in cache_config(metrics_text).items()}
-            )
+            labels = cache_config(metrics_text)
+            report.hybrid = hybrid_cache(labels)
+            report.server_info.update({f"cache_config.{k}": v for k, v in labels.items()})
             report.checks.append(
                 Check(
                     "metrics readable",
@@ -444,7 +452,8 @@ async def _probe(
     # end and report no hit on a healthy engine.
     # Through a router (no engine /metrics) an emulator's /get_server_info names its block.
     emulated = report.emulator.block_tokens if report.emulator is not None else None
-    block = report.block_size or emulated or 256
+    hybrid = report.hybrid.attention_block if report.hybrid is not None else None
+    block = hybrid or report.block_size or emulated or 256
     n = probe_tokens or max(4 * block, 1024) + block // 2
     if report.context_tokens:
         n = min(n, max(report.context_tokens // 2 - 16, 16))
@@ -547,6 +556,7 @@ async def _probe(
                     required=token_level,
                 )
             )
+        verdict = align_check(report.hybrid, n, cached) if report.hybrid is not None else None
         if cached > 0 or counter_hit:
             report.checks.append(
                 Check(
@@ -564,8 +574,25 @@ async def _probe(
                     f"the repeated {n}-token probe reported no cached tokens"
                     + ("" if seen else " and the engine's hit counter did not move")
                     + ".",
-                    PREFIX_CACHE_FIX.get(kind, "turn on prefix caching"),
+                    verdict.fix
+                    if verdict is not None and verdict.fix
+                    else PREFIX_CACHE_FIX.get(kind, "turn on prefix caching"),
                     required=token_level,
+                )
+            )
+        if verdict is not None and report.hybrid is not None:
+            report.align_probe = {
+                "tokens": n,
+                "cached": cached,
+                "block": report.hybrid.attention_block or 0,
+            }
+            report.checks.append(
+                Check(
+                    ALIGN_CHECK,
+                    verdict.ok,
+                    verdict.detail,
+                    verdict.fix,
+                    required=verdict.ok is not None,
                 )
             )
     finally:

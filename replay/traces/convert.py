@@ -78,7 +78,8 @@ def _weka_session(tr: Trajectory) -> bytes:
         "block_size": tr.block_size,
         "hash_id_scope": tr.hash_scope,
     }
-    head.update({k: v for k, v in tr.meta.items() if k in ("tool_tokens", "system_tokens")})
+    keep = ("tool_tokens", "system_tokens", "token_scale")
+    head.update({k: v for k, v in tr.meta.items() if k in keep})
     return orjson.dumps(head)[:-1] + b',"requests":[' + _weka_entries(tr, 0.0) + b"]}"
 
 

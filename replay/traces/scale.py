@@ -14,9 +14,11 @@ an error too, naming the flag to pass.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from replay.traces.model import Trace
+from replay.traces.model import Trace, Trajectory
 
 # A coding agent's first prompt holds its system prompt and tool definitions: ≥ 10K tokens in
 # the published corpus (synth: 14K–26K). A median first prompt below this looks scaled.
@@ -78,3 +80,57 @@ def resolve_token_scale(trace: Trace, given: float | None, flag: str = "--token-
             f"lengths were made with (e.g. {flag} 16), or {flag} 1 if they are full size"
         )
     return 1.0
+
+
+def _scale_ids(tr: Trajectory, by: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's hash ids grouped `by` at a time, a group named by its last id: with
+    prefix-chained ids (local scope) two requests share a scaled block exactly when they
+    shared every original block in it."""
+    offsets = [0]
+    ids: list[np.ndarray] = []
+    for i in range(tr.num_requests):
+        own = tr.blocks(i)
+        m = len(own)
+        picks = np.minimum(np.arange(by - 1, m + by - 1, by), m - 1) if m else np.zeros(0, int)
+        ids.append(own[picks])
+        offsets.append(offsets[-1] + len(picks))
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=tr.hash_ids.dtype)
+    return np.asarray(offsets, dtype=np.int64), flat.astype(tr.hash_ids.dtype, copy=False)
+
+
+def scale_trajectory(tr: Trajectory, by: int) -> Trajectory:
+    """`tr` with every token length divided by `by` (rounded, at least 1), its hash ids
+    grouped to match, its subagents likewise, and `token_scale` declared; times unchanged."""
+    offsets, ids = _scale_ids(tr, by)
+    meta = dict(tr.meta)
+    for k in ("tool_tokens", "system_tokens"):
+        if isinstance(v := meta.get(k), int | float):
+            meta[k] = max(round(v / by), 0)
+    prior = meta.get("token_scale")
+    meta["token_scale"] = (float(prior) if isinstance(prior, int | float) else 1.0) * by
+    return dataclasses.replace(
+        tr,
+        input_tokens=np.maximum(np.rint(tr.input_tokens / by), 1).astype(np.int64),
+        output_tokens=np.maximum(np.rint(tr.output_tokens / by), 1).astype(np.int64),
+        hash_offsets=offsets,
+        hash_ids=ids,
+        subagents=tuple(scale_trajectory(s, by) for s in tr.subagents),
+        meta=meta,
+    )
+
+
+def scale_trace(trace: Trace, by: int) -> Trace:
+    """A copy of `trace` with token lengths divided by the whole number `by` (≥ 1): a real
+    corpus made to fit a small engine's context (`replay traces convert --scale`). Prefix
+    sharing is kept block for block; the block size stays (ids now name `by` × as many
+    tokens), as `replay traces synth --scale` writes its traces."""
+    if by < 1:
+        raise TraceScaleError(f"--scale must be a whole number of at least 1 (got {by})")
+    if trace.format != "weka":
+        raise TraceScaleError(
+            f"trace {trace.source} is {trace.format}: only Weka traces can be scaled (their "
+            "sessions declare token_scale; convert it to weka first)"
+        )
+    return dataclasses.replace(
+        trace, trajectories=[scale_trajectory(t, by) for t in trace.trajectories]
+    )

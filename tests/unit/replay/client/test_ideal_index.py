@@ -41,3 +41,25 @@ def test_computed_sequence_drops_the_last_generated_token() -> None:
     seq = computed_sequence(np.array([1, 2, 3]), [4, 5, 6])
     assert seq.tolist() == [1, 2, 3, 4, 5]
     assert computed_sequence(np.array([1, 2]), [9]).tolist() == [1, 2]
+
+
+def test_align_rule_keeps_states_at_prompt_floors_and_junctions() -> None:
+    """vLLM's align rule at B = 4: a prompt of n leaves a state at ⌊(n−1)/4⌋·4; the next
+    turn (prompt + generated + new) hits it; a request whose KV hit passes its state hit
+    pins a state at the junction."""
+    from replay.client.ideal import AlignRuleIndex
+
+    rule = AlignRuleIndex(4)
+    p1 = list(range(100, 111))  # 11 tokens: state at 8
+    assert rule.state_hit(p1) == 0
+    rule.served(p1)
+    assert rule.state_hit(p1) == 8  # an exact resend
+    turn2 = [*p1, 7, 7, 7, 1, 2, 3]  # 17 tokens; its KV hit (prompt + generated) is 12
+    assert rule.state_hit(turn2) == 8
+    assert rule.junction(kv_hit=13, state_hit=8) == 12
+    rule.served(turn2, junction=12)
+    sibling = [*p1, 7, 7, 7, 9, 9, 9]  # shares 14 tokens with turn2: the junction at 12
+    assert rule.state_hit(sibling) == 12
+    assert rule.state_hit(list(range(100, 109))) == 8  # a prefix of p1 ending past its state
+    assert rule.state_hit(list(range(100, 108))) == 0  # n - 1 = 7 < 8
+    assert rule.junction(kv_hit=8, state_hit=8) == 0

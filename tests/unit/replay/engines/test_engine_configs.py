@@ -4,12 +4,15 @@ and `replay engines list|show|launch --dry-run` print what the configs say."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import re
 import shlex
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +190,79 @@ def test_overrides_port_python_host_and_model() -> None:
         ["0.0.0.0"],
         ["my-org/my-model"],
     )
+
+
+def test_relative_env_values_resolve_against_the_yaml_folder(tmp_path: Path, monkeypatch) -> None:
+    data = _good()
+    data["serve"]["env"] = {
+        "PYTHONPATH": "./patch",
+        "UP": "../lib/x",
+        "PLAIN": "2",
+        "ABS": "/opt/p",
+        "DOT": ".hidden",
+    }
+    (tmp_path / "configs").mkdir()
+    path = _write(tmp_path / "configs", data, "env-paths")
+    monkeypatch.chdir("/")  # the launcher's working directory does not matter
+    env = render_command(load_engine_config(str(path))).env
+    assert env == {
+        "PYTHONPATH": str(tmp_path / "configs" / "patch"),
+        "UP": str(tmp_path / "lib" / "x"),
+        "PLAIN": "2",
+        "ABS": "/opt/p",
+        "DOT": ".hidden",
+    }
+
+
+def _load_mamba2_patch(folder: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, folder / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_mamba2_config_puts_its_patch_on_pythonpath(monkeypatch) -> None:
+    cfg = load_engine_config("vllm-cpu-mamba2", ENGINES)
+    cmd = render_command(cfg)
+    flags = flag_values(cmd.argv)
+    assert flags["--mamba-cache-mode"] == ["align"]
+    assert flags["--block-size"] == ["384"] and cfg.expect.block_size == 384
+    model = json.loads((Path(cfg.resolved_model()) / "config.json").read_text())
+    assert model["architectures"] == ["NemotronHForCausalLM"] and model["head_dim"] == 64
+    folder = Path(cmd.env["PYTHONPATH"])
+    assert folder.is_absolute() and (folder / "sitecustomize.py").is_file()
+
+    # Loading it installs one import hook and imports no vLLM.
+    hooks = list(sys.meta_path)
+    monkeypatch.setattr(sys, "meta_path", hooks)
+    before = set(sys.modules)
+    patch = _load_mamba2_patch(folder, "mamba2_patch_under_test")
+    assert [type(f).__name__ for f in hooks].count("_Hook") == 1
+    assert not [m for m in set(sys.modules) - before if m.split(".")[0] == "vllm"]
+
+    # On a stand-in mixer the wrapped method drops the in-prefill checkpoint, on the CPU only.
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        block_size: int
+        num_prefill_checkpoint_blocks: int = 0
+        prefill_checkpoint_alignment: int | None = None
+
+    class MambaMixer2:
+        def get_kv_cache_spec(self, vllm_config: object) -> Spec:
+            return Spec(384, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)
+
+    mixer = types.ModuleType("fake_mixer")
+    mixer.MambaMixer2 = MambaMixer2  # type: ignore[attr-defined]
+    patch._patch(mixer)
+    wrapped = MambaMixer2.get_kv_cache_spec
+    patch._patch(mixer)
+    assert MambaMixer2.get_kv_cache_spec is wrapped  # a second call does not wrap twice
+    monkeypatch.setattr(patch, "_on_cpu", lambda: False)
+    assert MambaMixer2().get_kv_cache_spec(None) == Spec(384, 1, 1)  # not on the CPU: as is
+    monkeypatch.setattr(patch, "_on_cpu", lambda: True)
+    assert MambaMixer2().get_kv_cache_spec(None) == Spec(384, 0, None)
+    patch._patch(types.ModuleType("no_mixer"))  # nothing to patch: no error
 
 
 # ---- malformed configs name the file and the field ---------------------------------------

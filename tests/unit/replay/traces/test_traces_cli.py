@@ -186,3 +186,50 @@ def test_a_missing_requests_key_is_named(tmp_path: Path) -> None:
     assert result.exit_code == 2
     text = " ".join(result.output.split())
     assert f"{path}:1" in text and "field 'requests'" in text and "missing" in text
+
+
+def test_convert_scale_divides_lengths_and_keeps_prefix_sharing(tmp_path: Path) -> None:
+    """A real-shaped session scaled by 4: lengths ÷ 4, ids grouped 4 to one (named by the
+    group's last id), token_scale declared, and two turns share exactly the scaled blocks
+    whose every original block they shared."""
+    src = tmp_path / "s.jsonl"
+    session = {
+        "id": "s",
+        "block_size": 64,
+        "hash_id_scope": "local",
+        "system_tokens": 4000,
+        "requests": [
+            {"t": 0, "in": 640, "out": 40, "hash_ids": list(range(1, 11))},
+            {
+                "t": 5,
+                "in": 900,
+                "out": 3,
+                "hash_ids": [*range(1, 7), 50, 51, 52, 53, 54, 55, 56, 57, 58],
+            },
+        ],
+    }
+    src.write_text(json.dumps(session) + "\n")
+    out = tmp_path / "s4.jsonl"
+    result = runner.invoke(
+        app, ["traces", "convert", str(src), "--to", "weka", "--scale", "4", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "lengths ÷ 4" in " ".join(result.stdout.split())
+    tr = load_trace(out, strict=True).trajectories[0]
+    assert tr.meta["token_scale"] == 4 and tr.meta["system_tokens"] == 1000
+    assert tr.input_tokens.tolist() == [160, 225] and tr.output_tokens.tolist() == [10, 1]
+    assert tr.blocks(0).tolist() == [4, 8, 10]
+    # ids 1-6 shared: the first group (1-4) still is, the second (5-8 vs 5, 6, 50, 51) is not
+    assert tr.blocks(1).tolist() == [4, 51, 55, 58]
+
+
+def test_convert_scale_bad_values_are_named(tmp_path: Path) -> None:
+    out = tmp_path / "x.jsonl"
+    for args, message in [
+        (["--to", "weka", "--scale", "0"], "--scale 0: expected a whole number of at least 1"),
+        (["--to", "mooncake", "--scale", "4"], "--scale 4: only a Weka trace declares its scale"),
+    ]:
+        result = runner.invoke(
+            app, ["traces", "convert", str(sample_path()), "--out", str(out), *args]
+        )
+        assert result.exit_code == 2 and message in result.stderr, result.output
