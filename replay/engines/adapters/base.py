@@ -218,7 +218,10 @@ class Adapter(ABC):
                     res.http_status = 200
                     buf = b""
                     arrivals = getattr(getattr(resp, "_protocol", None), "arrivals", None)
-                    last = res.send_ns
+                    # The reads so far carried the response's headers, which a streaming
+                    # server (vLLM) sends as soon as it accepts the request, long before the
+                    # first token: only a later read can be the first chunk's arrival.
+                    last = max(res.send_ns, arrivals[-1]) if arrivals else res.send_ns
                     async for data in resp.content.iter_any():
                         now = time.perf_counter_ns()
                         if arrivals:

@@ -31,6 +31,9 @@ class FakeEngine:
     block_size: int = 16
     max_model_len: int = 100_000
     token_delay_s: float = 0.0
+    # Seconds between the response's headers and its first token (vLLM sends the headers as
+    # soon as it accepts a request, then prefills).
+    prefill_delay_s: float = 0.0
     # Consumed one per request: 500 | reset | stall (one token, then silence) | slowfirst.
     faults: list[str] = field(default_factory=list)
     report_cached: bool = True
@@ -144,6 +147,8 @@ class FakeEngine:
         out = self.gen_ids(prompt, n)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
+        if self.prefill_delay_s:
+            await asyncio.sleep(self.prefill_delay_s)
         for k, t in enumerate(out):
             ch: dict = {
                 "index": 0,

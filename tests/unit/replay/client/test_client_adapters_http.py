@@ -27,6 +27,17 @@ async def test_vllm_adapter_streams_ids_and_reports_cache(fake_engine: Any) -> N
     assert fake_engine.requests[0]["prompt"] == list(range(400, 500))
 
 
+async def test_ttft_is_the_first_token_not_the_response_headers(fake_engine: Any) -> None:
+    """vLLM answers with its headers at once and streams the first token after the prefill:
+    the first token's arrival stamp must not be the headers' read."""
+    fake_engine.prefill_delay_s = 0.3
+    async with make_adapter("vllm", fake_engine.url, "fake-model") as a:
+        r = await a.generate(a.build_body(ids(100), 3))
+    assert r.status == "ok", r.error
+    ttft = (r.first_token_ns - r.send_ns) / 1e9  # type: ignore[operator]
+    assert ttft >= 0.3, ttft
+
+
 async def test_sglang_adapter_streams_cumulative_ids(fake_engine: Any) -> None:
     async with make_adapter("sglang", fake_engine.url, None) as a:
         res = await a.generate(a.build_body(ids(50), 6))
