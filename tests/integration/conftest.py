@@ -84,7 +84,23 @@ def _stop(proc: subprocess.Popen[bytes], server_pid: int | None) -> None:
 @pytest.fixture(scope="session")
 def vllm_cpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
     """The shared real vLLM CPU engine; skips when `.venv-vllm` is not installed."""
-    cfg = load_engine_config("vllm-cpu-tiny")
+    with launch_engine("vllm-cpu-tiny", tmp_path_factory) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_hybrid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
+    """The real HYBRID engine (`vllm-cpu-hybrid`: a tiny Qwen3-Next, Gated DeltaNet +
+    attention, align-mode prefix caching, 256-token blocks), shared by the session."""
+    with launch_engine("vllm-cpu-hybrid", tmp_path_factory) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def launch_engine(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
+    """Start engine config `name` through `replay engines launch` (launcher, preflight and
+    all), yield it once it printed its endpoint line, stop its process groups on exit."""
+    cfg = load_engine_config(name)
     python = Path(resolve_python(cfg))
     if not python.is_file():
         msg = (
@@ -93,10 +109,10 @@ def vllm_cpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer
         )
         missing(msg)
 
-    logs = tmp_path_factory.mktemp("vllm_cpu")
+    logs = tmp_path_factory.mktemp(name.replace("-", "_"))
     log_path, out_path = logs / "server.log", logs / "launch.out"
     port = free_port()
-    cmd = [sys.executable, "-m", "replay", "engines", "launch", "vllm-cpu-tiny"]
+    cmd = [sys.executable, "-m", "replay", "engines", "launch", name]
     cmd += ["--port", str(port), "--log-file", str(log_path)]
     with out_path.open("wb") as out:
         proc = subprocess.Popen(
@@ -123,8 +139,8 @@ def vllm_cpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer
             time.sleep(1.0)
         if not url:
             pytest.fail(
-                f"the vLLM CPU engine did not come up (launcher exit code {proc.poll()}).\n"
-                f"--- launcher output ({out_path}):\n{_read(out_path)[-4000:]}\n"
+                f"the vLLM CPU engine {name} did not come up (launcher exit code "
+                f"{proc.poll()}).\n--- launcher output ({out_path}):\n{_read(out_path)[-4000:]}\n"
                 f"--- server log tail ({log_path}):\n{_read(log_path)[-6000:]}"
             )
         block = engine_block_size(url)
