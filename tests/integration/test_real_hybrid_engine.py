@@ -11,14 +11,9 @@ Both fail, never skip, when `.venv-vllm` is missing under REPLAY_REQUIRE_VLLM=1 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,34 +24,10 @@ from replay.engines.configs import load_engine_config, resolve_python
 from replay.engines.launch import free_port
 from replay.rundir import read_manifest, read_requests
 from tests.required import missing, real_trace
+from tests.serve_sim import serve_sim
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@contextlib.contextmanager
-def emulator(profile: Path, log: Path) -> Iterator[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "replay", "serve-sim", "--engine", "vllm", "--model",
-           str(profile), "--port", str(port)]  # fmt: skip
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(url + "/health", timeout=2) as r,
-            ):
-                if r.status == 200:
-                    break
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.5)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_every_request_is_the_align_rule_and_the_emulator_twin_agrees(
@@ -71,7 +42,7 @@ def test_every_request_is_the_align_rule_and_the_emulator_twin_agrees(
     assert made.returncode == 0, made.stdout + made.stderr
     out = tmp_path / "run"
     profile = ROOT / "configs" / "models" / "vllm-cpu-hybrid.yaml"
-    with emulator(profile, tmp_path / "emulator.log") as emu:
+    with serve_sim(["--engine", "vllm", "--model", str(profile)], tmp_path / "emulator.log") as emu:
         cmd = [sys.executable, "-m", "replay", "run", "--endpoint", f"vllm={vllm_hybrid.url}",
                "--endpoint", f"twin=vllm@{emu}", "--trace", str(corpus), "--sessions", "2",
                "--duration-min", "1", "--window", "0-1", "--warmup-s", "5", "--seed", "3",
