@@ -303,6 +303,11 @@ def adopt_announced_clock(
         )
     plan.clock_scale = announced
     plan.time_scale = announced
+    if plan.spec is not None:
+        # The stored spec is the adopted one, so `--resume` replays in the engines' clock
+        # (it passes the stored time_scale back as if the user had given it).
+        workload = {**plan.spec.get("workload", {}), "time_scale": announced}
+        plan.spec = {**plan.spec, "workload": workload}
     return (
         f"the engines announce time_scale {announced:g} (emulators running {announced:g}× "
         f"faster than the GPU they model): the workload keeps pace and records read in "
