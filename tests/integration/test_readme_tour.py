@@ -53,6 +53,19 @@ def test_the_tour_has_the_examples_it_promises() -> None:
         assert command in blocks, f"the README's tour lost its `{command}` example"
 
 
+def test_no_tour_line_serves_until_stopped() -> None:
+    """A foreground `engines launch` (or `serve-sim`) never returns: the tour would hang."""
+    for line in "\n".join(tour_blocks()).splitlines():
+        command = line.split("#", 1)[0].strip()
+        serves = "replay serve-sim" in command or (
+            "replay engines launch" in command and "--dry-run" not in command
+        )
+        assert not serves or command.endswith("&"), (
+            f"README tour line serves until stopped and would hang the tour: {line!r}; "
+            "add --dry-run or run it in the background with `&` and `kill %1`"
+        )
+
+
 def test_every_tour_block_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / "replay" / "data").mkdir(parents=True)
     (tmp_path / "replay" / "data" / SAMPLE.name).symlink_to(SAMPLE)
