@@ -4,6 +4,13 @@
     .venv/bin/python scripts/pacing_experiment.py --trace ../shared/traces/kvct-dev.jsonl.gz
     .venv/bin/python scripts/pacing_experiment.py --policies flashstate --timings engine \\
         --profile-set clock_prefill_scale=0.1915
+    .venv/bin/python scripts/pacing_experiment.py --match-demo 30-48   # the default's load
+
+`--match-demo LO-HI` derives the embedded default's session count from inputs only: for each
+count it replays the corpus with trace timing (the trace's own latencies, so no engine model
+and no output of ours enters), seeds 0-2, re-paces the streams to the demo's FlashState E2E
+(27.8 s, below) and prints the offered prompt tokens/min/GPU against the demo's 4.74M; the
+count whose mean over the seeds is nearest is the one offering the demo's load.
 
 For each run (the embedded default's settings: seed 0, 48 sessions, minutes 15-45 of 45,
 the GLM-5.3-Flash profile and its 2,531 blocks) it prints, over the requests whose first
@@ -25,6 +32,7 @@ mean TTFT is not published; it is at least the p50 for the right-skewed TTFT of 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -32,8 +40,9 @@ from replay.profiles import DEFAULT_MODEL, load_profile
 from replay.records import RequestRecord
 from replay.sim.runner import SimConfig, SimResult, simulate
 from replay.traces import load_trace, sample_path
+from replay.traces.model import Trace
 from replay.traces.scale import resolve_token_scale
-from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES, TIMED_WARMUP_S
+from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES, TIMED_WARMUP_S, SubagentMode
 
 MEAN_PROMPT = 218_922  # the paper corpus's mean prompt (seed document, "What I ran")
 GPUS = 2  # two B200s per engine (seed document, "Hardware")
@@ -156,6 +165,50 @@ def cells(d: dict[str, float | None]) -> str:
     return " | ".join(out)
 
 
+def offered_at_demo_pace(
+    trace: Trace, sessions: int, seed: int, scale: float, subagents: SubagentMode
+) -> float:
+    """Prompt tokens/min/GPU the sessions offer at the demo's FlashState pace (trace timing)."""
+    cfg = SimConfig(
+        policy="flashstate",
+        sessions=sessions,
+        seed=seed,
+        timing="trace",
+        token_scale=scale,
+        subagents=subagents,
+        warmup_s=TIMED_WARMUP_S,
+    )
+    res = simulate(trace, cfg)
+    offered = repaced(measured(res.records, res), DEMO["flashstate"][2])
+    return float(offered["prompt_min_gpu"] or 0.0)
+
+
+def match_demo(
+    trace: Trace, span: str, scale: float, subagents: SubagentMode, seeds: int = 3
+) -> int:
+    """The session count in LO-HI whose offered load (mean over seeds) is nearest the demo's."""
+    lo, _, hi = span.partition("-")
+    target = DEMO["flashstate"][0]
+    print(
+        f"offered prompt tok/min/GPU at the demo's pace (target {target:,.0f}), seeds 0-{seeds - 1}"
+    )
+    print("| sessions | " + " | ".join(f"seed {k}" for k in range(seeds)) + " | mean | × demo |")
+    print("|---" * (seeds + 3) + "|")
+    best, best_gap = int(lo), math.inf
+    for n in range(int(lo), int(hi or lo) + 1):
+        vals = [offered_at_demo_pace(trace, n, k, scale, subagents) for k in range(seeds)]
+        mean = statistics.fmean(vals)
+        print(
+            f"| {n} | "
+            + " | ".join(f"{v:,.0f}" for v in vals)
+            + f" | {mean:,.0f} | {mean / target:.2f} |"
+        )
+        if abs(mean / target - 1) < best_gap:
+            best, best_gap = n, abs(mean / target - 1)
+    print(f"nearest the demo's offered load: {best} sessions")
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=None, help="default: the bundled sample")
@@ -176,10 +229,14 @@ def main() -> None:
         default=[],
         help="FIELD=VALUE on the model profile (an experiment, not a setting)",
     )
+    ap.add_argument("--match-demo", default=None, metavar="LO-HI", help="see the docstring")
     args = ap.parse_args()
     src = args.trace or str(sample_path())
     trace = load_trace(src)
     scale = resolve_token_scale(trace, None)
+    if args.match_demo:
+        match_demo(trace, args.match_demo, scale, args.subagents)
+        return
     profile = load_profile(DEFAULT_MODEL)
     if args.profile_set:
         upd: dict[str, float] = {}

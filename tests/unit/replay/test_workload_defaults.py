@@ -3,7 +3,8 @@
 `replay run` (embedded and with endpoints), `replay simulate`, the simulator's `SimConfig` and
 the embedded default's file all resolve sessions, duration, window, gap cap, warm-up and seed
 to `DEFAULT_WORKLOAD` / `TIMED_WARMUP_S`; the embedded default's file overrides only its own
-choices (time scale, engines, trace, model, blocks). Each command runs through the real command
+choices (time scale, engines, trace, model, blocks, and its load: the sessions offering the
+demo's load, derived beside the setting). Each command runs through the real command
 line up to the point where its plan is made (the run's `RunPlan`, the sweep's `plan`), which is
 captured instead of executed: nothing is started, nothing is timed.
 """
@@ -46,8 +47,8 @@ def _workload_of_run(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Workl
     return seen["workload"], seen["time_scale"]
 
 
-def _assert_workload_defaults(w: WorkloadConfig) -> None:
-    assert w.sessions == W.sessions
+def _assert_workload_defaults(w: WorkloadConfig, sessions: int = W.sessions) -> None:
+    assert w.sessions == sessions
     assert w.duration_s == W.duration_s
     assert w.window == W.window
     assert w.gap_cap_s == W.gap_cap_s
@@ -64,7 +65,8 @@ def test_replay_run_embedded_takes_the_workload_config_and_its_files_own_choices
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     w, time_scale = _workload_of_run(monkeypatch, "--out", str(tmp_path / "r"))
-    _assert_workload_defaults(w)
+    # Its own load: the session count offering the demo's load (configs/workloads/default.yaml).
+    _assert_workload_defaults(w, sessions=load_default_run().sessions)
     assert w.warmup_s == TIMED_WARMUP_S
     # The override the embedded default names: its time scale (30: 45 minutes in 90 s).
     assert time_scale == load_default_run().time_scale == 30
@@ -117,11 +119,12 @@ def test_sim_config_defaults_are_the_workload_configs() -> None:
 
 
 def test_the_embedded_default_file_repeats_none_of_the_workload_defaults() -> None:
-    """It names only its own choices; a workload key there would be a second source."""
+    """It names only its own choices (its load, `sessions`, derived in the file); a workload
+    key there besides would be a second source."""
     data = yaml.safe_load(default_run_path().read_text())
-    assert set(data) & {"sessions", "duration_min", "window", "warmup_s", "seed"} == set()
+    assert set(data) & {"duration_min", "window", "warmup_s", "seed"} == set()
     d = load_default_run()
-    assert (d.sessions, d.duration_min * 60, d.seed) == (W.sessions, W.duration_s, W.seed)
+    assert (d.duration_min * 60, d.seed) == (W.duration_s, W.seed)
     assert seconds(d.window) == W.window and d.warmup_s == TIMED_WARMUP_S
 
 
