@@ -14,7 +14,7 @@ from typing import Literal
 
 import pandas as pd
 
-from replay.metric_registry import in_view
+from replay.metric_registry import BY_KEY, in_view
 
 # Panel rows: (metric column, label, higher is better): the registry's "comparison" view.
 PANEL: tuple[tuple[str, str, bool], ...] = tuple(
@@ -45,21 +45,48 @@ def _factor(x: float) -> str:
     return f"{x:.2f}×"
 
 
-def ratio_label(better: float) -> tuple[str, Colour]:
+# Units of the figures a saturated engine reports at its ceiling: throughputs and what is
+# priced from them (revenue, profit per GPU-hour, tasks per hour). Hit rates, latencies'
+# meaning aside, and per-token prices are not throughputs.
+CEILING_UNITS = frozenset({"tok/min/GPU", "tok/min", "$/GPU-h", "/h/GPU"})
+CEILING_NOTE = "ratio of ceilings: saturated"
+
+
+def of_ceilings(metric: str) -> bool:
+    """Whether a saturated engine's `metric` is its ceiling rather than the demand met."""
+    m = BY_KEY.get(metric)
+    return m is not None and m.unit in CEILING_UNITS
+
+
+def ratio_label(better: float, ceilings: bool = False) -> tuple[str, Colour]:
     """ "N× better" (green) or "N× worse" (red) for a `better_by` factor, "same" (gray)
-    within `TIE`; ("", "gray") when there is no ratio (NaN, ≤ 0)."""
+    within `TIE`; ("", "gray") when there is no ratio (NaN, ≤ 0). `ceilings`: either side
+    was saturated and the metric is a throughput (`of_ceilings`): the ratio compares the
+    engines' ceilings, not the demand they met, and says so (gray: not a verdict)."""
     if not (math.isfinite(better) and better > 0):
         return "", "gray"
+    colour: Colour
     if abs(better - 1.0) <= TIE:
-        return "same", "gray"
-    if better > 1.0:
-        return f"{_factor(better)} better", "green"
-    return f"{_factor(1.0 / better)} worse", "red"
+        text, colour = "same", "gray"
+    elif better > 1.0:
+        text, colour = f"{_factor(better)} better", "green"
+    else:
+        text, colour = f"{_factor(1.0 / better)} worse", "red"
+    if ceilings:
+        return f"{text} ({CEILING_NOTE})", "gray"
+    return text, colour
 
 
 def comparison_panel(table: pd.DataFrame) -> pd.DataFrame:
     """The demo's panel: for each engine and panel metric, its value, the best other engine,
-    the ratio in the engine's favour direction (`better_by`) and its `label`."""
+    the ratio in the engine's favour direction (`better_by`) and its `label`; `of_ceilings`:
+    the ratio compares ceilings (either engine saturated, a throughput metric), as its label
+    says."""
+    saturated = (
+        {str(e): bool(v) for e, v in zip(table["engine"], table["saturated"], strict=True)}
+        if "saturated" in table.columns
+        else {}
+    )
     rows = []
     for metric, label, higher in PANEL:
         if metric not in table.columns:
@@ -75,6 +102,9 @@ def comparison_panel(table: pd.DataFrame) -> pd.DataFrame:
                 continue
             best = (max if higher else min)(others, key=lambda k: others[k])
             ratio = better_by(value, others[best], higher)
+            ceilings = of_ceilings(metric) and (
+                saturated.get(engine, False) or saturated.get(best, False)
+            )
             rows.append(
                 {
                     "engine": engine,
@@ -84,10 +114,19 @@ def comparison_panel(table: pd.DataFrame) -> pd.DataFrame:
                     "best_other": best,
                     "best_other_value": others[best],
                     "better_by": ratio,
-                    "ratio_label": ratio_label(ratio)[0],
+                    "ratio_label": ratio_label(ratio, ceilings)[0],
+                    "of_ceilings": ceilings,
                 }
             )
     return pd.DataFrame(rows)
 
 
-__all__ = ["PANEL", "TIE", "better_by", "comparison_panel", "ratio_label"]
+__all__ = [
+    "CEILING_NOTE",
+    "PANEL",
+    "TIE",
+    "better_by",
+    "comparison_panel",
+    "of_ceilings",
+    "ratio_label",
+]

@@ -186,10 +186,12 @@ def engine_metrics(
 ) -> dict[str, Any]:
     """The window metrics of one engine (see the module docstring for the definitions).
 
-    `token_scale` (the manifest's `config.token_scale`) multiplies the token throughputs: a
-    run that replayed a trace with token lengths divided by S (the bundled sample against
-    emulators scaled alike) reads at full size, so per-GPU rates and prices are comparable
-    with real engines. Token totals and per-request counts stay as recorded."""
+    `token_scale` (the manifest's `config.token_scale`) multiplies the token throughputs and
+    the per-request token counts (uncached, redundant, misses): a run that replayed a trace
+    with token lengths divided by S (the bundled sample against emulators scaled alike) reads
+    at full size everywhere it is shown, so per-GPU rates, prices and per-request figures are
+    comparable with real engines and never mixed. The raw token totals (`prompt_tokens`,
+    `cached_tokens`, ...) stay as recorded; they are inputs to ratios, not shown."""
     start, end = window.start_s, window.end_s
     minutes = window.duration_s / 60.0
     served = (d.first >= start) & (d.first < end)
@@ -227,13 +229,13 @@ def engine_metrics(
         "errors": int(np.isin(status, ERROR_STATUSES).sum()),
         "error_rate": _ratio(float(np.isin(status, ERROR_STATUSES).sum()), attempted),
         "overflow_rate": _ratio(float((status == "overflow").sum()), attempted),
-        "uncached_tokens_per_request": _mean(prompt - cached),
-        "uncached_tokens_p50": _pct(prompt - cached, 50),
-        "redundant_prefill_per_request": _mean(red),
+        "uncached_tokens_per_request": token_scale * _mean(prompt - cached),
+        "uncached_tokens_p50": token_scale * _pct(prompt - cached, 50),
+        "redundant_prefill_per_request": token_scale * _mean(red),
         "miss_source": source,
-        "placement_miss_per_request": _mean(d.placement[measured]),
-        "dependency_miss_per_request": _mean(d.dependency[measured]),
-        "capacity_miss_per_request": _mean(d.capacity[measured]),
+        "placement_miss_per_request": token_scale * _mean(d.placement[measured]),
+        "dependency_miss_per_request": token_scale * _mean(d.dependency[measured]),
+        "capacity_miss_per_request": token_scale * _mean(d.capacity[measured]),
     }
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.manifest import Window
+from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import engine_data, measured_mask, redundant_tokens, resolve_window
 from analysis.runs import Run
 
@@ -63,6 +63,9 @@ def bucket_labels(edges: Sequence[float], unit: str = "") -> list[str]:
 
 
 def _served_frame(run: Run, window: Window) -> pd.DataFrame:
+    """The window's measured requests, token counts at full size (× the run's token scale,
+    as every shown token figure is: `analysis.metrics.engine_metrics`)."""
+    scale = manifest_token_scale(run.manifest)
     frames = []
     for engine in run.engines:
         d = engine_data(run, engine)
@@ -75,10 +78,10 @@ def _served_frame(run: Run, window: Window) -> pd.DataFrame:
                     "turn": d.turn[served],
                     "session": d.session[served],
                     "tool_gap_s": d.tool_gap[served],
-                    "prompt": d.prompt[served],
-                    "cached": d.cached[served],
-                    "ideal": d.ideal[served],
-                    "redundant": red,
+                    "prompt": scale * d.prompt[served],
+                    "cached": scale * d.cached[served],
+                    "ideal": scale * d.ideal[served],
+                    "redundant": scale * red,
                     "ttft": d.first[served] - d.scheduled[served],
                 }
             )

@@ -160,7 +160,7 @@ METRICS: tuple[Metric, ...] = (
        views=_v("final", "sweep", "report.throughput")),
     _M("trajectories_finished", "Finished", "traj.", "int", value="int", better="higher",
        description="trajectories finished in the window",
-       views=_v("final", "panel", "sweep", "report.throughput")),
+       views=_v("panel", "sweep", "report.throughput")),  # the final table: tasks_finished
     # latency
     _M("ttft_p50", "TTFT p50", "s", digits=2, better="lower", se=True, unknown=_TRACE,
        description="time to first token from scheduled time, median",

@@ -38,6 +38,7 @@ import time
 
 from replay.profiles import DEFAULT_MODEL, load_profile
 from replay.records import RequestRecord
+from replay.sim.offered import DEMO_GPUS, offered_vs_demo
 from replay.sim.runner import SimConfig, SimResult, simulate
 from replay.traces import load_trace, sample_path
 from replay.traces.model import Trace
@@ -45,7 +46,7 @@ from replay.traces.scale import resolve_token_scale
 from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES, TIMED_WARMUP_S, SubagentMode
 
 MEAN_PROMPT = 218_922  # the paper corpus's mean prompt (seed document, "What I ran")
-GPUS = 2  # two B200s per engine (seed document, "Hardware")
+GPUS = DEMO_GPUS
 # engine: (prompt tokens/min/GPU, output tokens/min per engine, E2E mean s, E2E p50 s,
 #          TTFT p50 s) — the seed document's demo panel and its profit-implied prompt rate.
 DEMO = {
@@ -165,24 +166,6 @@ def cells(d: dict[str, float | None]) -> str:
     return " | ".join(out)
 
 
-def offered_at_demo_pace(
-    trace: Trace, sessions: int, seed: int, scale: float, subagents: SubagentMode
-) -> float:
-    """Prompt tokens/min/GPU the sessions offer at the demo's FlashState pace (trace timing)."""
-    cfg = SimConfig(
-        policy="flashstate",
-        sessions=sessions,
-        seed=seed,
-        timing="trace",
-        token_scale=scale,
-        subagents=subagents,
-        warmup_s=TIMED_WARMUP_S,
-    )
-    res = simulate(trace, cfg)
-    offered = repaced(measured(res.records, res), DEMO["flashstate"][2])
-    return float(offered["prompt_min_gpu"] or 0.0)
-
-
 def match_demo(
     trace: Trace, span: str, scale: float, subagents: SubagentMode, seeds: int = 3
 ) -> int:
@@ -196,7 +179,21 @@ def match_demo(
     print("|---" * (seeds + 3) + "|")
     best, best_gap = int(lo), math.inf
     for n in range(int(lo), int(hi or lo) + 1):
-        vals = [offered_at_demo_pace(trace, n, k, scale, subagents) for k in range(seeds)]
+        vals = [
+            target
+            * (
+                offered_vs_demo(
+                    trace,
+                    sessions=n,
+                    seed=k,
+                    token_scale=scale,
+                    subagents=subagents,
+                    warmup_s=TIMED_WARMUP_S,
+                )
+                or 0.0
+            )
+            for k in range(seeds)
+        ]
         mean = statistics.fmean(vals)
         print(
             f"| {n} | "

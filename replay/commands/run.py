@@ -23,6 +23,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from analysis.summary import run_warnings, summary_of_dir
+from replay.band import DEFAULT_SEEDS
 from replay.client.config import shared_url_warnings
 from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags, fleets_of
 from replay.client.orchestrate import (
@@ -291,10 +292,32 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
             raise typer.Exit(130) from None
 
 
-def _report(outcome: RunOutcome | None) -> None:
+def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) -> Any:
+    """The seed band of a finished emulated run's point (`replay.band`), written beside
+    it; None where there is none (not emulated, a fleet, --band-seeds 0, not finished)."""
+    from replay.band import band_configs, simulate_band, write_band
+
+    if outcome is None or outcome.status not in ("completed", "degraded"):
+        return None
+    if not band_configs(spec, seeds):
+        return None
+    err_console.print(
+        f"simulating the seed band: {len(spec.engines)} engines × {seeds} seeds on the same "
+        "point, engine timing (--band-seeds 0 skips it)",
+        highlight=False,
+    )
+    band = simulate_band(loaded, spec, seeds)
+    if band is not None:
+        write_band(outcome.run_dir, band)
+    return band
+
+
+def _report(outcome: RunOutcome | None, band: Any = None) -> None:
     if outcome is None:
         fail("preflight failed: fix the engines above, then run again; nothing was sent")
-    console.print(final_table(outcome))
+    console.print(final_table(outcome, band))
+    if band is not None:
+        console.print(f"seed band: {escape(band.verdict())}", highlight=False)
     engines_out = (outcome.summary or {}).get("engines") or {}
     warnings = [w for n, m in engines_out.items() for w in run_warnings(n, m)]
     for w in warnings:
@@ -337,7 +360,11 @@ def _fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
 
 
 def replay_run(
-    flags: RunFlags, given: dict[str, Any], show_panel: bool, fleet: dict[str, Any] | None = None
+    flags: RunFlags,
+    given: dict[str, Any],
+    show_panel: bool,
+    fleet: dict[str, Any] | None = None,
+    band_seeds: int = 0,
 ) -> None:
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
     res = _fleet(_resolve(flags, given), flags, fleet or dict.fromkeys(FLEET_FLAGS))
@@ -347,7 +374,8 @@ def replay_run(
         err_console.print(line, highlight=False)
     spec, loaded, run_dir = _load(res, flags)
     plan = _plan(spec, loaded, run_dir, flags.resume is not None)
-    _report(_execute(plan, spec, show_panel, res.user_time_scale))
+    outcome = _execute(plan, spec, show_panel, res.user_time_scale)
+    _report(outcome, _band(outcome, spec, loaded, band_seeds))
 
 
 def register(app: typer.Typer) -> None:
@@ -389,6 +417,13 @@ def register(app: typer.Typer) -> None:
         ray: str | None = typer.Option(
             None, "--ray", help="Run the client workers on this Ray cluster ('local': here)."
         ),
+        band_seeds: int = typer.Option(
+            DEFAULT_SEEDS,
+            "--band-seeds",
+            min=0,
+            help="Emulated runs: simulate the same point over this many seeds after the run "
+            "(the seed band beside the final table; band.json). 0: none.",
+        ),
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         wl = dict(trace=trace, sessions=sessions, duration_min=duration_min, window=window,
@@ -398,7 +433,7 @@ def register(app: typer.Typer) -> None:
         flags = RunFlags(engines, endpoint, config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
         fleet = dict(zip(FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
-        replay_run(flags, given, show_panel, fleet)
+        replay_run(flags, given, show_panel, fleet, band_seeds)
 
 
 FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")

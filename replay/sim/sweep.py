@@ -97,6 +97,12 @@ def _local(trace: Trace, configs: list[SimConfig], workers: int) -> Iterator[Sim
         _WORKER_TRACE = None
 
 
+def results(trace: Trace, configs: list[SimConfig], workers: int = 1) -> Iterator[SimResult]:
+    """Each config's result, in this process or `workers` forked ones, as they finish; no run
+    directory is written (a caller that wants them has `run_sweep`)."""
+    return _local(trace, configs, workers)
+
+
 def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[SimResult]:
     try:
         import ray

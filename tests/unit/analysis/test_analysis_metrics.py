@@ -171,13 +171,19 @@ def test_prefill_counts_every_first_token_but_hit_rate_only_ok(builder: Builder)
 
 
 def test_token_scale_reads_throughput_at_full_size(builder: Builder) -> None:
-    """A run of a trace scaled down by S (config.token_scale) reports token throughputs × S;
-    rates, latencies and token totals are unchanged."""
+    """A run of a trace scaled down by S (config.token_scale) reports token throughputs and
+    per-request token counts × S (every shown token figure at full size, never mixed);
+    rates, latencies and the raw token totals are unchanged."""
     plain = window_metrics(load_run(_scenario(builder))).set_index("engine")
     scaled = window_metrics(load_run(_scenario(builder, "scaled", token_scale=16)))
     scaled = scaled.set_index("engine")
-    for col in ("prefill_tokens_per_min_per_gpu", "output_tokens_per_min_per_gpu"):
+    for col in (
+        "prefill_tokens_per_min_per_gpu",
+        "output_tokens_per_min_per_gpu",
+        "uncached_tokens_per_request",
+        "redundant_prefill_per_request",
+    ):
         assert scaled.loc["a", col] == pytest.approx(16 * plain.loc["a", col])
-    for col in ("hit_rate", "ttft_p50", "prompt_tokens", "uncached_tokens_per_request"):
+    for col in ("hit_rate", "ttft_p50", "prompt_tokens"):
         assert scaled.loc["a", col] == pytest.approx(plain.loc["a", col])
     assert (plain.loc["a", "token_scale"], scaled.loc["a", "token_scale"]) == (1.0, 16.0)

@@ -1,0 +1,129 @@
+"""What a result is: the provenance every output of a run carries (issue 32).
+
+A reader of a table, a report, a figure or a dashboard card must see, beside the numbers, who
+produced them (a live engine, an emulator, the simulator and its clock), on which corpus and
+at which token scale, with which model profile, at what load against the demo's, over which
+seeds and window, and with which version of this project. `provenance(manifest, band)` reads
+them from the run's manifest (and its seed band, `replay.band`, where it has one); every output
+renders the same `Provenance`: `line()` for a title or caption, `items()` for a header table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.registry import executor_of
+from replay.rundir_models import Manifest
+
+if TYPE_CHECKING:
+    from replay.band import Band
+
+EXECUTOR_WORDS = {
+    "live": "live (real engines)",
+    "emulated": "emulated (the engine model behind HTTP, no GPU)",
+    "sim-engine": "simulated (engine timing, no GPU)",
+    "sim-trace": "simulated (trace timing: the trace's own latencies)",
+}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    executor: str
+    corpus: str
+    profile: str
+    load: str
+    seeds: str
+    window: str
+    version: str
+
+    def items(self) -> list[tuple[str, str]]:
+        return [
+            ("executor", self.executor),
+            ("corpus", self.corpus),
+            ("model profile", self.profile),
+            ("load", self.load),
+            ("seeds", self.seeds),
+            ("window", self.window),
+            ("version", self.version),
+        ]
+
+    def line(self) -> str:
+        """One line: "emulated (…); corpus …; profile …; load …; seeds …; window …; v…"."""
+        parts = (self.executor, self.corpus, f"profile {self.profile}", self.load)
+        return "; ".join((*parts, self.seeds, self.window, self.version))
+
+
+def _corpus(m: Manifest) -> str:
+    trace = m.trace
+    name = Path(trace.path).name if trace is not None and trace.path else "unknown corpus"
+    scale = (trace.token_scale if trace is not None else None) or m.config.token_scale or 1.0
+    if scale == 1.0:
+        return f"corpus {name} (full-size tokens)"
+    return f"corpus {name} (token lengths ÷{scale:g}; every token figure shown at full size)"
+
+
+def _profile(m: Manifest) -> str:
+    names: list[str] = []
+    for e in m.engines:
+        found = next((f.split("=", 1)[1] for f in e.flags if f.startswith("model_profile=")), None)
+        name = found or e.model or m.config.model
+        if name and name not in names:
+            names.append(name)
+    if not names and m.config.model:
+        names.append(m.config.model)
+    return ", ".join(names) or "unknown"
+
+
+def _window(m: Manifest) -> str:
+    w = m.config.window
+    d = m.config.duration_s
+    if w is None:
+        return "window: the whole run"
+    of = f" of {d / 60:g}" if d else ""
+    return f"window {w[0] / 60:g}–{w[1] / 60:g} min{of}"
+
+
+def load_words(sessions: int | None, band: Band | None) -> str:
+    """ "37 sessions, 0.98× the demo's offered load" (the band measures it), else the count."""
+    count = f"{sessions} sessions" if sessions is not None else "sessions unknown"
+    load = band.load if band is not None else None
+    if load is None:
+        return f"{count} (load against the demo's not measured)"
+    return f"{count}, {load:.2f}× the demo's offered load"
+
+
+def provenance(m: Manifest, band: Band | None = None) -> Provenance:
+    executor = executor_of(m)
+    words = EXECUTOR_WORDS[executor]
+    if executor == "emulated" and m.config.time_scale and m.config.time_scale != 1:
+        words = words[:-1] + f", clock ×{m.config.time_scale:g})"
+    seed = m.config.seed if m.config.seed is not None else m.seed
+    seeds = f"seed {seed}" if seed is not None else "seed unknown"
+    if band is not None and band.seeds:
+        seeds += (
+            f"; seed band {band.seeds[0]}–{band.seeds[-1]} ({len(band.seeds)} seeds, "
+            f"simulated, {band.timing} timing)"
+        )
+    return Provenance(
+        executor=words,
+        corpus=_corpus(m),
+        profile=_profile(m),
+        load=load_words(m.config.sessions, band),
+        seeds=seeds,
+        window=_window(m),
+        version=f"agent-replay {m.harness_version or 'unknown version'}",
+    )
+
+
+def run_provenance(run_dir: str | Path) -> Provenance:
+    """The provenance of the run in `run_dir` (its manifest and band.json)."""
+    from replay.band import read_band
+    from replay.rundir import read_manifest
+
+    path = Path(run_dir)
+    return provenance(read_manifest(path), read_band(path))
+
+
+__all__ = ["EXECUTOR_WORDS", "Provenance", "load_words", "provenance", "run_provenance"]
