@@ -13,8 +13,10 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
+from analysis.provenance import Provenance, provenance
 from analysis.report.content import ReportData, RunAnalysis
 from analysis.report.tables import Table, tex_escape
+from replay.band import Band, read_band
 from replay.rundir import run_status
 
 NOT_RECORDED = "not recorded"
@@ -39,7 +41,13 @@ def citation(a: RunAnalysis) -> dict[str, Any]:
             }
         )
     seed, sessions = manifest_seed(m), manifest_sessions(m)
+    prov = run_provenance(a)
     return {
+        "executor": prov.executor,
+        "corpus": prov.corpus,
+        "profile": prov.profile,
+        "load": prov.load,
+        "seeds": prov.seeds,
         "run_id": a.run.run_id,
         "path": str(a.run.path),
         "status": run_status(a.run.path, m) if m.status else NOT_RECORDED,
@@ -57,6 +65,11 @@ def citation(a: RunAnalysis) -> dict[str, Any]:
 
 
 _FIELDS = (
+    ("executor", "Executor"),
+    ("corpus", "Corpus"),
+    ("profile", "Model profile"),
+    ("load", "Load"),
+    ("seeds", "Seeds"),
     ("status", "Status"),
     ("trace", "Trace"),
     ("trace_sha256", "Trace sha256"),
@@ -76,6 +89,59 @@ _ENGINE_FIELDS = (
     ("server_version", "Server version"),
     ("flags", "Flags"),
 )
+
+
+def run_provenance(a: RunAnalysis) -> Provenance:
+    """What the run is (`analysis.provenance`), its seed band included where it has one."""
+    return provenance(a.run.manifest, read_band(a.run.path))
+
+
+def caption(data: ReportData) -> str:
+    """What every figure shows, in words: the one run's provenance, or the runs' shared
+    fields (a sweep's runs differ in what its table of runs lists)."""
+    if len(data.runs) == 1:
+        return run_provenance(data.runs[0]).line()
+    shared, varying = shared_fields(data)
+    keep = {"Executor", "Corpus", "Model profile", "Load", "Seeds", "Measured window"}
+    parts = [f"{label.lower()}: {value}" for label, value in shared if label in keep]
+    if varying:
+        parts.append(f"per run: {', '.join(varying).lower()}")
+    return f"{len(data.runs)} runs; " + "; ".join(parts)
+
+
+def band_of(a: RunAnalysis) -> Band | None:
+    return read_band(a.run.path)
+
+
+BAND_HEAD = ("Engine", "Hit rate (min–max, mean)", "TTFT p50 s (min–max, mean)", "Held the cliff")
+
+
+def band_rows(band: Band) -> list[tuple[str, str, str, str]]:
+    """The seed band as rows: per engine its hit rate and TTFT over the seeds and how many
+    seeds held (`replay.band`)."""
+    rows = []
+    for e in band.engines:
+        lo, mean, hi = (100 * x for x in e.span("hit_rate"))
+        tlo, tmean, thi = e.span("ttft_p50_s")
+        held = f"{e.held} of {len(e.points)}" + (" (on the cliff)" if e.on_cliff else "")
+        rows.append(
+            (
+                e.engine,
+                f"{lo:.0f}–{hi:.0f}% ({mean:.0f})",
+                f"{tlo:.1f}–{thi:.1f} ({tmean:.1f})",
+                held,
+            )
+        )
+    return rows
+
+
+def band_intro(band: Band) -> str:
+    return (
+        f"The same point simulated over {len(band.seeds)} seeds ({band.seeds[0]}–"
+        f"{band.seeds[-1]}, {band.timing} timing, the emulators' engine model): "
+        f"{band.verdict()}. A seed holds an engine when its hit rate is at least half its "
+        "ideal hit rate; near a cliff one seed misleads, so read the run beside its band."
+    )
 
 
 def _stamp() -> str:
@@ -129,16 +195,22 @@ def render_markdown(data: ReportData, tables: list[Table], figures: dict[str, st
         for e in c["engines"]:
             lines.append("| " + " | ".join(f"`{e[k]}`" for k, _ in _ENGINE_FIELDS) + " |")
         lines.append("")
+        band = band_of(a)
+        if band is not None:
+            lines += ["### Seed band", "", band_intro(band), ""]
+            lines += ["| " + " | ".join(BAND_HEAD) + " |", "|" + " --- |" * len(BAND_HEAD)]
+            lines += ["| " + " | ".join(r) + " |" for r in band_rows(band)]
+            lines.append("")
     if data.notes:
         lines += ["## Notes", "", *[f"- {n}" for n in data.notes], ""]
     lines += ["## Tables", ""]
     for t in tables:
         if "md" in t.targets:
             lines += [t.to_markdown(), ""]
-    lines += ["## Figures", ""]
+    lines += ["## Figures", "", f"Every figure: {caption(data)}.", ""]
     for name, rel in figures.items():
         if rel.endswith((".png", ".svg")):
-            lines += [f"![{name}]({rel})", ""]
+            lines += [f"![{name}: {caption(data)}]({rel})", "", f"*{name.replace('_', ' ')}*", ""]
         else:
             lines += [f"- {name}: [{rel}]({rel}) (plotly JSON; static export was skipped)"]
     return "\n".join(lines) + "\n"
@@ -204,14 +276,27 @@ def render_html(
                 + "".join(f"<td><code>{e(str(eng[k]))}</code></td>" for k, _ in _ENGINE_FIELDS)
                 + "</tr>"
             )
-        parts.append("</tbody></table></section>")
+        parts.append("</tbody></table>")
+        band = band_of(a)
+        if band is not None:
+            parts.append(f"<h3>Seed band</h3><p>{e(band_intro(band))}</p><table><thead><tr>")
+            parts += [f"<th>{e(h)}</th>" for h in BAND_HEAD]
+            parts.append("</tr></thead><tbody>")
+            for row in band_rows(band):
+                parts.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>")
+            parts.append("</tbody></table>")
+        parts.append("</section>")
     notes = data.notes + messages
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
     parts.append("<h2>Figures</h2>")
+    cap = e(caption(data))
     for name, fig in figures.items():
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{name}")
-        parts.append(f"<div class='figure'>{div}</div>")
+        parts.append(
+            f"<figure class='figure'>{div}<figcaption class='note'>"
+            f"{e(name.replace('_', ' '))}: {cap}</figcaption></figure>"
+        )
     parts.append("<h2>Tables</h2>")
     parts += [t.to_html() for t in tables if "html" in t.targets]
     parts.append("</body></html>")
@@ -219,29 +304,49 @@ def render_html(
 
 
 def render_tex(data: ReportData, tables: list[Table], pdfs: dict[str, str]) -> str:
-    """A LaTeX fragment to `\\input`: provenance comments, every table and figure."""
+    """A LaTeX fragment to `\\input`: the warnings and what each run is, as text a compiled
+    document shows (not comments), then every table and figure, each figure captioned with
+    the runs' provenance."""
+    t = tex_escape
     lines = ["% Generated by `replay report`; needs booktabs and graphicx.", ""]
-    lines += [f"% WARNING: {w}" for w in data.warnings]
+    if data.warnings:
+        lines += ["\\paragraph{Warnings.}", "\\begin{itemize}"]
+        lines += [f"  \\item \\textbf{{{t(w)}}}" for w in data.warnings]
+        lines += ["\\end{itemize}", ""]
     for a in data.runs:
         c = citation(a)
-        lines.append(
-            f"% run {c['run_id']}: trace {c['trace']} (sha256 {c['trace_sha256']}), seed {c['seed']},"
-        )
-        lines.append(
-            f"%   sessions {c['sessions']}, window {c['window']}, harness {c['harness_version']}"
-        )
+        lines += [f"\\paragraph{{Run {t(str(c['run_id']))}.}}", "\\begin{itemize}"]
+        for key, label in _FIELDS:
+            if key != "command":
+                lines.append(f"  \\item {t(label)}: {t(str(c[key]))}")
         for eng in c["engines"]:
-            lines.append(f"%   engine {eng['name']}: {eng['server_version']} {eng['flags']}")
-    lines.append("")
-    for t in tables:
-        if "tex" in t.targets:
-            lines += [f"\\input{{tables/{t.name}.tex}}", ""]
+            lines.append(
+                f"  \\item Engine {t(str(eng['name']))}: {t(str(eng['server_version']))}, "
+                f"{t(str(eng['gpus']))}"
+            )
+        lines += ["\\end{itemize}", ""]
+        band = band_of(a)
+        if band is not None:
+            lines += [f"\\paragraph{{Seed band.}} {t(band_intro(band))}", ""]
+            lines += ["\\begin{tabular}{llll}", "\\toprule"]
+            lines.append(" & ".join(t(h) for h in BAND_HEAD) + " \\\\")
+            lines.append("\\midrule")
+            lines += [" & ".join(t(v) for v in row) + " \\\\" for row in band_rows(band)]
+            lines += ["\\bottomrule", "\\end{tabular}", ""]
+    if data.notes:
+        lines += ["\\paragraph{Notes.}", "\\begin{itemize}"]
+        lines += [f"  \\item {t(n)}" for n in data.notes]
+        lines += ["\\end{itemize}", ""]
+    for table in tables:
+        if "tex" in table.targets:
+            lines += [f"\\input{{tables/{table.name}.tex}}", ""]
+    cap = t(caption(data))
     for name, rel in pdfs.items():
         lines += [
             "\\begin{figure}[t]",
             "\\centering",
             f"\\includegraphics[width=\\linewidth]{{{rel}}}",
-            f"\\caption{{{tex_escape(name.replace('_', ' '))}}}",
+            f"\\caption{{{t(name.replace('_', ' '))}: {cap}}}",
             f"\\label{{fig:{name.replace('_', '-')}}}",
             "\\end{figure}",
             "",
@@ -254,4 +359,13 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
-__all__ = ["citation", "render_html", "render_markdown", "render_tex", "write_text"]
+__all__ = [
+    "band_rows",
+    "caption",
+    "citation",
+    "render_html",
+    "render_markdown",
+    "render_tex",
+    "run_provenance",
+    "write_text",
+]
