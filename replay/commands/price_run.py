@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from analysis.economics import EnginePrice, RunPrices, price_engines
 from analysis.metrics import resolve_window, window_metrics
+from analysis.provenance import run_provenance
 from analysis.runs import Run, load_run
 from analysis.verdicts import with_verdicts
 from pricing import PriceSheet, PricingError, usd
@@ -29,9 +31,28 @@ from replay.commands.price_common import (
 from replay.rundir import RunDirError
 
 
+def ceiling_note(rows: list[EnginePrice]) -> str | None:
+    """Said beside the prices when an engine was saturated: its revenue and profit are its
+    ceiling's, and comparing them across engines compares ceilings, not demand met."""
+    saturated = [r.engine for r in rows if r.saturated]
+    if not saturated:
+        return None
+    return (
+        f"saturated ({', '.join(saturated)}): revenue and profit are priced at the engine's "
+        "ceiling throughput, not the workload's demand; between engines they compare ceilings"
+    )
+
+
 def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[EnginePrice]) -> Table:
     # Engines as columns, quantities as rows: fits a terminal for the usual 2–4 engines.
-    t = Table(title=f"{run.run_id}: {sheet.name} prices, window {start:g}–{end:g} s")
+    t = Table(
+        title=escape(
+            f"{run.run_id}: {sheet.name} prices, window {start:g}–{end:g} s\n"
+            f"{run_provenance(run.path).line()}"
+        ),
+        caption=escape(ceiling_note(rows) or "") or None,
+        caption_justify="left",
+    )
     t.add_column("")
     for r in rows:
         t.add_column(r.engine, justify="right")
@@ -110,6 +131,8 @@ def price_run(
                 "engines": [r.as_dict() for r in rows],
                 "skipped": prices.skipped,
                 "notes": notes,
+                "provenance": dict(run_provenance(run.path).items()),
+                "ceilings": ceiling_note(rows),
             }
         )
     else:

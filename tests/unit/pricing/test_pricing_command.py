@@ -173,6 +173,25 @@ def test_run_dir_prices_each_engine_from_its_window_metrics(run_dir: Path) -> No
     assert [s["engine"] for s in data["skipped"]] == ["sglang"]
 
 
+def test_run_dir_says_what_the_run_is_and_that_saturated_prices_are_ceilings(
+    run_dir: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    import replay.commands.price_run as pr
+    from analysis.provenance import EXECUTOR_WORDS
+
+    data = json.loads(invoke(str(run_dir), "--json").stdout)
+    assert data["provenance"]["executor"] in EXECUTOR_WORDS.values()
+    assert data["ceilings"] is None  # nothing saturated: no note
+    text = " ".join(invoke(str(run_dir)).stdout.split())
+    assert "load against the demo's not measured" in text
+    assert "ceiling" not in text
+    one = SimpleNamespace(engine="vllm", saturated=True)
+    note = pr.ceiling_note([one])  # type: ignore[list-item]
+    assert note is not None and "saturated (vllm)" in note and "compare ceilings" in note
+
+
 def test_run_dir_table_and_gpu_override(run_dir: Path) -> None:
     result = invoke(str(run_dir), "--gpu", "h100", "--sheet", "openai-style")
     assert result.exit_code == 0, result.output
