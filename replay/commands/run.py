@@ -9,56 +9,30 @@ and `--resume` continues.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shlex
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.live import Live
 from rich.markup import escape
 
-from analysis.summary import run_warnings, summary_of_dir
 from replay.band import DEFAULT_SEEDS
-from replay.client.config import shared_url_warnings
-from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags, fleets_of
-from replay.client.orchestrate import (
-    PreflightFailed,
-    RunOutcome,
-    RunPlan,
-    ScaleConflict,
-    adopt_announced_clock,
-    check_engines,
-    preflight_warnings,
-    run_live,
-)
-from replay.client.panel import panel, progress_line
-from replay.client.pool import WorkerError
 from replay.commands.common import console, err_console, fail
-from replay.commands.final_table import final_table
-from replay.commands.run_stop import HardStop
-from replay.commands.scale_guard import ScaleError, check_live_memory, check_prompts
-from replay.engines.adapters import Limits
-from replay.redact import redact_url
-from replay.rundir import (
-    DiskFullError,
-    RunDirError,
-    RunLock,
-    new_run_id,
-    read_manifest,
-    schema_note,
-)
-from replay.rundir_models import MANIFEST_SCHEMA_VERSION
 from replay.runspec import flags as F
-from replay.runspec import live
-from replay.runspec.live import Resolved, RunFlags
-from replay.runspec.model import RunSpec
-from replay.runspec.resolve import SpecError
-from replay.userpaths import PathProblem, check_out_dir
+
+if TYPE_CHECKING:
+    from replay.client.orchestrate import RunOutcome, RunPlan
+    from replay.commands.run_stop import HardStop
+    from replay.runspec.live import Resolved, RunFlags
+    from replay.runspec.model import RunSpec
+
+# Everything else is imported where it is used, so that `replay --help` and `replay run
+# --help` load neither the client nor the analysis (aiohttp, openai, pandas):
+# tests/unit/replay/test_cli.py.
 
 
 @contextlib.contextmanager
@@ -98,6 +72,9 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
 
 def _trace_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -> float:
     """`replay.runspec.live.token_scale`, failing with its message."""
+    from replay.runspec import live
+    from replay.runspec.resolve import SpecError
+
     try:
         return live.token_scale(trace, flag, settings, emulated)
     except SpecError as e:
@@ -110,6 +87,19 @@ async def _drive(
     user_time_scale: float | None = None,
     hard: HardStop | None = None,
 ) -> RunOutcome | None:
+    import asyncio
+
+    from rich.live import Live
+
+    from replay.client.orchestrate import (
+        adopt_announced_clock,
+        check_engines,
+        preflight_warnings,
+        run_live,
+    )
+    from replay.client.panel import panel, progress_line
+    from replay.redact import redact_url
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -165,6 +155,12 @@ async def _drive(
 def _resumed(flags: RunFlags) -> Resolved:
     """The stored spec of the run to resume, plus the flags that may change (engine URLs,
     limits, SLO)."""
+    from replay.rundir import RunDirError, read_manifest, schema_note
+    from replay.rundir_models import MANIFEST_SCHEMA_VERSION
+    from replay.runspec import live
+    from replay.runspec.live import Resolved
+    from replay.runspec.model import RunSpec
+
     run_dir = flags.resume
     assert run_dir is not None
     try:
@@ -188,6 +184,9 @@ def _resumed(flags: RunFlags) -> Resolved:
 
 def _resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
     """The run's spec, new or resumed; a refused setting fails naming its flag or field."""
+    from replay.runspec import live
+    from replay.runspec.resolve import SpecError
+
     try:
         if flags.resume is not None:
             live.refuse_workload_flags(flags, given)
@@ -200,7 +199,12 @@ def _resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
 
 def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
     """The trace (checked against the run's size) and the spec finished with it."""
+    from replay.commands.scale_guard import ScaleError, check_live_memory, check_prompts
+    from replay.rundir import new_run_id
+    from replay.runspec import live
+    from replay.runspec.resolve import SpecError
     from replay.traces import TraceError, load_trace, sample_path
+    from replay.userpaths import PathProblem, check_out_dir
 
     spec = res.spec
     run_dir = flags.resume or flags.out or Path("runs") / new_run_id()
@@ -229,6 +233,12 @@ def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
 
 
 def _plan(spec: RunSpec, loaded: Any, run_dir: Path, resume: bool) -> RunPlan:
+    from analysis.summary import summary_of_dir
+    from replay.client.fleet_flags import fleets_of
+    from replay.client.orchestrate import RunPlan
+    from replay.engines.adapters import Limits
+    from replay.runspec import live
+
     w, lim, tokens = spec.workload, spec.limits, spec.workload.token_scale or 1.0
     if tokens != 1.0 and not spec.emulated:
         err_console.print(
@@ -256,6 +266,14 @@ def _plan(spec: RunSpec, loaded: Any, run_dir: Path, resume: bool) -> RunPlan:
 
 def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float | None) -> Any:
     """The run, under its lock, with its emulators; the outcome (None: preflight failed)."""
+    import asyncio
+
+    from replay.client.fleet_flags import fleets_of
+    from replay.client.orchestrate import PreflightFailed, ScaleConflict
+    from replay.client.pool import WorkerError
+    from replay.commands.run_stop import HardStop
+    from replay.rundir import DiskFullError, RunDirError, RunLock
+
     with contextlib.ExitStack() as stack:
         # One writer per run directory, from before anything starts to the very end.
         try:
@@ -306,13 +324,24 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
         "point, engine timing (--band-seeds 0 skips it)",
         highlight=False,
     )
-    band = simulate_band(loaded, spec, seeds)
+    try:
+        band = simulate_band(loaded, spec, seeds)
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]note:[/] seed band interrupted: the run in {outcome.run_dir} is complete; "
+            "its table follows without the band",
+            highlight=False,
+        )
+        return None
     if band is not None:
         write_band(outcome.run_dir, band)
     return band
 
 
 def _report(outcome: RunOutcome | None, band: Any = None) -> None:
+    from analysis.summary import run_warnings
+    from replay.commands.final_table import final_table
+
     if outcome is None:
         fail("preflight failed: fix the engines above, then run again; nothing was sent")
     console.print(final_table(outcome, band))
@@ -341,6 +370,9 @@ def _report(outcome: RunOutcome | None, band: Any = None) -> None:
 
 def _fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
     """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
+    from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags
+    from replay.runspec.live import Resolved
+
     if flags.resume is not None:
         named = [f for f, v in fleet.items() if v is not None]
         if named:
@@ -367,6 +399,8 @@ def replay_run(
     band_seeds: int = 0,
 ) -> None:
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
+    from replay.client.config import shared_url_warnings
+
     res = _fleet(_resolve(flags, given), flags, fleet or dict.fromkeys(FLEET_FLAGS))
     for w in shared_url_warnings([e.engine for e in res.spec.engines]):
         err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
@@ -426,6 +460,8 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
+        from replay.runspec.live import RunFlags
+
         wl = dict(trace=trace, sessions=sessions, duration_min=duration_min, window=window,
                   time_scale=time_scale, seed=seed, gap_cap_s=gap_cap_s, warmup_s=warmup_s,
                   subagents=subagents, token_scale=token_scale)  # fmt: skip
