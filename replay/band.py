@@ -1,5 +1,8 @@
 """The seed band of a run's point: the same point simulated over several seeds.
 
+This module is the band's data and its file (`band.json` in the run directory), read by the
+final table, the report and the dashboard; `replay.sim.band` simulates it.
+
 Near a cache cliff one seed misleads: at the embedded default's load the same engine model
 keeps FlashState's hit rate near 80% on one seed and drops it to 33% on the next (issue 32,
 docs/embedded-default.md). So an emulated run is followed by the simulator on the same point
@@ -20,15 +23,10 @@ held, some fell.
 from __future__ import annotations
 
 import json
-import os
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the simulator is imported when a band is simulated, not to read one
-    from replay.sim.runner import SimConfig
-    from replay.traces.model import Trace
+from typing import Any
 
 BAND_FILE = "band.json"
 HELD_SHARE = 0.5  # held: hit rate ≥ this share of the ideal hit rate (the cliff rule)
@@ -135,89 +133,6 @@ class Band:
         )
 
 
-def band_configs(spec: Any, seeds: int) -> list[SimConfig]:
-    """The simulator's configs for a run's point (`spec`: the run's `RunSpec`), `seeds` seeds
-    from the run's own: one per engine and seed, engine timing. Empty when the point has no
-    simulator twin (an engine that is not emulated, or one behind a router)."""
-    from replay.profiles import DEFAULT_MODEL
-    from replay.sim.runner import SimConfig
-    from replay.windows import default_window_min, seconds
-
-    w = spec.workload
-    if seeds < 1 or not spec.engines:
-        return []
-    if any(e.executor != "emulated" or e.replicas > 1 for e in spec.engines):
-        return []
-    window = seconds(w.window or default_window_min(w.duration_min))
-    common: dict[str, Any] = {
-        "sessions": w.sessions,
-        "timing": "engine",
-        "duration_s": w.duration_min * 60,
-        "subagents": w.subagents,
-        "token_scale": w.token_scale or 1.0,
-        "warmup_s": w.warmup_s,
-        "gap_cap_s": w.gap_cap_s,
-        "window": window,
-    }
-    return [
-        SimConfig(
-            policy=e.policy or e.name,
-            seed=w.seed + k,
-            model=e.profile or DEFAULT_MODEL,
-            capacity_blocks=e.capacity_blocks,
-            **common,
-        )
-        for e in spec.engines
-        for k in range(seeds)
-    ]
-
-
-def simulate_band(trace: Trace, spec: Any, seeds: int, workers: int | None = None) -> Band | None:
-    """The band of `spec`'s point over `seeds` seeds (None: the point has no simulator twin)."""
-    from replay.sim.offered import DEMO_PROMPT_PER_GPU, repace
-    from replay.sim.sweep import results
-
-    configs = band_configs(spec, seeds)
-    if not configs:
-        return None
-    # The offered load of each seed: the same point on the trace's own clock (inputs only).
-    paced = [replace(c, timing="trace", policy="flashstate") for c in configs[:seeds]]
-    summaries: dict[tuple[str, int], dict[str, Any]] = {}
-    offered: dict[int, float] = {}
-    for res in results(trace, configs + paced, workers or min(2, os.cpu_count() or 1)):
-        c = res.config
-        if c.timing == "trace":
-            p = repace(res.records, c.window, c.token_scale)
-            if p is not None:
-                offered[c.seed] = p["prompt_per_gpu"] / DEMO_PROMPT_PER_GPU
-        else:
-            summaries[(c.policy, c.seed)] = res.summary
-    engines = []
-    for e in spec.engines:
-        policy = e.policy or e.name
-        points = []
-        for k in range(seeds):
-            s = summaries[(policy, spec.workload.seed + k)]
-            points.append(
-                SeedPoint(
-                    seed=spec.workload.seed + k,
-                    hit_rate=float(s["hit_rate"]),
-                    ideal_hit_rate=float(s["ideal_hit_rate"]),
-                    ttft_p50_s=float(s["ttft_p50_s"]),
-                    output_tokens_per_min=float(s["output_tokens_per_min"]),
-                )
-            )
-        engines.append(EngineBand(engine=e.name, policy=policy, points=points))
-    return Band(
-        sessions=spec.workload.sessions,
-        seeds=[spec.workload.seed + k for k in range(seeds)],
-        timing="engine",
-        executor="sim-engine",
-        engines=engines,
-        offered_vs_demo=[offered[s] for s in sorted(offered)],
-    )
-
-
 def write_band(run_dir: Path, band: Band) -> Path:
     path = run_dir / BAND_FILE
     tmp = path.with_suffix(".json.tmp")
@@ -243,8 +158,6 @@ __all__ = [
     "Band",
     "EngineBand",
     "SeedPoint",
-    "band_configs",
     "read_band",
-    "simulate_band",
     "write_band",
 ]

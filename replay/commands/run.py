@@ -313,7 +313,8 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
 def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) -> Any:
     """The seed band of a finished emulated run's point (`replay.band`), written beside
     it; None where there is none (not emulated, a fleet, --band-seeds 0, not finished)."""
-    from replay.band import band_configs, simulate_band, write_band
+    from replay.band import write_band
+    from replay.sim.band import band_configs, simulate_band
 
     if outcome is None or outcome.status not in ("completed", "degraded"):
         return None

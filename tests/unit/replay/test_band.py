@@ -13,13 +13,12 @@ from replay.band import (
     Band,
     EngineBand,
     SeedPoint,
-    band_configs,
     read_band,
-    simulate_band,
     write_band,
 )
 from replay.client.config import EngineSpec
 from replay.runspec.model import EngineRun, RunSpec, WorkloadSpec
+from replay.sim.band import band_configs, simulate_band
 from replay.traces import load_trace, sample_path
 
 
