@@ -117,13 +117,26 @@ def provenance(m: Manifest, band: Band | None = None) -> Provenance:
     )
 
 
+def run_band(run_dir: str | Path) -> Band | None:
+    """The run's seed band (`replay.band`), or None: the readers' one way to it."""
+    from replay.band import read_band
+
+    return read_band(Path(run_dir))
+
+
 def run_provenance(run_dir: str | Path) -> Provenance:
     """The provenance of the run in `run_dir` (its manifest and band.json)."""
-    from replay.band import read_band
     from replay.rundir import read_manifest
 
     path = Path(run_dir)
-    return provenance(read_manifest(path), read_band(path))
+    return provenance(read_manifest(path), run_band(path))
 
 
-__all__ = ["EXECUTOR_WORDS", "Provenance", "load_words", "provenance", "run_provenance"]
+__all__ = [
+    "EXECUTOR_WORDS",
+    "Provenance",
+    "load_words",
+    "provenance",
+    "run_band",
+    "run_provenance",
+]
