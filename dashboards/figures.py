@@ -14,13 +14,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-# One colour per engine, stable across pages (the FlashState demo's order first).
-PALETTE = ("#2a9d8f", "#e76f51", "#264653", "#e9c46a", "#8d99ae", "#f4a261", "#6a4c93")
+# One colour per engine on every page and in the report (analysis.palette).
+from analysis.palette import engine_colors
+
 TIMELINE_BINS = 240
-
-
-def engine_colors(engines: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(engines)}
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 380) -> go.Figure:

@@ -16,6 +16,7 @@ import pricing
 from analysis.comparison import ratio_label
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
+from analysis.palette import engine_color
 from analysis.registry import BY_KEY, figure_label, header
 from analysis.report.content import ReportData, RunAnalysis
 
@@ -74,6 +75,7 @@ def versus_sessions(
                 error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
                 mode="lines+markers",
                 name=str(engine),
+                line={"color": engine_color(str(engine))},
                 text=text,
                 hovertemplate="%{x} sessions: %{y:.3s}<br>%{text}<extra>"
                 + str(engine)
@@ -108,14 +110,11 @@ def _single_load(data: ReportData, metric: str, title: str, y: str, scale: float
             y=s[metric].to_numpy(float) * scale,
             error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
             hovertext=text,
-            marker_color=[_COLORS[i % len(_COLORS)] for i in range(len(s))],
+            marker_color=[engine_color(str(e)) for e in s["engine"]],
         )
     )
     sessions = s["sessions"].iloc[0] if len(s) else "?"
     return _layout(fig, f"{title} ({sessions} sessions)", "engine", y)
-
-
-_COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3")
 
 
 def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +136,10 @@ def _distribution(
     for a in data.runs:
         for engine in a.metrics["engine"]:
             xs, ps = _ecdf(pick(a, str(engine)))
-            fig.add_trace(go.Scatter(x=xs, y=ps, mode="lines", name=_label(a, str(engine), multi)))
+            color = {"color": engine_color(str(engine))}
+            fig.add_trace(
+                go.Scatter(x=xs, y=ps, mode="lines", name=_label(a, str(engine), multi), line=color)
+            )
     fig = _layout(fig, title, x, "fraction of requests")
     if log:
         fig.update_xaxes(type="log")
@@ -206,6 +208,7 @@ def hit_vs_gap(data: ReportData) -> go.Figure:
                     y=g["hit_rate"] * 100,
                     mode="lines+markers",
                     name=_label(a, str(engine), multi),
+                    line={"color": engine_color(str(engine))},
                     customdata=g["requests"],
                     hovertemplate="%{x}: %{y:.1f}% (%{customdata} requests)",
                 )
@@ -251,7 +254,12 @@ def economics(data: ReportData) -> go.Figure:
                     texts.append("")
             fig.add_trace(
                 go.Bar(
-                    x=xs, y=a.metrics[metric], text=texts, textposition="outside", showlegend=False
+                    x=xs,
+                    y=a.metrics[metric],
+                    text=texts,
+                    textposition="outside",
+                    showlegend=False,
+                    marker_color=[engine_color(str(e)) for e in a.metrics["engine"]],
                 ),
                 row=1,
                 col=col,
@@ -291,7 +299,12 @@ def profit_vs_gpu_rate(data: ReportData) -> go.Figure:
         )
         name = f"{rec['engine']} · {rec['sessions']} sessions" if multi else str(rec["engine"])
         fig.add_trace(
-            go.Scatter(x=grid["gpu_rate_per_hour"], y=grid["profit_per_gpu_hour"], name=name)
+            go.Scatter(
+                x=grid["gpu_rate_per_hour"],
+                y=grid["profit_per_gpu_hour"],
+                name=name,
+                line={"color": engine_color(str(rec["engine"]))},
+            )
         )
     for rate in sorted(set(priced["gpu_rate_per_hour"])):
         fig.add_vline(x=rate, line_dash="dot", line_color="grey", annotation_text=f"${rate:.2f}")
