@@ -16,6 +16,7 @@ from analysis.runs import Run, RunDirError
 from dashboards.combine import companions
 from dashboards.loading import RunUnavailable, load, load_group
 from dashboards.paths import PathRefused, list_runs, open_inside, relative_name
+from dashboards.recency import newest
 from pricing.sheets import GpuRate, PriceSheet, PricingError, load_gpu_rates, load_sheets
 
 CHOSEN_RUN = "chosen_run"
@@ -55,7 +56,8 @@ def _deep_link(root: Path, names: list[str]) -> str | None:
 
 
 def pick_run(root: Path, key: str, label: str = "Run") -> str | None:
-    """A selectbox of the runs under `root` (newest choice remembered across pages)."""
+    """A selectbox of the runs under `root`, opening on the newest run (`dashboards.recency`)
+    unless the address names one or one was chosen on another page (remembered)."""
     names = available_runs(root)
     if not names:
         no_runs_message(root)
@@ -64,7 +66,8 @@ def pick_run(root: Path, key: str, label: str = "Run") -> str | None:
     if linked is not None:
         st.session_state[CHOSEN_RUN] = linked
     remembered = st.session_state.get(CHOSEN_RUN)
-    index = names.index(remembered) if remembered in names else len(names) - 1
+    first = remembered if remembered in names else newest(root, names)
+    index = names.index(first) if first in names else len(names) - 1
     choice = st.selectbox(label, names, index=index, key=key)
     st.session_state[CHOSEN_RUN] = choice
     return str(choice) if choice is not None else None

@@ -17,6 +17,7 @@ from analysis.runs import Run
 from dashboards.figures import throughput_over_time_figure
 from dashboards.loading import RunUnavailable, load, run_metrics
 from dashboards.paths import PathRefused, open_inside, relative_name
+from dashboards.recency import newest_first
 from dashboards.timeline import panel_unit, run_end_s
 from dashboards.views.common import available_runs, fmt, no_runs_message
 from replay.rundir import RunDirError, read_manifest, run_status
@@ -25,7 +26,8 @@ INTERVALS = (1, 2, 5, 10, 30)
 
 
 def _running_first(root: Path, names: list[str]) -> list[str]:
-    """Runs whose manifest says `running` first (cheap: reads manifests only)."""
+    """Runs whose manifest says `running` first, each part newest first (cheap: reads
+    manifests only)."""
 
     def running(name: str) -> bool:
         try:
@@ -33,7 +35,7 @@ def _running_first(root: Path, names: list[str]) -> list[str]:
         except RunDirError:
             return False
 
-    return sorted(names, key=lambda n: not running(n))
+    return sorted(newest_first(root, names), key=lambda n: not running(n))
 
 
 def render(root: Path) -> None:
