@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,13 +21,18 @@ from analysis.palette import engine_colors
 TIMELINE_BINS = 240
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 380) -> go.Figure:
+def _layout(
+    fig: go.Figure, title: str, x: str, y: str, height: int = 380, subtitle: str | None = None
+) -> go.Figure:
+    """The common layout; `subtitle` goes in small type under the title (what is counted)."""
+    if subtitle:
+        title = f"{title}<br><sup>{subtitle}</sup>"
     fig.update_layout(
         title=title,
         xaxis_title=x,
         yaxis_title=y,
         height=height,
-        margin={"l": 50, "r": 20, "t": 50, "b": 90},
+        margin={"l": 50, "r": 20, "t": 70 if subtitle else 50, "b": 90},
         # Below the x-axis title, not over it.
         legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
         template="plotly_white",
@@ -94,50 +100,101 @@ def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Fi
     )
 
 
+# Line styles that tell groups of alike runs apart on the Compare page (colour: the engine).
+GROUP_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+GROUP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+
+
 def sweep_figure(
     table: pd.DataFrame,
     metric: str,
     label: str,
     percent: bool = False,
-    crossings: Mapping[str, float] | None = None,
+    crossings: Mapping[Any, float] | None = None,
+    groups: Mapping[str, str] | None = None,
+    window: str | None = None,
 ) -> go.Figure:
-    """One metric against the number of sessions, one line per engine.
+    """One metric against the number of sessions, one line per engine (per group of alike
+    runs, with `groups`).
 
     `table` is analysis' aggregated sweep (`analysis.sweeps.aggregate_sweep`): `engine`,
-    `sessions`, `metric` and, where known, `<metric>_se` (drawn as error bars). `crossings`
-    ({engine: sessions}) marks where an engine's working set reaches its cache capacity."""
+    `sessions`, `metric` and, where known, `<metric>_se` (drawn as error bars). With `groups`
+    ({group: what its runs are}, see `dashboards.alike`) the table has a `group` column too and
+    each (group, engine) is its own line, in the engine's colour and the group's dash, under a
+    legend heading that says what the group is: a line never joins runs of two groups.
+    `crossings` marks where an engine's working set reaches its cache capacity: {engine:
+    sessions}, or {(group, engine): sessions} with groups. `window` goes in the title: the
+    window the points count. Lines without a value (a metric the runs cannot know) are left
+    out, and an empty figure says so."""
     fig = go.Figure()
     scale = 100.0 if percent else 1.0
     engines = [str(e) for e in pd.unique(table["engine"].dropna())]
     colors = engine_colors(engines)
     se_col = f"{metric}_se"
-    for name in engines:
-        rows = table[table["engine"] == name].sort_values("sessions")
-        y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float) * scale
-        err = (
-            pd.to_numeric(rows[se_col], errors="coerce").fillna(0.0).to_numpy(dtype=float) * scale
-            if se_col in rows
-            else np.zeros(len(rows))
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=rows["sessions"].to_numpy(),
-                y=y,
-                error_y={"type": "data", "array": err, "visible": bool((err > 0).any())},
-                mode="lines+markers",
-                name=name,
-                line={"color": colors[name]},
+    names = list(groups) if groups else [None]
+    blank: list[str] = []  # groups with no value for this metric
+    for i, group in enumerate(names):
+        part = table if group is None else table[table["group"] == group]
+        if group is not None and not pd.to_numeric(part[metric], errors="coerce").notna().any():
+            blank.append(group)
+        for name in engines:
+            rows = part[part["engine"] == name].sort_values("sessions")
+            y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float) * scale
+            if not np.isfinite(y).any():
+                continue
+            err = (
+                pd.to_numeric(rows[se_col], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+                * scale
+                if se_col in rows
+                else np.zeros(len(rows))
             )
-        )
-    for name, sessions in (crossings or {}).items():
+            style: dict[str, Any] = {}
+            if group is not None and groups is not None:
+                style = {
+                    "legendgroup": group,
+                    "legendgrouptitle_text": f"{group}: {groups[group]}",
+                    "marker": {"symbol": GROUP_SYMBOLS[i % len(GROUP_SYMBOLS)], "size": 8},
+                }
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["sessions"].to_numpy(),
+                    y=y,
+                    error_y={"type": "data", "array": err, "visible": bool((err > 0).any())},
+                    mode="lines+markers",
+                    name=name,
+                    line={"color": colors[name], "dash": GROUP_DASHES[i % len(GROUP_DASHES)]},
+                    **style,
+                )
+            )
+    for where, sessions in (crossings or {}).items():
+        group, name = where if isinstance(where, tuple) else (None, where)
         fig.add_vline(
             x=sessions,
             line_dash="dot",
             line_color=colors.get(name, "#999"),
-            annotation_text=f"{name}: working set = cache",
+            annotation_text=f"{name}{f' ({group})' if group else ''}: working set = cache",
             annotation_font_size=10,
         )
-    return _layout(fig, f"{label} vs sessions", "concurrent sessions", label)
+    if not fig.data or blank:
+        who = "these runs" if not fig.data else "group " + ", ".join(blank)
+        fig.add_annotation(
+            text=f"no values for {who}: n/a (see the table)",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5 if not fig.data else 1.0,
+            xanchor="center" if not fig.data else "right",
+            y=0.5 if not fig.data else 1.02,
+            yanchor="middle" if not fig.data else "bottom",
+            font={"size": 11, "color": "#666"},
+        )
+    fig = _layout(fig, f"{label} vs sessions", "concurrent sessions", label, subtitle=window)
+    if groups and len(groups) > 1:
+        # Each group's heading above its engines; more room below for the headings.
+        fig.update_layout(
+            height=460, margin={"b": 170}, legend={"orientation": "h", "groupclick": "toggleitem"}
+        )
+    return fig
 
 
 def whatif_figure(curves: pd.DataFrame, x: str, y: str, x_label: str, y_label: str) -> go.Figure:
