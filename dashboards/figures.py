@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 # One colour per engine on every page and in the report (analysis.palette).
 from analysis.palette import engine_colors
+from dashboards.alike import window_words
 
 TIMELINE_BINS = 240
 
@@ -44,11 +45,34 @@ def _numbers(df: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
+def _shade_window(fig: go.Figure, window: tuple[float, float] | None) -> str:
+    """Shade the measured window (seconds) on a run-time axis in minutes; the words for the
+    title: "whole run", and the window shaded when there is one."""
+    if window is None or not math.isfinite(window[1]):
+        return "whole run"
+    fig.add_vrect(
+        x0=window[0] / 60.0,
+        x1=window[1] / 60.0,
+        fillcolor="#999",
+        opacity=0.12,
+        line_width=0,
+        annotation_text="measured window",
+        annotation_position="top left",
+        annotation_font_size=10,
+    )
+    return f"whole run; shaded: the measured {window_words(*window)}"
+
+
 def cumulative_output_figure(
-    requests: pd.DataFrame, end_s: float, t: float | None = None, bins: int = TIMELINE_BINS
+    requests: pd.DataFrame,
+    end_s: float,
+    t: float | None = None,
+    bins: int = TIMELINE_BINS,
+    window: tuple[float, float] | None = None,
 ) -> go.Figure:
-    """Output tokens completed so far, per engine, against run time (minutes); a dashed line
-    marks the slider's time. Requests are binned by `done_s` into `bins` steps."""
+    """Output tokens completed so far, per engine, against run time (minutes): the whole
+    run, with the measured `window` (seconds) shaded; a dashed line marks the slider's time.
+    Requests are binned by `done_s` into `bins` steps."""
     fig = go.Figure()
     engines = [str(e) for e in pd.unique(requests["engine"].dropna())]
     colors = engine_colors(engines)
@@ -70,12 +94,26 @@ def cumulative_output_figure(
         )
     if t is not None:
         fig.add_vline(x=t / 60.0, line_dash="dash", line_color="#555")
-    return _layout(fig, "Output tokens completed", "run time (min)", "tokens")
+    span = _shade_window(fig, window)
+    return _layout(fig, "Output tokens completed", "run time (min)", "tokens", subtitle=span)
 
 
-def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Figure:
-    """Completed requests per minute per engine over run time (the Live page): `done_s`
-    in about `bins` equal bins of at least 10 s, so long runs stay readable."""
+def completed_ok(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that completed: status `ok` (a record without a status column is taken as
+    ok). Cancelled requests (cut off at the run's end) carry a `done_s` too, the moment they
+    were cut off; they did not complete, and neither did failed ones."""
+    if "status" not in requests.columns:
+        return requests
+    return requests[requests["status"].fillna("ok").astype(str).to_numpy() == "ok"]
+
+
+def throughput_over_time_figure(
+    requests: pd.DataFrame, bins: int = 90, window: tuple[float, float] | None = None
+) -> go.Figure:
+    """Completed requests per minute per engine over the whole run (the Live page): the
+    `done_s` of requests that finished ok (`completed_ok`: not the cancelled, not the failed)
+    in about `bins` equal bins of at least 10 s, so long runs stay readable; the measured
+    `window` (seconds) shaded."""
     fig = go.Figure()
     engines = [str(e) for e in pd.unique(requests["engine"].dropna())]
     colors = engine_colors(engines)
@@ -83,8 +121,9 @@ def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Fi
     last = float(np.nanmax(done_all)) if np.isfinite(done_all).any() else 0.0
     bin_s = max(10.0, math.ceil(last / bins / 10.0) * 10.0)
     edges = np.arange(0.0, last + bin_s, bin_s) if last > 0 else np.array([0.0, bin_s])
+    completed = completed_ok(requests)
     for name in engines:
-        done = _numbers(requests[requests["engine"] == name], "done_s")
+        done = _numbers(completed[completed["engine"] == name], "done_s")
         counts, _ = np.histogram(done[~np.isnan(done)], bins=edges)
         fig.add_trace(
             go.Scatter(
@@ -95,8 +134,13 @@ def throughput_over_time_figure(requests: pd.DataFrame, bins: int = 90) -> go.Fi
                 line={"color": colors[name]},
             )
         )
+    span = _shade_window(fig, window)
     return _layout(
-        fig, f"Requests completed per minute ({bin_s:.0f} s bins)", "run time (min)", "requests/min"
+        fig,
+        "Requests completed per minute",
+        "run time (min)",
+        "requests/min",
+        subtitle=f"{span}; {bin_s:.0f} s bins; cancelled and failed requests not counted",
     )
 
 
@@ -197,9 +241,17 @@ def sweep_figure(
     return fig
 
 
-def whatif_figure(curves: pd.DataFrame, x: str, y: str, x_label: str, y_label: str) -> go.Figure:
+def whatif_figure(
+    curves: pd.DataFrame,
+    x: str,
+    y: str,
+    x_label: str,
+    y_label: str,
+    subtitle: str | None = None,
+) -> go.Figure:
     """Lines of `y` against `x`, one per engine (`curves` has `engine`, `x`, `y`), with the
-    zero line drawn: on a profit curve, where it crosses is the break-even point."""
+    zero line drawn: on a profit curve, where it crosses is the break-even point. `subtitle`:
+    what the curves count (the window of the rates they are computed from)."""
     fig = go.Figure()
     engines = [str(e) for e in pd.unique(curves["engine"].dropna())]
     colors = engine_colors(engines)
@@ -209,13 +261,18 @@ def whatif_figure(curves: pd.DataFrame, x: str, y: str, x_label: str, y_label: s
             go.Scatter(x=rows[x], y=rows[y], mode="lines", name=name, line={"color": colors[name]})
         )
     fig.add_hline(y=0.0, line_color="#999", line_width=1)
-    return _layout(fig, f"{y_label} vs {x_label}", x_label, y_label)
+    return _layout(fig, f"{y_label} vs {x_label}", x_label, y_label, subtitle=subtitle)
 
 
 def engine_bars_figure(
-    values: Mapping[str, float], title: str, y_label: str, engines: list[str] | None = None
+    values: Mapping[str, float],
+    title: str,
+    y_label: str,
+    engines: list[str] | None = None,
+    subtitle: str | None = None,
 ) -> go.Figure:
-    """One bar per engine (the pricing page's profit and user-cost comparisons)."""
+    """One bar per engine (the pricing page's profit and user-cost comparisons); `subtitle`:
+    the window the values count."""
     names = engines if engines is not None else list(values)
     colors = engine_colors(names)
     ys = [float(values.get(n, math.nan)) for n in names]
@@ -228,7 +285,7 @@ def engine_bars_figure(
             textposition="outside",
         )
     )
-    return _layout(fig, title, "engine", y_label, height=300)
+    return _layout(fig, title, "engine", y_label, height=300, subtitle=subtitle)
 
 
 def session_turns_figure(turns: pd.DataFrame) -> go.Figure:
@@ -273,7 +330,9 @@ def session_turns_figure(turns: pd.DataFrame) -> go.Figure:
                 hovertemplate="%{customdata}<br>%{y:.2f} s<extra>" + name + "</extra>",
             )
         )
-    _layout(fig, "Prompt tokens per request", "request (in scheduled order)", "tokens", 400)
+    # The slot's whole run (warm-up and tail included), not the measured window.
+    title = "Prompt tokens per request (whole run)"
+    _layout(fig, title, "request (in scheduled order)", "tokens", 400)
     fig.update_layout(
         barmode="stack",
         bargap=0.1,

@@ -34,37 +34,70 @@ TURN_COLUMNS = (
 )
 
 
+OVERVIEW_COLUMNS = (
+    "session",
+    "requests",
+    "completed",
+    "cancelled",
+    "trajectories",
+    "prompt_tokens",
+    "cached_tokens",
+    "hit_rate",
+)
+
+
 def session_overview(requests: pd.DataFrame, engine: str) -> pd.DataFrame:
-    """One row per session slot of `engine`: requests, trajectories, prompt and cached tokens,
-    hit rate (measured requests only), so a user can pick an interesting one."""
+    """One row per session slot of `engine` over the whole run (priming requests left out):
+    requests, how many completed and how many were cancelled at the run's end, trajectories,
+    prompt tokens, and the hit rate over the completed requests whose cached count is known
+    (as analysis counts it), so a user can pick an interesting one."""
     rows = requests[requests["engine"] == engine]
     rows = rows[~rows["priming"].fillna(False).astype(bool)]
     if rows.empty:
-        return pd.DataFrame(
-            columns=["session", "requests", "trajectories", "prompt_tokens", "hit_rate"]
-        )
+        return pd.DataFrame(columns=list(OVERVIEW_COLUMNS))
     prompt = pd.to_numeric(rows["prompt_tokens"], errors="coerce")
     cached = pd.to_numeric(rows["cached_tokens"], errors="coerce")
+    status = _statuses(rows)
+    ok = status == "ok"
+    known = cached.notna() & ok
     frame = pd.DataFrame(
         {
             "session": rows["session"].to_numpy(),
             "trajectory": rows["trajectory"].astype(str).to_numpy(),
             "prompt": prompt.to_numpy(),
-            "cached": cached.to_numpy(),
-            # As analysis counts it: the hit rate reads requests whose cached count is known.
-            "prompt_known": prompt.where(cached.notna()).to_numpy(),
+            "completed": ok.to_numpy(),
+            "cancelled": (status == "cancelled").to_numpy(),
+            "cached": cached.where(known).to_numpy(),
+            "prompt_known": prompt.where(known).to_numpy(),
         }
     )
     out = frame.groupby("session").agg(
         requests=("prompt", "size"),
+        completed=("completed", "sum"),
+        cancelled=("cancelled", "sum"),
         trajectories=("trajectory", "nunique"),
         prompt_tokens=("prompt", "sum"),
         cached_tokens=("cached", "sum"),
         prompt_known=("prompt_known", "sum"),
     )
     out["hit_rate"] = out["cached_tokens"] / out["prompt_known"].where(out["prompt_known"] > 0)
-    out = out.drop(columns="prompt_known")
-    return out.reset_index()
+    return out.reset_index()[list(OVERVIEW_COLUMNS)]
+
+
+def _statuses(rows: pd.DataFrame) -> pd.Series:
+    """Each row's status (`ok` where none is recorded, as analysis reads it)."""
+    if "status" not in rows.columns:
+        return pd.Series("ok", index=rows.index)
+    return rows["status"].fillna("ok").astype(str)
+
+
+def hit_rate_of(turns: pd.DataFrame) -> float:
+    """Cached ÷ prompt tokens over the completed (`ok`) turns whose cached count is known, as
+    analysis counts the hit rate; NaN when there are none."""
+    known = turns["cached_tokens"].notna() & (_statuses(turns) == "ok")
+    prompt = float(pd.to_numeric(turns.loc[known, "prompt_tokens"]).sum())
+    cached = float(pd.to_numeric(turns.loc[known, "cached_tokens"]).sum())
+    return cached / prompt if prompt > 0 else float("nan")
 
 
 def session_turns(run: Run, engine: str, session: int) -> pd.DataFrame:

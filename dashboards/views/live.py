@@ -12,12 +12,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.manifest import manifest_window
 from analysis.registry import in_view, row_title
 from analysis.runs import Run
+from dashboards.alike import window_words
 from dashboards.figures import throughput_over_time_figure
 from dashboards.loading import RunUnavailable, load, run_metrics
 from dashboards.paths import PathRefused, open_inside, relative_name
 from dashboards.recency import newest_first
+from dashboards.statuses import status_counts
 from dashboards.timeline import panel_unit, run_end_s
 from dashboards.views.common import available_runs, fmt, no_runs_message
 from replay.rundir import RunDirError, read_manifest, run_status
@@ -91,6 +94,23 @@ def _show(run: Run) -> None:
     if req.empty:
         st.info("No request records yet.")
         return
+    st.subheader("Whole run so far")
+    window = manifest_window(run.manifest)
+    report_window = (
+        "the report, summary.json and `replay price` count the measured "
+        + window_words(window.start_s, window.end_s)
+        if window is not None
+        else "the run has no measured window: the report counts the whole run"
+    )
+    st.caption(
+        f"Everything below counts the whole run so far (0–{end / 60:.1f} min, warm-up "
+        f"included), not the measured window: {report_window}."
+    )
+    st.dataframe(status_counts(req), hide_index=True, width="stretch", key="live_statuses")
+    st.caption(
+        "How each request ended. Cancelled: in flight when the run ended (or was stopped) and "
+        "cut off; it did not complete and is not counted as completed anywhere on this page."
+    )
     try:
         metrics = run_metrics(run, (0.0, max(end, 1e-6) * (1 + 1e-9) + 1e-9))
     except RunUnavailable as e:
@@ -109,5 +129,8 @@ def _show(run: Run) -> None:
             },
         }
     )
-    st.dataframe(table, hide_index=True, width="stretch")
-    st.plotly_chart(throughput_over_time_figure(req), key="live_throughput", width="stretch")
+    st.dataframe(table, hide_index=True, width="stretch", key="live_metrics")
+    shade = (window.start_s, window.end_s) if window is not None else None
+    st.plotly_chart(
+        throughput_over_time_figure(req, window=shade), key="live_throughput", width="stretch"
+    )

@@ -10,6 +10,7 @@ import numpy as np
 import streamlit as st
 
 from analysis.registry import column_format, figure_label, header, in_view, keys, metric
+from dashboards.alike import window_words
 from dashboards.figures import engine_bars_figure, whatif_figure
 from dashboards.loading import RunUnavailable, run_metrics
 from dashboards.money import (
@@ -46,6 +47,9 @@ def render(root: Path) -> None:
     except RunUnavailable as e:
         st.error(str(e))
         return
+    counted = window_words(
+        float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
+    )
     base = choice.sheet
     tag = f"{base.name}_{choice.gpu.name}"  # new defaults when the sheet or GPU changes
     c1, c2, c3, c4 = st.columns(4)
@@ -88,7 +92,7 @@ def render(root: Path) -> None:
         f"Sheet {base.name} ({base.status}, {base.date}): input ${sheet.input:.4f}, cached "
         f"${sheet.cached:.4f}, output ${sheet.output:.4f} per 1M tokens"
         + (f", cache writes ${sheet.write_price:.4f}" if base.cache_write is not None else "")
-        + f". Measured over {metrics['window_start_s'].iloc[0]:.0f}–{metrics['window_end_s'].iloc[0]:.0f} s."
+        + f". Token rates and hit rates over the measured {counted}."
     )
     priced = priced_metrics(metrics, sheet, gpu_at(gpu_rate, choice.gpu))
     left, right = st.columns(2)
@@ -97,6 +101,7 @@ def render(root: Path) -> None:
             dict(zip(priced["engine"], priced["profit_per_gpu_hour"], strict=True)),
             "Profit per GPU-hour",
             "$ per GPU-hour",
+            subtitle=counted,
         ),
         key="whatif_profit",
         width="stretch",
@@ -106,6 +111,7 @@ def render(root: Path) -> None:
             dict(zip(priced["engine"], priced["user_cost_per_m_input"], strict=True)),
             "User cost per 1M input tokens",
             "$ per 1M input",
+            subtitle=counted,
         ),
         key="whatif_cost",
         width="stretch",
@@ -130,6 +136,7 @@ def render(root: Path) -> None:
             "profit_per_gpu_hour",
             "GPU rate ($/h)",
             header(metric("profit_per_gpu_hour")),
+            subtitle=counted,
         ),
         key="whatif_rate_curve",
         width="stretch",
@@ -141,6 +148,7 @@ def render(root: Path) -> None:
             "profit_per_gpu_hour",
             "cached discount (%)",
             header(metric("profit_per_gpu_hour")),
+            subtitle=counted,
         ),
         key="whatif_discount_curve",
         width="stretch",
@@ -152,6 +160,7 @@ def render(root: Path) -> None:
             "user_cost_per_m_input",
             figure_label(metric("hit_rate")),
             header(metric("user_cost_per_m_input")),
+            subtitle="the price sheet alone: no run's window",
         ),
         key="whatif_cost_curve",
         width="stretch",

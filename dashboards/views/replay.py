@@ -19,6 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.runs import Run
+from dashboards.alike import window_words
 from dashboards.figures import cumulative_output_figure
 from dashboards.loading import RunUnavailable, run_metrics, run_metrics_at
 from dashboards.money import priced_metrics
@@ -93,12 +94,22 @@ def _verdicts(run: Run) -> None:
         return
     for level, text in warnings(metrics):
         (st.error if level == "error" else st.warning)(text)
-    with st.expander("Agent tasks, SLOs, goodput and replay fidelity", expanded=False):
+    counted = window_words(*_window_of(metrics, run))
+    with st.expander(f"Agent tasks, SLOs, goodput and replay fidelity ({counted})"):
         table = verdict_table(metrics)
         st.dataframe(table, hide_index=True, width="stretch", key="replay_verdicts")
         notes = [f"SLO: {slo_text(metrics)}. Goodput counts only requests within it."]
         notes += unknown_notes(metrics)
         st.caption(" ".join(notes))
+
+
+def _window_of(metrics: pd.DataFrame, run: Run) -> tuple[float, float]:
+    """The window analysis counted (`window_start_s`, `window_end_s`: the manifest's, clipped
+    to the data), else the run's own."""
+    if {"window_start_s", "window_end_s"} <= set(metrics.columns) and len(metrics):
+        return float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
+    win = run.default_window()
+    return win.start_s, win.end_s
 
 
 def _step(end: float) -> int:
@@ -176,8 +187,11 @@ def _player(
         )
         _panels(run, float(t), count, pricing)
         if chart:
+            win = run.default_window()
             st.plotly_chart(
-                cumulative_output_figure(run.requests, end, float(t)),
+                cumulative_output_figure(
+                    run.requests, end, float(t), window=(win.start_s, win.end_s)
+                ),
                 key="replay_timeline",
                 width="stretch",
             )
