@@ -158,9 +158,8 @@ def test_every_page_renders_without_exceptions(server: str, shots: Path) -> None
         finally:
             browser.close()
     assert not page_errors
-    assert sorted(f.name for f in shots.glob("*.png")) == sorted(
-        f"{p or 'replay'}.png" for p, _ in PAGES
-    )
+    # A screenshot of every page (the folder may hold the other tests' too).
+    assert {f"{p or 'replay'}.png" for p, _ in PAGES} <= {f.name for f in shots.glob("*.png")}
 
 
 @pytest.mark.timeout(300)
