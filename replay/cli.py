@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperOption
 
 from replay import __version__
 from replay.commands import (
@@ -17,6 +19,22 @@ from replay.commands import (
     simulate,
     traces,
 )
+
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _no_type_for_switches(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so the help shows no type beside it (typer's rich help prints
+    `--json <bool>`, `--help <bool>`; its plain help already leaves flags and counters out,
+    `TyperOption.get_help_record`). Every option that takes a value shows its type as before."""
+    if self.is_flag or self.count:
+        return None
+    return _display_type_rich(self, ctx)
+
+
+# On the class, so that every flag of every command has it, --help and --version included
+# (typer builds its options itself and takes no option class).
+TyperOption.display_type_rich = _no_type_for_switches  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="replay",

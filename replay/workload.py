@@ -20,11 +20,12 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from replay.traces.model import Trace, Trajectory
+    from replay.traces.model import Trace, Trajectory
 
 
 class WorkloadError(ValueError):
@@ -219,11 +220,15 @@ class Workload:
 
     @cache  # noqa: B019 - one small permutation per epoch, bounded by the run's length
     def _epoch(self, epoch: int) -> np.ndarray:
+        import numpy as np  # not at the top: the --help of the commands reads DEFAULT_WORKLOAD
+
         rng = np.random.default_rng([self.cfg.seed, 0x5EED, epoch])
         return rng.permutation(len(self.trajectories))
 
     def assignment(self, slot: int, ordinal: int) -> Assignment:
         """Session `slot`'s `ordinal`-th trajectory and its start point."""
+        import numpy as np
+
         if not 0 <= slot < self.cfg.sessions:
             raise WorkloadError(f"session slot {slot} outside 0..{self.cfg.sessions - 1}")
         n_traj = len(self.trajectories)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
 import time
@@ -11,23 +10,18 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.markup import escape
-from rich.table import Table
 
 from replay.commands.common import console, err_console, fail
-from replay.engines.configs import (
-    EngineConfig,
-    EngineConfigError,
-    load_all_engine_configs,
-    load_engine_config,
-    render_command,
-)
-from replay.engines.launch import LaunchError, RunningServer, start_server, wait_healthy
-from replay.redact import Scrubber, redact_url
 
 if TYPE_CHECKING:
+    from replay.engines.configs import EngineConfig
+    from replay.engines.launch import RunningServer
     from replay.engines.preflight import PreflightReport
+
+# The engine configs, the launcher and the client's preflight are imported where they are
+# used, so that `replay engines ... --help` loads none of them (pydantic models, aiohttp):
+# tests/unit/replay/test_cli.py.
 
 app = typer.Typer(
     help="Engine configs for the systems under test: list, show, launch, preflight.",
@@ -36,6 +30,8 @@ app = typer.Typer(
 
 
 def _load(name: str) -> EngineConfig:
+    from replay.engines.configs import EngineConfigError, load_engine_config
+
     try:
         return load_engine_config(name)
     except EngineConfigError as e:
@@ -45,6 +41,10 @@ def _load(name: str) -> EngineConfig:
 @app.command("list")
 def list_cmd() -> None:
     """Every config in configs/engines/, one row each."""
+    from rich.table import Table
+
+    from replay.engines.configs import load_all_engine_configs
+
     configs, errors = load_all_engine_configs()
     table = Table(title="engine configs (configs/engines/)")
     table.add_column("name", no_wrap=True)
@@ -91,6 +91,8 @@ def show_cmd(
     port: Annotated[int | None, typer.Option("--port", help="render with this port")] = None,
 ) -> None:
     """The resolved serve command and everything else the config says."""
+    from replay.engines.configs import render_command
+
     cfg = _load(name)
     cmd = render_command(cfg, port=port)
     console.print(f"[bold]{cfg.name}[/]  {cfg.description}", highlight=False)
@@ -165,6 +167,9 @@ def launch_cmd(
 ) -> None:
     """Start the engine locally, wait for health, run preflight, print the endpoint line for
     `replay run`, and keep serving until Ctrl-C (which stops the server's whole process group)."""
+    from replay.engines.configs import render_command
+    from replay.engines.launch import LaunchError, start_server
+
     cfg = _load(name)
     if model:
         cfg = cfg.with_model(model)
@@ -190,6 +195,8 @@ def launch_cmd(
 
 
 def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
+    from replay.engines.launch import LaunchError, wait_healthy
+
     console.print(server.command.shell(False), highlight=False, soft_wrap=True)
     # Machine-readable lines (tests and scripts parse them): plain echo, never wrapped.
     typer.echo(f"server pid {server.pid} (process group {server.pid}); log {server.log_path}")
@@ -258,7 +265,10 @@ def judge(report: PreflightReport, cfg: EngineConfig | None) -> list[str]:
 
 def _preflight_report(url: str, cfg: EngineConfig | None, kind: str = "vllm") -> bool:
     """Run the live client's preflight against `url`, print each check; True if fit."""
+    import asyncio
+
     from replay.engines.preflight import preflight
+    from replay.redact import Scrubber, redact_url
 
     if cfg is not None:
         kind = cfg.kind
@@ -322,6 +332,8 @@ def run_config_cmd(
     """Write the engines block of a `replay run --config` file from engine configs and the URLs
     their servers answer on, so the run records each engine's kind, model, GPUs and GPU type
     (per-GPU metrics and prices need them; `--endpoint` alone assumes one GPU)."""
+    import yaml
+
     entries = []
     for pair in pairs:
         name, sep, url = pair.partition("=")

@@ -17,30 +17,19 @@ import math
 from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from pricing import (
-    Economics,
-    GpuRate,
-    PriceSheet,
-    PricingError,
-    load_gpu_rates,
-    load_sheets,
-    provider_economics,
-    usd,
-)
 from replay.commands.common import console, fail
-from replay.commands.price_common import (
-    break_even_text,
-    caveats,
-    print_json,
-    resolve_gpu,
-    resolve_sheet,
-)
-from replay.commands.price_run import price_run
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from pricing import Economics, GpuRate, PriceSheet
+
+# `pricing` and the run pricing (pandas, the analysis) are imported where they are used, so
+# that `replay price --help` loads neither: tests/unit/replay/test_cli.py.
 
 # The flags of a single operating point, in the order a message lists them.
 _POINT_FLAGS = (
@@ -69,6 +58,11 @@ def _label(status: str) -> str:
 
 
 def _list(pricing_dir: Path | None, as_json: bool) -> None:
+    from rich.table import Table
+
+    from pricing import PricingError, load_gpu_rates, load_sheets
+    from replay.commands.price_common import print_json
+
     try:
         sheets, gpus = load_sheets(pricing_dir), load_gpu_rates(pricing_dir)
     except PricingError as e:
@@ -125,6 +119,8 @@ _MONEY_COLUMNS = ("input", "cached", "cache write", "output")
 
 def _price(amount: Decimal) -> str:
     """A list price as written, but with at least cents ($0.5 → $0.50, $0.028 stays)."""
+    from pricing import usd
+
     return usd(amount, max(2, -int(amount.normalize().as_tuple().exponent)))
 
 
@@ -139,6 +135,11 @@ def _sources(entries: Iterable[PriceSheet | GpuRate]) -> None:
 
 
 def _point_table(e: Economics, sheet: PriceSheet, gpu: GpuRate) -> Table:
+    from rich.table import Table
+
+    from pricing import usd
+    from replay.commands.price_common import break_even_text
+
     t = Table(title=f"{sheet.name} prices on {gpu.name} ({usd(gpu.rate_per_gpu_hour, 2)}/GPU-hour)")
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -165,6 +166,9 @@ def _price_point(
     write_fraction: float,
     as_json: bool,
 ) -> None:
+    from pricing import PricingError, provider_economics
+    from replay.commands.price_common import caveats, print_json
+
     try:
         econ = provider_economics(
             sheet,
@@ -224,6 +228,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Price an operating point or a run: user cost per 1M input tokens, provider revenue,
         profit and break-evens per GPU-hour."""
+        from replay.commands.price_common import resolve_gpu, resolve_sheet
+        from replay.commands.price_run import price_run
+
         _check_fraction(write_fraction, "--write-fraction")
         if list_:
             _list(pricing_dir, as_json)

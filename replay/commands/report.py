@@ -9,21 +9,28 @@ left out, and the report covers the rest. Each run's summary.json is rewritten o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from analysis.report.build import FORMATS, ReportError, ReportResult, build_report
-from analysis.runs import Run, RunDirError, find_runs, load_run
-from pricing import PricingError
 from replay.commands.common import console, err_console, fail, window_option
-from replay.rundir import MANIFEST
+
+if TYPE_CHECKING:
+    from analysis.report.build import ReportResult
+    from analysis.runs import Run
+
+# The analysis (pandas, plotly) is imported where it is used, so that `replay report --help`
+# loads none of it (tests/unit/replay/test_cli.py). Hence --format's default written out:
+# analysis.report.build.FORMATS, joined, which that test holds it equal to.
+DEFAULT_FORMATS = "md,tex,html"
 
 
 def expand_run_dirs(paths: list[Path]) -> list[Path]:
     """Run directories as given, with folders of runs expanded (sorted)."""
+    from analysis.runs import RunDirError, find_runs
+    from replay.rundir import MANIFEST
+
     out: list[Path] = []
     for path in paths:
         if path.is_dir() and not (path / MANIFEST).exists():
@@ -38,6 +45,8 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
 
 def load_runs(dirs: list[Path]) -> tuple[list[Run], list[str]]:
     """Every run that loads, and one line per run that does not (the others go on)."""
+    from analysis.runs import RunDirError, load_run
+
     runs: list[Run] = []
     bad: list[str] = []
     for d in dirs:
@@ -49,6 +58,8 @@ def load_runs(dirs: list[Path]) -> tuple[list[Run], list[str]]:
 
 
 def _print_result(result: ReportResult) -> None:
+    from rich.table import Table
+
     summary = Table(title="Report", show_lines=False)
     for col in ("what", "count"):
         summary.add_column(col)
@@ -76,7 +87,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", help="Folder to write the report into.")],
         formats: Annotated[
             str, typer.Option("--format", help="Comma-separated: md, tex, html (CSV always).")
-        ] = ",".join(FORMATS),
+        ] = DEFAULT_FORMATS,
         sheet: Annotated[
             str | None, typer.Option("--sheet", help="Price sheet (default: Z.ai GLM list).")
         ] = None,
@@ -99,6 +110,10 @@ def register(app: typer.Typer) -> None:
         ] = 60.0,
     ) -> None:
         """Tables (Markdown, LaTeX, CSV), figures and a self-contained report.html."""
+        from analysis.report.build import ReportError, build_report
+        from analysis.runs import RunDirError
+        from pricing import PricingError
+
         win = window_option(window)
         try:
             runs, bad = load_runs(expand_run_dirs(run_dirs))

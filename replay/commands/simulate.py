@@ -9,38 +9,20 @@ import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from analysis.summary import summarize_dir
 from replay.commands.common import console, err_console, fail
-from replay.commands.scale_guard import (
-    RayAddressError,
-    ScaleError,
-    check_prompts,
-    check_ray_address,
-    check_sim_work,
-)
-from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
-from replay.fleet import router_names
-from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
-from replay.rundir import new_run_id
 from replay.runspec import flags as F
-from replay.runspec.fields import EngineShape
-from replay.runspec.resolve import FLAGS, Layer, SpecError, build
-from replay.runspec.sweep import SweepSpec, sweep_workload
 from replay.sim.policies import POLICY_NAMES
-from replay.sim.runner import TIMINGS, SimResult
-from replay.sim.sweep import plan, run_sweep
-from replay.traces import TraceError, load_trace, sample_path
-from replay.traces.scale import TraceScaleError, resolve_token_scale
-from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES
 
-_W = DEFAULT_WORKLOAD  # the replay's defaults live in the workload config
+if TYPE_CHECKING:
+    from replay.runspec.sweep import SweepSpec
+
+# Everything else is imported where it is used, so that `replay --help` and
+# `replay simulate --help` load neither the simulator's runner nor the analysis (numpy,
+# pandas): tests/unit/replay/test_cli.py.
 # Errors the sweep reports as bad input, and the flag each names (others are bugs).
 _FAILURE_FLAGS = {
     "RunDirError": "--out",
@@ -85,6 +67,8 @@ def parse_sessions(text: str) -> list[int]:
 
 def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], list[str]]:
     """--replicas / --router (comma lists sweep them); ([], []) for one engine per run."""
+    from replay.fleet import router_names
+
     if replicas is None and router is None:
         return [], []
     choices = ", ".join(router_names())
@@ -107,8 +91,15 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
 def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int, timing: str,
           engine: dict[str, Any], fleet: tuple[str | None, str | None]) -> SweepSpec:  # fmt: skip
     """The sweep's spec from its flags; a refused value fails naming its flag."""
+    from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
+    from replay.runspec.fields import EngineShape
+    from replay.runspec.resolve import FLAGS, Layer, SpecError, build
+    from replay.runspec.sweep import SweepSpec, sweep_workload
+    from replay.sim.runner import TIMINGS
+    from replay.workload import DEFAULT_WORKLOAD, SUBAGENT_MODES
+
     names = parse_policies(policies)
-    counts = parse_sessions(sessions) if sessions is not None else [_W.sessions]
+    counts = parse_sessions(sessions) if sessions is not None else [DEFAULT_WORKLOAD.sessions]
     fleet_sizes, routers = parse_fleet(*fleet)
     if timing not in TIMINGS:
         fail(f"--timing: '{timing}' is not one of {', '.join(TIMINGS)}")
@@ -135,6 +126,10 @@ def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int
 
 def _load(spec: SweepSpec, token_scale: float | None) -> tuple[Any, float]:
     """The trace (checked) and its token scale."""
+    from replay.commands.scale_guard import ScaleError, check_prompts
+    from replay.traces import TraceError, load_trace, sample_path
+    from replay.traces.scale import TraceScaleError, resolve_token_scale
+
     trace = spec.workload.trace or str(sample_path())
     try:
         tr = load_trace(trace)
@@ -153,6 +148,8 @@ def _load(spec: SweepSpec, token_scale: float | None) -> tuple[Any, float]:
 
 def _check_executors(names: list[str], ray: str | None) -> None:
     """The native engines the policies name are installed, and Ray is reachable."""
+    from replay.commands.scale_guard import RayAddressError, check_ray_address
+
     for native in sorted({n for n in names if n.endswith("-native")}):
         from replay.sim.native.worker import ENGINES, NativeError, find_engine
 
@@ -172,6 +169,9 @@ def _check_executors(names: list[str], ray: str | None) -> None:
 
 def _configs(spec: SweepSpec, scale: float, tr: Any, workers: int) -> list[Any]:
     """Every point of the sweep (`plan`), the first seed the workload's."""
+    from replay.commands.scale_guard import ScaleError, check_sim_work
+    from replay.sim.sweep import plan
+
     configs = plan(spec.policies, spec.sessions, spec.seeds, **spec.plan_args(scale))
     first = spec.workload.seed
     if first:
@@ -201,6 +201,19 @@ def _check_capacity(configs: list[Any]) -> None:
 def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
            ray: str | None, as_json: bool) -> list[dict[str, Any]]:  # fmt: skip
     """The sweep in a child process, with a progress bar; its summary rows."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from analysis.summary import summarize_dir
+    from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
+    from replay.sim.runner import SimResult
+    from replay.sim.sweep import run_sweep
+
     command = "replay " + shlex.join(sys.argv[1:])
     with Progress(
         TextColumn("[bold]simulate"),
@@ -246,6 +259,9 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
 
 def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, out_dir: Path,
           as_json: bool) -> None:  # fmt: skip
+    import orjson
+    from rich.table import Table
+
     subagents = spec.workload.subagents
     reused = [r for r in rows if r.get("reused_assignments")]
     if reused:
@@ -322,6 +338,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
     ) -> None:
         """Simulate hybrid-state cache policies over a trace: run directories + summary.csv."""
+        from replay.rundir import new_run_id
+        from replay.traces import sample_path
+
         given = dict(trace=trace, duration_min=duration_min, window=window, seed=seed,
                      gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents)  # fmt: skip
         engine = {"profile": model, "capacity_blocks": capacity_blocks}

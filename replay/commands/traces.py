@@ -5,15 +5,21 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 from rich.table import Table
 
 from replay.commands.common import console, fail
-from replay.traces import FORMATS, Trace, TraceError, load_trace, sample_path
+from replay.traces import FORMATS, sample_path
 from replay.userpaths import PathProblem, check_out_file
+
+if TYPE_CHECKING:
+    from replay.traces import Trace
+
+# The trace loader and model (numpy) are imported where they are used, so that `replay traces
+# ... --help` loads neither: tests/unit/replay/test_cli.py.
 
 app = typer.Typer(help="Describe, generate and convert agent traces.", no_args_is_help=True)
 
@@ -29,6 +35,8 @@ OUT_OPTION: Any = typer.Option(
 
 
 def _load(src: str | None, strict: bool, fmt: str | None) -> Trace:
+    from replay.traces import TraceError, load_trace
+
     try:
         return load_trace(src or sample_path(), strict=strict, fmt=fmt)
     except TraceError as exc:
@@ -221,6 +229,7 @@ def convert(
     ),
 ) -> None:
     """Convert between the Weka and Mooncake formats (what the target cannot hold is dropped)."""
+    from replay.traces import TraceError
     from replay.traces.convert import (
         MOONCAKE_LOSSES,
         NOT_READ,

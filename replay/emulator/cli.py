@@ -7,7 +7,6 @@ The emulator owns its command so that `python -m replay.emulator` (a child start
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 from collections.abc import Callable
@@ -22,7 +21,6 @@ from replay.emulator.config import (
     emulator_config,
     make_cache,
 )
-from replay.emulator.launch import READY_PREFIX
 from replay.runspec import flags as F
 
 Fail = Callable[[str], NoReturn]
@@ -72,6 +70,9 @@ def build_config(
 
 def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
     """Check the cache and tokenizer, then serve `cfg` until stopped."""
+    import asyncio
+
+    from replay.emulator.launch import READY_PREFIX
     from replay.emulator.server import serve  # the server's imports: only to serve
     from replay.emulator.tokenizer import load_tokenizer
 

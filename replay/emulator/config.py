@@ -7,15 +7,17 @@ flags, `launch.py` turns it back into flags for a child process, and the server 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
 from replay.sim.clock import StepClock
-from replay.sim.engine import Admission, admission_for
 from replay.sim.engine_cache import EngineCache, engine_cache
 from replay.sim.scale import scaled_profile
+
+if TYPE_CHECKING:
+    from replay.sim.engine import Admission
 
 # The engine each emulator stands for, and the wire protocol it speaks.
 ENGINE_PROTOCOLS: dict[str, str] = {"flashstate": "openai", "vllm": "openai", "sglang": "sglang"}
@@ -150,6 +152,9 @@ class EmulatorConfig(BaseModel):
 
     @property
     def admission(self) -> Admission:
+        # The scheduler (numpy) only when asked: `replay serve-sim --help` reads this module.
+        from replay.sim.engine import admission_for
+
         return admission_for(self.engine)
 
     def step_clock(self, profile: ModelProfile) -> StepClock:

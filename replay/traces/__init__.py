@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
-from importlib import resources
+from importlib import import_module, resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from replay.traces.errors import TraceError
-from replay.traces.loader import FORMATS, load_trace
-from replay.traces.model import LoadIssue, Trace, Trajectory
+from replay.traces.formats import FORMATS
+
+if TYPE_CHECKING:
+    from replay.traces.errors import TraceError
+    from replay.traces.loader import load_trace
+    from replay.traces.model import LoadIssue, Trace, Trajectory
 
 SAMPLE_NAME = "sample-weka.jsonl.gz"
 
@@ -25,3 +29,23 @@ def sample_path() -> Path:
 
 
 __all__ = ["FORMATS", "LoadIssue", "Trace", "TraceError", "Trajectory", "load_trace", "sample_path"]
+
+
+# The loader and the model (numpy) load on first use of one of these names, so that what
+# needs only the formats or the sample's path (the command line's --help) loads neither.
+_LAZY = {
+    "TraceError": "replay.traces.errors",
+    "load_trace": "replay.traces.loader",
+    "LoadIssue": "replay.traces.model",
+    "Trace": "replay.traces.model",
+    "Trajectory": "replay.traces.model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'replay.traces' has no attribute {name!r}")
+    value = getattr(import_module(where), name)
+    globals()[name] = value
+    return value

@@ -8,19 +8,18 @@ A source (a local file or folder, `replay.traces.sources`; a Hugging Face datase
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from replay.traces.errors import IssueSink, fail
 from replay.traces.fields import Where
+from replay.traces.formats import FORMATS, Format
 from replay.traces.idspans import blank_spans
 from replay.traces.model import Trace, Trajectory
 from replay.traces.mooncake import MOONCAKE_BLOCK, MooncakeBuilder
 from replay.traces.weka import build_session
 
-Format = Literal["weka", "mooncake"]
-FORMATS: tuple[Format, ...] = ("weka", "mooncake")
 # Fields only a Weka session has: a line with them but no 'requests' lacks that field.
 _WEKA_KEYS = frozenset({"block_size", "hash_id_scope", "models", "tool_tokens", "system_tokens"})
 

@@ -20,8 +20,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-import replay.commands.run as run_cmd
-import replay.commands.simulate as sim_cmd
+import replay.client.orchestrate as orchestrate
+import replay.sim.sweep as sweep
 from replay.cli import app
 from replay.emulator.defaults import default_run_path, load_default_run
 from replay.sim.runner import SimConfig
@@ -41,7 +41,7 @@ def _workload_of_run(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Workl
         seen.update(kwargs)
         raise typer.Exit(CAPTURED)
 
-    monkeypatch.setattr(run_cmd, "RunPlan", capture)
+    monkeypatch.setattr(orchestrate, "RunPlan", capture)  # `replay run` imports it when used
     res = CliRunner().invoke(app, ["run", *args, "--no-panel"], catch_exceptions=False)
     assert res.exit_code == CAPTURED, res.output
     return seen["workload"], seen["time_scale"]
@@ -88,13 +88,13 @@ def test_replay_simulate_takes_the_workload_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, timing: str, warmup: float
 ) -> None:
     seen: list[SimConfig] = []
-    real_plan = sim_cmd.plan
+    real_plan = sweep.plan
 
     def capture(*args: Any, **kwargs: Any) -> list[SimConfig]:
         seen.extend(real_plan(*args, **kwargs))
         raise typer.Exit(CAPTURED)
 
-    monkeypatch.setattr(sim_cmd, "plan", capture)
+    monkeypatch.setattr(sweep, "plan", capture)  # `replay simulate` imports it when used
     res = CliRunner().invoke(
         app,
         ["simulate", "--trace", str(sample_path()), "--policies", "vllm", "--sessions",

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import replay.commands.run as run_cmd
+import replay.client.orchestrate as orchestrate
 from replay.cli import app
 from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec, flag_of
 from replay.runspec.live import RunFlags, resolve_new, stored
@@ -112,7 +112,7 @@ def test_replay_run_hands_the_spec_to_its_plan(
         seen.update(kwargs)
         raise typer.Exit(CAPTURED)
 
-    monkeypatch.setattr(run_cmd, "RunPlan", capture)
+    monkeypatch.setattr(orchestrate, "RunPlan", capture)  # `replay run` imports it when used
     res = CliRunner().invoke(
         app,
         ["run", "--endpoint", "vllm=http://127.0.0.1:9", "--warmup-s", "30", "--gap-cap-s", "60",

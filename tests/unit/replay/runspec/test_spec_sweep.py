@@ -11,7 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import replay.commands.scale_guard as scale_guard
 import replay.commands.simulate as sim_cmd
+import replay.sim.sweep as sweep
 from replay.cli import app
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
@@ -32,14 +34,15 @@ def test_the_shared_workload_flags_reach_every_point(
     monkeypatch: pytest.MonkeyPatch, corpus: Path, tmp_path: Path
 ) -> None:
     seen: list[SimConfig] = []
-    real_plan = sim_cmd.plan
+    real_plan = sweep.plan
 
     def capture(*args: Any, **kwargs: Any) -> list[SimConfig]:
         seen.extend(real_plan(*args, **kwargs))
         raise typer.Exit(CAPTURED)
 
-    monkeypatch.setattr(sim_cmd, "plan", capture)
-    monkeypatch.setattr(sim_cmd, "check_sim_work", lambda *a: None)
+    # `replay simulate` imports both where it uses them: patched where they live.
+    monkeypatch.setattr(sweep, "plan", capture)
+    monkeypatch.setattr(scale_guard, "check_sim_work", lambda *a: None)
     res = CliRunner().invoke(
         app,
         ["simulate", "--trace", str(corpus), "--policies", "vllm", "--sessions", "2,3",
