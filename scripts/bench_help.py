@@ -1,7 +1,8 @@
 """Benchmark: how long `replay --help` and every command's and sub-command's `--help` take
 (target: under 0.5 s each, issue 32), beside a bare `python -c pass` on the same interpreter.
 
-Each help is run as its own process, as a user runs it, several times; the median counts. The
+Each help is run as its own process, as a user runs it, several times; the median wall time
+counts (the CPU time beside it, user + system, tells a slow help from a busy machine). The
 commands are read from the typer app itself (`replay.cli.app`), so a new command or
 sub-command is timed without editing this script. Runs the `replay` script beside this
 interpreter (the console script a user runs), else `python -m replay`.
@@ -15,6 +16,7 @@ interpreter (the console script a user runs), else `python -m replay`.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,19 +46,27 @@ def entry() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "replay"]
 
 
-def wall_s(argv: list[str]) -> float:
-    """Seconds one run of `argv` takes, start to exit; a failed run stops the benchmark."""
-    t0 = time.perf_counter()
+def _cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed_s(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of `argv`, start to exit; a failed run stops the
+    benchmark."""
+    cpu0, t0 = _cpu_s(), time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
     if proc.returncode != 0:
         sys.exit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr.decode()}")
-    return took
+    return took, cpu
 
 
-def median_s(argv: list[str], repeat: int) -> float:
-    wall_s(argv)  # one untimed run: the disk cache and the .pyc files, not the import
-    return statistics.median(wall_s(argv) for _ in range(repeat))
+def median_s(argv: list[str], repeat: int) -> tuple[float, float]:
+    """The median wall and CPU seconds of `repeat` runs of `argv`."""
+    timed_s(argv)  # one untimed run: the disk cache and the .pyc files, not the import
+    runs = [timed_s(argv) for _ in range(repeat)]
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
 def main() -> int:
@@ -71,19 +81,19 @@ def main() -> int:
     from replay.cli import app
 
     paths = list(command_paths(typer.main.get_command(app)))
-    base = median_s([sys.executable, "-c", "pass"], args.repeat)
+    base, base_cpu = median_s([sys.executable, "-c", "pass"], args.repeat)
     replay = entry()
     print(f"{' '.join(replay)}: {len(paths)} helps, median of {args.repeat} runs each")
-    print(f"python -c pass: {base:.3f} s (this interpreter's start, the floor)")
-    print(f"{'command':<36} {'median s':>9} {'× pass':>7}  target {args.target:g} s")
+    print(f"python -c pass: {base:.3f} s wall, {base_cpu:.3f} s CPU (the interpreter's start)")
+    print(f"{'command':<36} {'wall s':>7} {'× pass':>7} {'CPU s':>6}  target {args.target:g} s")
     over = []
     for path in paths:
-        took = median_s([*replay, *path, "--help"], args.repeat)
+        took, cpu = median_s([*replay, *path, "--help"], args.repeat)
         name = " ".join(("replay", *path, "--help"))
         mark = "OVER" if took > args.target else "ok"
         if took > args.target:
             over.append(name)
-        print(f"{name:<36} {took:>9.3f} {took / base:>7.1f}  {mark}", flush=True)
+        print(f"{name:<36} {took:>7.3f} {took / base:>7.1f} {cpu:>6.3f}  {mark}", flush=True)
     if over:
         print(f"{len(over)} of {len(paths)} over {args.target:g} s: {', '.join(over)}")
     else:
