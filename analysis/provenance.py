@@ -20,6 +20,13 @@ from replay.rundir_models import Manifest
 if TYPE_CHECKING:
     from replay.band import Band
 
+# Short words for a legend or a group heading; EXECUTOR_WORDS for a title or a header.
+EXECUTOR_SHORT = {
+    "live": "live",
+    "emulated": "emulated",
+    "sim-engine": "simulated, engine timing",
+    "sim-trace": "simulated, trace timing",
+}
 EXECUTOR_WORDS = {
     "live": "live (real engines)",
     "emulated": "emulated (the engine model behind HTTP, no GPU)",
@@ -117,6 +124,37 @@ def provenance(m: Manifest, band: Band | None = None) -> Provenance:
     )
 
 
+BAND_HEAD = ("Engine", "Hit rate (min–max, mean)", "TTFT p50 s (min–max, mean)", "Held the cliff")
+
+
+def band_rows(band: Band) -> list[tuple[str, str, str, str]]:
+    """The seed band as rows: per engine its hit rate and TTFT over the seeds and how many
+    seeds held (`replay.band`)."""
+    rows = []
+    for e in band.engines:
+        lo, mean, hi = (100 * x for x in e.span("hit_rate"))
+        tlo, tmean, thi = e.span("ttft_p50_s")
+        held = f"{e.held} of {len(e.points)}" + (" (on the cliff)" if e.on_cliff else "")
+        rows.append(
+            (
+                e.engine,
+                f"{lo:.0f}–{hi:.0f}% ({mean:.0f})",
+                f"{tlo:.1f}–{thi:.1f} ({tmean:.1f})",
+                held,
+            )
+        )
+    return rows
+
+
+def band_intro(band: Band) -> str:
+    return (
+        f"The same point simulated over {len(band.seeds)} seeds ({band.seeds[0]}–"
+        f"{band.seeds[-1]}, {band.timing} timing, the emulators' engine model): "
+        f"{band.verdict()}. A seed holds an engine when its hit rate is at least half its "
+        "ideal hit rate; near a cliff one seed misleads, so read the run beside its band."
+    )
+
+
 def run_band(run_dir: str | Path) -> Band | None:
     """The run's seed band (`replay.band`), or None: the readers' one way to it."""
     from replay.band import read_band
@@ -133,8 +171,12 @@ def run_provenance(run_dir: str | Path) -> Provenance:
 
 
 __all__ = [
+    "BAND_HEAD",
+    "EXECUTOR_SHORT",
     "EXECUTOR_WORDS",
     "Provenance",
+    "band_intro",
+    "band_rows",
     "load_words",
     "provenance",
     "run_band",

@@ -18,15 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.manifest import manifest_token_scale
+from analysis.provenance import EXECUTOR_SHORT
 from analysis.registry import executor_of
 from replay.rundir_models import Manifest
-
-EXECUTOR_WORDS = {
-    "live": "live",
-    "emulated": "emulated",
-    "sim-engine": "simulated, engine timing",
-    "sim-trace": "simulated, trace timing",
-}
 
 
 def minutes(seconds: float) -> str:
@@ -75,7 +69,7 @@ class Kind:
     @property
     def executor_label(self) -> str:
         """ "simulated, trace timing", "emulated, clock ×20"."""
-        words = EXECUTOR_WORDS.get(self.executor, self.executor)
+        words = EXECUTOR_SHORT.get(self.executor, self.executor)
         return words + (f", clock ×{self.time_scale:g}" if self.time_scale != 1 else "")
 
     def short(self) -> str:
@@ -144,4 +138,4 @@ def _letter(i: int) -> str:
     return out
 
 
-__all__ = ["EXECUTOR_WORDS", "Kind", "group", "kind_of", "minutes", "window_words"]
+__all__ = ["Kind", "group", "kind_of", "minutes", "window_words"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.comparison import TIE, Colour, better_by, ratio_label
+from analysis.comparison import CEILING_NOTE, TIE, Colour, better_by, ratio_label
 from analysis.metrics import window_metrics
 from analysis.registry import Metric, in_view
 from analysis.runs import Run
@@ -150,23 +150,32 @@ def diff_vs_best_other(values: pd.Series, higher_is_better: bool) -> pd.Series:
 
 
 def versus_best_other(
-    value: float, best: float, higher_is_better: bool, show: Callable[[float], str]
+    value: float,
+    best: float,
+    higher_is_better: bool,
+    show: Callable[[float], str],
+    ceilings: bool = False,
 ) -> tuple[str, Colour] | None:
     """A panel number against the best other engine's: "N× better" (green) or "N× worse"
     (red) in the metric's direction where both are positive (`analysis.comparison`); else
     the difference, shown with `show`, "$2.10 better" / "$2.10 worse" (losses, zeros);
-    None when there is no rival or nothing to compare."""
+    None when there is no rival or nothing to compare. `ceilings`: an engine of the run was
+    saturated and the metric is a throughput (`analysis.comparison.of_ceilings`): the ratio is
+    labelled a ratio of ceilings."""
     if not (math.isfinite(value) and math.isfinite(best)):
         return None
     ratio = better_by(value, best, higher_is_better)
     if math.isfinite(ratio):
-        return ratio_label(ratio)
+        return ratio_label(ratio, ceilings)
     diff = value - best
     if diff == 0 and value == 0:
         return None
     gain = diff if higher_is_better else -diff
     if abs(gain) <= TIE * max(abs(value), abs(best)):
         return "same", "gray"
+    if ceilings:
+        word = "better" if gain > 0 else "worse"
+        return f"{show(abs(diff))} {word} ({CEILING_NOTE})", "gray"
     return (
         (f"{show(abs(diff))} better", "green") if gain > 0 else (f"{show(abs(diff))} worse", "red")
     )

@@ -13,10 +13,10 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
-from analysis.provenance import Provenance, provenance
+from analysis.provenance import BAND_HEAD, Provenance, band_intro, band_rows, provenance, run_band
 from analysis.report.content import ReportData, RunAnalysis
 from analysis.report.tables import Table, tex_escape
-from replay.band import Band, read_band
+from replay.band import Band
 from replay.rundir import run_status
 
 NOT_RECORDED = "not recorded"
@@ -93,7 +93,7 @@ _ENGINE_FIELDS = (
 
 def run_provenance(a: RunAnalysis) -> Provenance:
     """What the run is (`analysis.provenance`), its seed band included where it has one."""
-    return provenance(a.run.manifest, read_band(a.run.path))
+    return provenance(a.run.manifest, run_band(a.run.path))
 
 
 def caption(data: ReportData) -> str:
@@ -110,38 +110,7 @@ def caption(data: ReportData) -> str:
 
 
 def band_of(a: RunAnalysis) -> Band | None:
-    return read_band(a.run.path)
-
-
-BAND_HEAD = ("Engine", "Hit rate (min–max, mean)", "TTFT p50 s (min–max, mean)", "Held the cliff")
-
-
-def band_rows(band: Band) -> list[tuple[str, str, str, str]]:
-    """The seed band as rows: per engine its hit rate and TTFT over the seeds and how many
-    seeds held (`replay.band`)."""
-    rows = []
-    for e in band.engines:
-        lo, mean, hi = (100 * x for x in e.span("hit_rate"))
-        tlo, tmean, thi = e.span("ttft_p50_s")
-        held = f"{e.held} of {len(e.points)}" + (" (on the cliff)" if e.on_cliff else "")
-        rows.append(
-            (
-                e.engine,
-                f"{lo:.0f}–{hi:.0f}% ({mean:.0f})",
-                f"{tlo:.1f}–{thi:.1f} ({tmean:.1f})",
-                held,
-            )
-        )
-    return rows
-
-
-def band_intro(band: Band) -> str:
-    return (
-        f"The same point simulated over {len(band.seeds)} seeds ({band.seeds[0]}–"
-        f"{band.seeds[-1]}, {band.timing} timing, the emulators' engine model): "
-        f"{band.verdict()}. A seed holds an engine when its hit rate is at least half its "
-        "ideal hit rate; near a cliff one seed misleads, so read the run beside its band."
-    )
+    return run_band(a.run.path)
 
 
 def _stamp() -> str:
@@ -360,7 +329,6 @@ def write_text(path: Path, text: str) -> Path:
 
 
 __all__ = [
-    "band_rows",
     "caption",
     "citation",
     "render_html",

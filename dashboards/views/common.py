@@ -102,7 +102,35 @@ def load_or_explain(root: Path, name: str, with_: list[str] | None = None) -> Ru
         return None
     for note in run.notes:
         st.caption(f"Note: {note}")
+    provenance_card(run)
     return run
+
+
+def provenance_card(run: Run) -> None:
+    """What the run is (`analysis.provenance`: executor, corpus and scale, profile, load
+    against the demo's, seeds, window, version) and, where it has one, its seed band: the
+    same point over several seeds, and which engines it puts on the cliff."""
+    import pandas as pd
+
+    from analysis.provenance import BAND_HEAD, band_rows, provenance, run_band
+
+    band = run_band(run.path)
+    st.info("**What this is:** " + provenance(run.manifest, band).line(), icon="ℹ️")
+    if band is None:
+        return
+    with st.expander(f"Seed band ({len(band.seeds)} seeds): {band.verdict()}"):
+        st.dataframe(
+            pd.DataFrame(band_rows(band), columns=list(BAND_HEAD)),
+            hide_index=True,
+            width="stretch",
+            key=f"band_{run.run_id}",
+        )
+        st.caption(
+            "The same point simulated over several seeds (engine timing, the emulators' "
+            "engine model). A seed holds an engine when its hit rate is at least half its "
+            "ideal hit rate; an engine is on the cliff when some seeds hold and some fall, "
+            "so one run of it does not characterise the point."
+        )
 
 
 # The GPU choice that prices each engine at its own GPU's rate (the run's manifest), as

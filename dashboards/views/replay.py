@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.comparison import of_ceilings
 from analysis.runs import Run
 from dashboards.alike import window_words
 from dashboards.figures import cumulative_output_figure
@@ -231,6 +232,7 @@ def _panels(run: Run, t: float, count: tuple[float, float], pricing: PricingChoi
     if why is not None:
         st.warning(why)
     best = {m.key: best_other(metrics[m.key], m.higher_is_better) for m in PANEL}
+    saturated = _saturated(run)
     shown = f"{start:.0f}–{min(t, stop):.0f} s" + (
         " (the measured window)" if stop < math.inf else ""
     )
@@ -249,12 +251,25 @@ def _panels(run: Run, t: float, count: tuple[float, float], pricing: PricingChoi
             for group in (PANEL[i : i + per_row] for i in range(0, len(PANEL), per_row)):
                 for cell, m in zip(st.columns(per_row), group, strict=False):
                     with cell:
-                        _metric(m, float(row[m.key]), float(best[m.key].get(engine, math.nan)))
+                        ceilings = saturated and of_ceilings(m.key)
+                        value, other = float(row[m.key]), float(best[m.key].get(engine, math.nan))
+                        _metric(m, value, other, ceilings)
 
 
-def _metric(m: PanelMetric, value: float, best: float) -> None:
-    """A number with its comparison to the best other engine (`versus_best_other`)."""
-    versus = versus_best_other(value, best, m.higher_is_better, lambda x: fmt(x, m.unit))
+def _saturated(run: Run) -> bool:
+    """Whether any engine of the run was saturated over its measured window: then every
+    throughput comparison between them compares ceilings."""
+    try:
+        metrics = run_metrics(run)
+    except RunUnavailable:
+        return False
+    return "saturated" in metrics.columns and bool(metrics["saturated"].fillna(False).any())
+
+
+def _metric(m: PanelMetric, value: float, best: float, ceilings: bool = False) -> None:
+    """A number with its comparison to the best other engine (`versus_best_other`), said to
+    be a ratio of ceilings where an engine was saturated and the metric is a throughput."""
+    versus = versus_best_other(value, best, m.higher_is_better, lambda x: fmt(x, m.unit), ceilings)
     if versus is None:
         st.metric(m.label, fmt(value, m.unit), help=m.help)
         return
