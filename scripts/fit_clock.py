@@ -17,7 +17,7 @@ step, which gives the step time; output rate × step time gives the sequences de
 step and computed-prefill rate × step time the prompt tokens a step computes. The prefill
 cost per computed token is the paper's marginal D + E·p at the position p_eff where the
 clock, which charges each token at its own position, puts the average: measured by
-scripts/clock_positions.py on the bundled sample (the synthesizer calibrated to the real
+experiments/clock_positions.py on the bundled sample (the synthesizer calibrated to the real
 corpus's published figures) under the demo's replay rules, each engine's policy at the
 demo's hit rate, trace timing (POSITIONS below). c1 is the attention read of one sequence
 (6.1 KB of KV per token per GPU, the seed's reasoned figure, × 219K tokens at 8 TB/s of
@@ -54,9 +54,9 @@ POINTS = {
 }
 SGLANG = (15.4e3, 1.29e6, 0.06)  # the third point: output/min, prompt/min/GPU, hit rate
 # Cost-equivalent positions of the computed prefill, full-size tokens, per subagent reading:
-# scripts/clock_positions.py --subagents MODE (bundled sample, 48 sessions, seed 0, each
+# experiments/clock_positions.py --subagents MODE (bundled sample, 48 sessions, seed 0, each
 # policy at the demo's hit rate). "inline" is the fit: it matches the demo's FlashState
-# prompt and output throughput at the demo's pace within 4% (scripts/pacing_experiment.py);
+# prompt and output throughput at the demo's pace within 4% (experiments/pacing_experiment.py);
 # the others are the spread.
 POSITIONS: dict[str, dict[str, float]] = {
     "inline": {"flashstate": 134_874, "vllm": 163_714, "sglang": 149_244},

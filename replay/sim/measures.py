@@ -66,7 +66,7 @@ class WorkingSet:
     1.34 at 48 sessions) without defining it further; this is our reading of it. Leaving the
     checkpoint out (KV only) gives W − C × the mean number of conversations in progress
     (5 blocks each on GLM-5.3-Flash: 0.095 of the 2,531-block cache per 48 sessions), the
-    difference measured by `scripts/lru_ranking.py --working-set`."""
+    difference measured by `experiments/lru_ranking.py --working-set`."""
 
     __slots__ = ("_acc", "_blocks", "_last", "_sum", "block_tokens", "checkpoint_blocks", "window")
 

@@ -8,7 +8,7 @@ own clock (trace timing: the recorded latencies, no engine model, no output of o
 Little's law re-paces the streams it kept (main sessions and concurrent subagents) to the demo's
 E2E: streams = rate × (E2E + tool gap), each then cycling in (27.8 s + the same gap). The
 offered prompt throughput over the demo's is the load "× the demo's" that results print
-(`scripts/pacing_experiment.py` has the experiment; the embedded default's session count is the
+(`experiments/pacing_experiment.py` has the experiment; the embedded default's session count is the
 one nearest 1.0, configs/workloads/default.yaml).
 """
 

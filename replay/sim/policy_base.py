@@ -118,9 +118,9 @@ class ArbitraryState(ChunkBoundaries):
         return [e] if e > n else []
 
 
-# Modelling rules the source's description leaves open, as switches every policy takes (the
-# experiments of scripts/policy_experiments.py toggle them one at a time; docs/policy-research.md
-# and docs/policy-table.md). Values: the allowed choices; the first is the default.
+# Modelling rules the source's description leaves open, as switches every policy takes
+# (experiments/policy_experiments.py toggles them one at a time; docs/policy-research.md and
+# docs/policy-table.md). Values: the allowed choices; the first is the default.
 RULES: dict[str, tuple[Any, ...]] = {
     # The running request holds its latest prefill checkpoint (not evictable) until it ends,
     # for placements without an end capture; False: evictable as soon as it is written.

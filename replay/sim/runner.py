@@ -56,7 +56,7 @@ class SimConfig:
     gap_cap_s: float = DEFAULT_WORKLOAD.gap_cap_s  # tool gaps capped at this (replay.workload)
     # Engine timing: the engine's memory rules with these changes, "NAME=VALUE,..."
     # (`replay.sim.engine_rules.parse_rules`), and its admission ("park" | "schedule";
-    # None: the engine's own). Experiments (scripts/pressure_sweep.py) toggle them.
+    # None: the engine's own). Experiments (experiments/pressure_sweep.py) toggle them.
     engine_rules: str = ""
     admission: str | None = None
 

@@ -3,8 +3,9 @@ its code does it.
 
 Checked request by request against SGLang's own `UnifiedRadixCache` (`sglang-native`,
 tests/unit/replay/sim/test_sim_native_sglang.py; `scripts/native_agreement.py` prints the
-table, `scripts/sglang_native_pressure.py` the same under the demo's pressure). The rules, with the SGLang 0.5.22 source they come from (paths under
-`sglang/srt/`; the worker `replay/sim/native/sglang_worker.py` drives that code):
+table, `experiments/sglang_native_pressure.py` the same under the demo's pressure). The rules,
+with the SGLang 0.5.22 source they come from (paths under `sglang/srt/`; the worker
+`replay/sim/native/sglang_worker.py` drives that code):
 
 1. Where states are taken. Prefill runs in chunks of `chunk` tokens (--chunked-prefill-size)
    from the resume point; each chunk of at least G tokens (G = `_mamba_cache_chunk_size`)

@@ -35,9 +35,9 @@ come from (paths under `vllm/`):
    copies stay in the free queue where they were, evictable (`VllmCache.prefill_done`).
 
 Checked against vLLM's own code under pressure two ways (docs/native-policies.md "Under the
-demo's pressure", scripts/vllm_native_pressure.py: its `KVCacheManager` request by request
+demo's pressure", experiments/vllm_native_pressure.py: its `KVCacheManager` request by request
 on a full-size corpus at the demo's working set; docs/engine-model.md "vLLM's own scheduler
-as the oracle", scripts/vllm_scheduler_oracle.py: its v1 `Scheduler` on our step clock).
+as the oracle", experiments/vllm_scheduler_oracle.py: its v1 `Scheduler` on our step clock).
 The one simplification left is a switch: vLLM keeps a recomputed block beside its old copy
 under one hash when the request ends (`BlockPool.cache_full_blocks`, `BlockHashToBlockMap`);
 here the old copy goes (option `cached_copies`, off). Off is the closer reading against

@@ -5,10 +5,10 @@ Calibrated on the published figures of `semianalysisai/cc-traces-weka-062126`
 turn, turns per session, gaps between turns, waiting share, the subagent structure, the
 ideal prefix hit, the totals), and on nothing else: the working set and the hit rates are
 outputs, measured after (docs/corpus.md). `Knobs` holds every input; each says which figure
-sets it. `scripts/calibrate_synth.py` prints the generated figures beside the published
+sets it. `experiments/calibrate_synth.py` prints the generated figures beside the published
 ones; `tests/unit/replay/traces/test_synth_reference.py` checks each within the file's
 tolerance. Where the figures leave a shape open the file's `choices:` say what is assumed;
-`scripts/synth_shapes.py` shows each choice's effect.
+`experiments/synth_shapes.py` shows each choice's effect.
 
 The hash ids are real block structure: a continuation's ids are its predecessor's full
 blocks, then fresh ids for the blocks covering the predecessor's last partial block, its
@@ -50,7 +50,7 @@ class SynthConfig:
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
-    """Distribution inputs, full-size tokens and seconds. Fitted (scripts/calibrate_synth.py,
+    """Distribution inputs, full-size tokens and seconds. Fitted (experiments/calibrate_synth.py,
     docs/corpus.md) to the reference figure named beside each; shapes as the reference
     file's `choices:` say."""
 

@@ -1,7 +1,7 @@
-"""vLLM 0.32's own v1 Scheduler as the oracle of our engine model (scripts/vllm_scheduler_oracle.py,
-replay/sim/native/vllm_sched_worker.py): at light load (8 sessions of the bundled sample, five
-minutes of model time, nothing preempted) both admit the same requests with the same cached
-tokens; and the script's bad flags get a message.
+"""vLLM 0.32's own v1 Scheduler as the oracle of our engine model
+(experiments/vllm_scheduler_oracle.py, replay/sim/native/vllm_sched_worker.py): at light load
+(8 sessions of the bundled sample, five minutes of model time, nothing preempted) both admit
+the same requests with the same cached tokens; and the script's bad flags get a message.
 
 The oracle needs the vLLM environment (`bash scripts/setup_vllm_cpu.sh`): skipped without it,
 a failure under REPLAY_REQUIRE_VLLM=1. About 20 s (most of it vLLM's import).
@@ -21,7 +21,7 @@ from replay.sim.native.worker import NativeError, find_vllm
 from tests.required import VLLM, missing
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "vllm_scheduler_oracle.py"
+SCRIPT = ROOT / "experiments" / "vllm_scheduler_oracle.py"
 ORACLE = "vLLM scheduler (oracle)"
 MODEL = "our engine model (vllm)"
 

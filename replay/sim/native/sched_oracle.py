@@ -11,7 +11,7 @@ and inline subagents drive it unchanged. Each step's duration is our
 before max(prompt, num_tokens - 1), as vLLM's `_mamba_block_aligned_split` tells a prefill,
 else a decode. `replay()` runs one engine-timed run with it or with our engine model
 (`LoggedCore`), through the same wiring as `replay.sim.runner.simulate`, and logs every step
-(`StepLog`) for a per-minute series. The command line: scripts/vllm_scheduler_oracle.py.
+(`StepLog`) for a per-minute series. The command line: experiments/vllm_scheduler_oracle.py.
 """
 
 from __future__ import annotations

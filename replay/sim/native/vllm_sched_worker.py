@@ -2,7 +2,7 @@
 
 Runs inside an environment where vLLM is importable (the project's `.venv-vllm`), started by
 `replay.sim.native.worker.Worker` (engine "vllm-scheduler", registered by
-scripts/vllm_scheduler_oracle.py); like `vllm_worker.py` it imports only the standard library,
+experiments/vllm_scheduler_oracle.py); like `vllm_worker.py` it imports only the standard library,
 vLLM and the protocol loop beside it (`wire.py`), and speaks the same protocol: one JSON line per command, followed by `ntok`
 little-endian int32 token ids when the header says so; one JSON line per answer
 (`{"error": ...}` when the command failed).

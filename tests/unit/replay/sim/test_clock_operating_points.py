@@ -6,7 +6,6 @@ saturation as its queue says), and the clock charges a chunk at its own position
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -16,17 +15,13 @@ from replay.sim.runner import SimConfig, simulate
 from replay.sim.scale import scaled_profile
 from replay.traces import load_trace, sample_path
 from replay.workload import TIMED_WARMUP_S
-from tests.scripts import load_script
+from tests.scripts import load_experiment, load_script
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def _script(name: str) -> ModuleType:
-    return load_script(name)
-
-
 def test_the_shipped_clock_serves_every_published_point_at_the_measured_positions() -> None:
-    fit = _script("fit_clock")
+    fit = load_script("fit_clock")
     p = load_profile("glm-5.3-flash")
     c0, c1, k = p.decode_s_per_step, p.decode_s_per_seq, p.clock_prefill_scale
     pos = fit.POSITIONS[fit.FIT]
@@ -55,9 +50,9 @@ def test_the_shipped_clock_serves_every_published_point_at_the_measured_position
 
 @pytest.mark.parametrize(("engine", "blocks"), [("flashstate", 3216), ("vllm", 1657)])
 def test_the_fit_positions_are_what_clock_positions_measures(engine: str, blocks: int) -> None:
-    """One run of scripts/clock_positions.py's bisection, at the cache size it settled on:
+    """One run of experiments/clock_positions.py's bisection, at the cache size it settled on:
     the demo's hit rate within 1.5 points, the position the fit uses within 1%."""
-    fit, probe = _script("fit_clock"), _script("clock_positions")
+    fit, probe = load_script("fit_clock"), load_experiment("clock_positions")
     trace = load_trace(sample_path())
     profile = load_profile("glm-5.3-flash")
     cfg = SimConfig(
@@ -75,7 +70,7 @@ def test_the_fit_positions_are_what_clock_positions_measures(engine: str, blocks
 
 
 def test_cost_position_names_an_empty_window() -> None:
-    probe = _script("clock_positions")
+    probe = load_experiment("clock_positions")
     with pytest.raises(ValueError, match="no computed prefill in the window"):
         probe.cost_position([], load_profile("glm-5.3-flash"), 1, (0.0, 1.0))
 
@@ -101,7 +96,7 @@ def test_a_chunk_costs_its_tokens_at_their_own_positions_at_any_token_scale() ->
 
 
 def test_pacing_experiment_derives_the_demo_line_from_the_panel() -> None:
-    pace = _script("pacing_experiment")
+    pace = load_experiment("pacing_experiment")
     fs = pace.demo_line("flashstate")
     assert fs["rate"] == pytest.approx(4.74e6 * 2 / 218_922 / 60)  # 0.722 requests/s
     assert fs["in_flight"] == pytest.approx(fs["rate"] * 27.8)
@@ -117,7 +112,7 @@ def test_pacing_experiment_derives_the_demo_line_from_the_panel() -> None:
 def test_vllm_state_release_counts_dependency_misses_of_quick_returns_only() -> None:
     from replay.records import RequestRecord
 
-    exp = _script("vllm_state_release")
+    exp = load_experiment("vllm_state_release")
 
     def rec(gap: float, t: float, dep: int, prompt: int = 1000) -> RequestRecord:
         return RequestRecord(

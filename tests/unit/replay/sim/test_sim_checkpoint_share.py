@@ -1,23 +1,19 @@
-"""`scripts/checkpoint_share.py`: what the resident checkpoints are, on hand-built caches and a
+"""`experiments/checkpoint_share.py`: what the resident checkpoints are, on hand-built caches and a
 small synthesized corpus."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from replay.sim.cache import HybridCache
 from replay.sim.policies import make_policy
 from replay.sim.policy_base import Policy
-from tests.scripts import load_script
-
-SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+from tests.scripts import load_experiment
 
 
 @pytest.fixture(scope="module")
 def cs():
-    return load_script("checkpoint_share", register=True)
+    return load_experiment("checkpoint_share", register=True)
 
 
 def test_chunk_end_states_below_the_latest_count_as_superseded(cs, profile, turn):

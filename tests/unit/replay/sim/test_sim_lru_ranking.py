@@ -1,22 +1,19 @@
-"""`scripts/lru_ranking.py` (issue 22): every toggle is a rule switch each of its policies
+"""`experiments/lru_ranking.py` (issue 22): every toggle is a rule switch each of its policies
 takes, and a bad toggle or a missing trace says so."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
 from replay.sim.policies import make_policy
-from tests.scripts import load_script
-
-SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+from tests.scripts import load_experiment
 
 
 @pytest.fixture(scope="module")
 def lr():
-    return load_script("lru_ranking", register=True)
+    return load_experiment("lru_ranking", register=True)
 
 
 def test_every_toggle_is_a_rule_every_ranked_policy_takes(lr, profile):

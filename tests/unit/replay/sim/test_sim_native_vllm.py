@@ -210,12 +210,12 @@ def test_simulate_replays_a_corpus_through_vllms_code(small_corpus):
 
 
 def test_the_pressure_script_prints_vllms_row_and_each_variant(vllm_worker, capsys):
-    """scripts/vllm_native_pressure.py (the shared driver scripts/native_pressure.py): a bad
+    """experiments/vllm_native_pressure.py (the shared driver experiments/native_pressure.py): a bad
     flag is named; a tiny run prints vLLM's own row and one row per rule variant."""
     from replay.traces import sample_path
-    from tests.scripts import load_script
+    from tests.scripts import load_experiment
 
-    mod = load_script("vllm_native_pressure")
+    mod = load_experiment("vllm_native_pressure")
     assert mod.main(["--trace", "no/such.jsonl"]) == 2
     assert "--trace no/such.jsonl: no such file" in capsys.readouterr().err
     assert mod.main(["--trace", str(sample_path()), "--sessions", "4", "--minutes", "5"]) == 0

@@ -1,4 +1,4 @@
-"""`scripts/policy_table.py`: the source's table beside ours, on a small synthesized corpus."""
+"""`experiments/policy_table.py`: the source's table beside ours, on a small synthesized corpus."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 
 from replay.sim.runner import SimConfig
-from tests.scripts import load_script
-
-SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+from tests.scripts import load_experiment
 
 
 def _script(name: str):
-    return load_script(name, register=True)
+    return load_experiment(name, register=True)
 
 
 @pytest.fixture(scope="module")

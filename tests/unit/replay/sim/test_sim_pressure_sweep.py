@@ -1,4 +1,4 @@
-"""scripts/pressure_sweep.py (issue 22's experiment): every bad flag is named, and a tiny
+"""experiments/pressure_sweep.py (issue 22's experiment): every bad flag is named, and a tiny
 sweep writes one row per run with the saturation figures of its timing."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from types import ModuleType
 import pytest
 
 from replay.traces import sample_path
-from tests.scripts import load_script
+from tests.scripts import load_experiment
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script() -> ModuleType:
-    return load_script("pressure_sweep")
+    return load_experiment("pressure_sweep")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""scripts/sglang_native_pressure.py (issue 22's SGLang check): every bad flag is named, and
+"""experiments/sglang_native_pressure.py (issue 22's SGLang check): every bad flag is named, and
 a tiny run prints SGLang's own row and one row per variant (skipped without SGLang)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from replay.sim.native.worker import NativeError, Worker
 from replay.traces import sample_path
 from tests.required import SGLANG, missing
-from tests.scripts import load_script
+from tests.scripts import load_experiment
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def _script() -> ModuleType:
-    return load_script("sglang_native_pressure")
+    return load_experiment("sglang_native_pressure")
 
 
 @pytest.mark.parametrize(

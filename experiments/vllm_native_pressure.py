@@ -2,9 +2,9 @@
 by request under pressure, one memory rule toggled at a time (issue 22, the pressure
 clause; docs/native-policies.md "Under the demo's pressure").
 
-    .venv/bin/python scripts/vllm_native_pressure.py                  # full-size synth, 48 sessions
-    .venv/bin/python scripts/vllm_native_pressure.py --trace ../shared/traces/kvct-dev.jsonl.gz
-    .venv/bin/python scripts/vllm_native_pressure.py --blocks 300 --sessions 8 \\
+    .venv/bin/python experiments/vllm_native_pressure.py                  # full-size synth, 48 sessions
+    .venv/bin/python experiments/vllm_native_pressure.py --trace ../shared/traces/kvct-dev.jsonl.gz
+    .venv/bin/python experiments/vllm_native_pressure.py --blocks 300 --sessions 8 \\
         --trace .corpus/synth-full-seed11.jsonl.gz                     # the held-out tight case
 
 Trace timing, seed 0, 45 minutes; the native run takes 1-3 minutes (vLLM's manager in its

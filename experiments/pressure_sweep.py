@@ -7,7 +7,7 @@ memory rules over each engine's own (`replay.sim.engine_rules`: allocation, gate
 preemption, subblock_chunks) plus optionally `admission=park|schedule`, so one rule can be
 toggled at a time:
 
-    .venv/bin/python scripts/pressure_sweep.py --trace ../shared/traces/kvct-dev.jsonl.gz \\
+    .venv/bin/python experiments/pressure_sweep.py --trace ../shared/traces/kvct-dev.jsonl.gz \\
         --policies flashstate,vllm,sglang --sessions 48,88 --timings engine \\
         --variant adopted: --variant before:allocation=upfront,preemption=none,subblock_chunks=true
 

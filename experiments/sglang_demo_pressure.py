@@ -1,7 +1,7 @@
 """Experiment: what our `sglang` holds at the demo's load and why its hit rate is 0 (issue 22,
 the pressure clause; docs/native-policies.md "SGLang under the demo's pressure").
 
-    .venv/bin/python scripts/sglang_demo_pressure.py            # seeds 0-2, ~1 min
+    .venv/bin/python experiments/sglang_demo_pressure.py        # seeds 0-2, ~1 min
 
 The demo's load: the bundled sample, its token scale, 48 sessions, inline subagents, engine
 timing, warm-up TIMED_WARMUP_S. Printed: per seed the hit rate, TTFT and the miss split; for

@@ -12,9 +12,9 @@ The model, as the generator draws gaps between main requests:
   others a tool's run (lognormal tool_gap) ended by the Bash tool's timeout: 120 s, or
   600 s for a share p_long_timeout of calls, plus up to 20 s.
 
-    .venv/bin/python scripts/fit_gap_mixture.py [--no-timeout] [--p-long 0.3]
+    .venv/bin/python experiments/fit_gap_mixture.py [--no-timeout] [--p-long 0.3]
 
-The fitted values were then checked in the generated corpus (scripts/calibrate_synth.py).
+The fitted values were then checked in the generated corpus (experiments/calibrate_synth.py).
 """
 
 from __future__ import annotations

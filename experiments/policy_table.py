@@ -11,12 +11,12 @@ resident checkpoints), plus the measured working set, so a table built on a corp
 pressure differs says so. Pass `--capacity-blocks` to put the corpus at the source's ratios
 (the script prints the ratio it measured either way).
 
-    .venv/bin/python scripts/policy_table.py [--trace SRC] [--capacity-blocks 2531]
+    .venv/bin/python experiments/policy_table.py [--trace SRC] [--capacity-blocks 2531]
         [--sessions 32,48] [--seeds 0,1] [--policies ...] [--opt POLICY:KEY=VALUE ...]
         [--subagents skip|inline|concurrent] [--api-scale K] [--gap-context POWER]
         [--workers 2] [--csv out.csv]
 
-`--opt` passes a policy option (the experiment switches of `scripts/policy_experiments.py`
+`--opt` passes a policy option (the experiment switches of `experiments/policy_experiments.py`
 are such options), e.g. `--opt vllm-like:hold_chunk_state=true`.
 """
 

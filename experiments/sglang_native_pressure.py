@@ -2,12 +2,12 @@
 (`sglang-native`) request by request under pressure, one rule toggled at a time (issue 22,
 the pressure clause; docs/native-policies.md "SGLang under the demo's pressure").
 
-    .venv/bin/python scripts/sglang_native_pressure.py --trace ../shared/traces/kvct-dev.jsonl.gz
-    .venv/bin/python scripts/sglang_native_pressure.py --minutes 15    # full-size synth, 48 sessions
+    .venv/bin/python experiments/sglang_native_pressure.py --trace ../shared/traces/kvct-dev.jsonl.gz
+    .venv/bin/python experiments/sglang_native_pressure.py --minutes 15    # full-size synth, 48 sessions
 
 Trace timing, seed 0. SGLang's cache runs in its own process with page size 1 (one KV slot
 per token), so the full-size synthesized corpus (`.corpus/synth-full-seed0.jsonl.gz`, the one
-`scripts/vllm_native_pressure.py` uses; written on first use) at 48 sessions takes it tens
+`experiments/vllm_native_pressure.py` uses; written on first use) at 48 sessions takes it tens
 of minutes; `--minutes` replays a shorter run (window: its last two thirds). kvct-dev at 48
 sessions takes a few minutes. Each of our runs takes seconds.
 

@@ -6,7 +6,7 @@ seeds, and the script prints hit rate and the Eq. 5 miss split per variant, so t
 one rule is one row against another. The default list is the set of experiments docs/policy-research.md's
 policy-table section reports.
 
-    .venv/bin/python scripts/policy_experiments.py [--trace SRC] [--capacity-blocks 2531]
+    .venv/bin/python experiments/policy_experiments.py [--trace SRC] [--capacity-blocks 2531]
         [--sessions 26,37] [--seeds 0] [--variants 'vllm-like,vllm-like[hold_chunk_state=False]']
 """
 

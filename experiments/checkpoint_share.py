@@ -15,7 +15,7 @@ at every request-lifecycle call inside the measured window, prints:
   request, and resident checkpoints per distinct resumable path end (a "leaf");
 - checkpoints written per request and the KV blocks of a request's prompt.
 
-    .venv/bin/python scripts/checkpoint_share.py [--trace SRC] [--sessions 48] [--seed 0]
+    .venv/bin/python experiments/checkpoint_share.py [--trace SRC] [--sessions 48] [--seed 0]
         [--variants 'vllm-like,dense'] [--rules source|engine] [--api-scale K]
         [--capacity-blocks 2531] [--checkpoint-blocks C] [--gap-shape M,S,L]
         [--chunk-states all|last]

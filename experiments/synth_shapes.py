@@ -6,7 +6,7 @@ Each variant regenerates the corpus (--sessions, token lengths ÷ --scale, seed 
 with one knob changed, prints the figures it moves beside the published ones, and with
 --ws the working set (vllm, subagents skipped, 2,531 blocks, seed 0) at 32 and 48 sessions.
 
-    .venv/bin/python scripts/synth_shapes.py [--scale 4] [--sessions 393] [--ws]
+    .venv/bin/python experiments/synth_shapes.py [--scale 4] [--sessions 393] [--ws]
 """
 
 from __future__ import annotations

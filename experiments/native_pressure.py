@@ -1,4 +1,4 @@
-"""The driver behind scripts/vllm_native_pressure.py and scripts/sglang_native_pressure.py:
+"""The driver behind experiments/vllm_native_pressure.py and experiments/sglang_native_pressure.py:
 one of our cache models against its engine's own cache code (`vllm-native`,
 `sglang-native`) request by request under pressure, trace timing, seed 0, one rule set to
 its other value per row.

@@ -17,7 +17,7 @@ session time inside a request, request durations and capped gaps, the hit rate a
 Σ-token ratio and as a per-request mean, the ideal hit rate, and the mean prompt the
 source's arithmetic would infer from our own hit and redundant columns.
 
-    .venv/bin/python scripts/corpus_reconcile.py [--trace SRC] [--sessions 32,48] [--seed 0]
+    .venv/bin/python experiments/corpus_reconcile.py [--trace SRC] [--sessions 32,48] [--seed 0]
         [--policy vllm-like] [--subagents skip|inline] [--api-scale 1.0] [--gap-context 0]
         [--unbounded]
 """

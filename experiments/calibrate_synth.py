@@ -7,8 +7,8 @@ shipped `Knobs` or overrides, computes every figure of the reference file the wa
 value with the ratio. The knobs in `replay/traces/synth.py` were set with this script
 (docs/corpus.md records the run): each knob is named after the figure that sets it.
 
-    .venv/bin/python scripts/calibrate_synth.py                         # shipped knobs
-    .venv/bin/python scripts/calibrate_synth.py "p_human=0.1" --scale 4
+    .venv/bin/python experiments/calibrate_synth.py                     # shipped knobs
+    .venv/bin/python experiments/calibrate_synth.py "p_human=0.1" --scale 4
 
 New-prefill figures are quantised by a scaled trace's blocks (a block stands for
 64 × scale tokens, and the partial last block is recomputed each turn): read them at

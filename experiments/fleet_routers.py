@@ -7,10 +7,10 @@ Markdown row: hit rate, ideal hit rate, TTFT p50 / p90, the requests measured, t
 placement misses per request (turns routed away from their history), the busiest replica's
 share of requests ÷ the mean (imbalance, analysis.replicas) and whether the replicas were
 saturated (a queue of at least one request on average per replica over the window, as
-scripts/pressure_sweep.py defines it; `busy` is the busiest replica's stepped share of the
+experiments/pressure_sweep.py defines it; `busy` is the busiest replica's stepped share of the
 window).
 
-    .venv/bin/python scripts/fleet_routers.py --corpus sample --replicas 8 \\
+    .venv/bin/python experiments/fleet_routers.py --corpus sample --replicas 8 \\
         --sessions-per-replica 32 --engines flashstate,vllm,sglang --json runs/fleet/sample8.jsonl
 
 `--corpus sample` is the bundled sample (replay/data, token scale 16); any other value is a

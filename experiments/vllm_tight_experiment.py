@@ -10,7 +10,7 @@ whether a recomputed block's old copy is kept (option `cached_copies`).
    `--trace`, or a full-size synthesized corpus with seed 11 (not the calibration's seed),
    written to `.corpus/` on first use (about 4 minutes).
 
-    .venv/bin/python scripts/vllm_tight_experiment.py [--trace SRC] [--blocks 300] [--sessions 8]
+    .venv/bin/python experiments/vllm_tight_experiment.py [--trace SRC] [--blocks 300] [--sessions 8]
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
 from replay.traces.synth import SynthConfig, write_synth
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# native_agreement is a tool of scripts/ (the agreement workloads and their settings).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from native_agreement import SETTINGS, B, profile
 
 HELD_OUT = Path(".corpus") / "synth-full-seed11.jsonl.gz"

@@ -6,9 +6,9 @@ model does? `replay.sim.native.sched_oracle` runs vLLM's real `Scheduler` (a wor
 the simulator's sessions on the virtual clock; our engine model (policy `vllm`) runs through
 the same wiring. docs/engine-model.md, "vLLM's own scheduler as the oracle", has the results.
 
-    .venv/bin/python scripts/vllm_scheduler_oracle.py --sessions 48 --seeds 0,1
-    .venv/bin/python scripts/vllm_scheduler_oracle.py --sessions 8 --duration 300 --json out.json
-    .venv/bin/python scripts/vllm_scheduler_oracle.py --seeds 0 \
+    .venv/bin/python experiments/vllm_scheduler_oracle.py --sessions 48 --seeds 0,1
+    .venv/bin/python experiments/vllm_scheduler_oracle.py --sessions 8 --duration 300 --json out.json
+    .venv/bin/python experiments/vllm_scheduler_oracle.py --seeds 0 \
         --model-opts prefill_state_stamp=write,pin_resumed_state=false
 
 Prints, per seed, the summary of the oracle and of our model (hit rate over the window as

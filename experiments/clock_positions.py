@@ -1,7 +1,7 @@
 """Measure where the demo's engines spent their prefill: the input `scripts/fit_clock.py` needs.
 
-    .venv/bin/python scripts/clock_positions.py                   # inline subagents (default)
-    .venv/bin/python scripts/clock_positions.py --subagents skip  # the spread over readings
+    .venv/bin/python experiments/clock_positions.py                   # inline subagents (default)
+    .venv/bin/python experiments/clock_positions.py --subagents skip  # the spread over readings
 
 The step clock charges a chunk [a, b) the paper's cost D·(b−a) + E·(b²−a²)/2 (positions in
 cost_unit_tokens), so a computed token costs D + E·p at its own position p. To turn a

@@ -1,8 +1,8 @@
 """Experiment: when vLLM frees the state a request's next turn resumes from (issue 22, the
 pressure clause; engine-model.md "At the demo's load").
 
-    .venv/bin/python scripts/vllm_state_release.py            # inline subagents, seeds 0-2
-    .venv/bin/python scripts/vllm_state_release.py --subagents concurrent --seeds 0
+    .venv/bin/python experiments/vllm_state_release.py        # inline subagents, seeds 0-2
+    .venv/bin/python experiments/vllm_state_release.py --subagents concurrent --seeds 0
 
 vLLM 0.32 frees a Mamba state block once the running state moves past it, right after the
 prefill, and the request's KV only when the request ends (`replay/sim/vllm_policy.py`
@@ -14,7 +14,7 @@ queue all that time. This script toggles that one rule:
   the experiment.
 
 It runs the `vllm` policy with engine timing on the bundled sample at 48 sessions, the
-demo's load (scripts/pacing_experiment.py). It prints, per variant and seed:
+demo's load (experiments/pacing_experiment.py). It prints, per variant and seed:
 - the hit rate, TTFT p50 and E2E mean, and the time per output token;
 - the share of prompt tokens lost to dependency misses (KV resident, state gone) among
   requests whose session came back within 2 s.

@@ -7,7 +7,7 @@ hit rate of vllm-like, asc-unit-lru and flashstate-eq7 at each load and whole-st
 lead over vllm-like, beside the independent re-implementation's figures (issue 22). With
 `--working-set` it prints, instead, the working set under each candidate definition.
 
-    .venv/bin/python scripts/lru_ranking.py [--trace ../shared/traces/kvct-dev.jsonl.gz]
+    .venv/bin/python experiments/lru_ranking.py [--trace ../shared/traces/kvct-dev.jsonl.gz]
         [--sessions 48,64,80,96] [--seeds 0] [--toggles baseline,stamp-write,...]
         [--working-set] [--workers 2]
 """
