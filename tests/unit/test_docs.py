@@ -8,6 +8,8 @@
 - Every `replay ...` command in a code block of the README or a docs page names a real
   command, and every `--flag` it uses is a flag of that command.
 - docs/cli.md lists, under each command's heading, exactly the flags that command has.
+- experiments/README.md, the experiments' index, has one row per script of experiments/ (no
+  row for a script that is not there), its links resolve, and docs/index.md links it.
 
 Nothing is imported but the command line's typer app; the pages are read as text.
 """
@@ -29,6 +31,8 @@ ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 INDEX = DOCS / "index.md"
+EXPERIMENTS = ROOT / "experiments"
+EXPERIMENTS_INDEX = EXPERIMENTS / "README.md"
 MAX_README_LINES = 400
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -69,7 +73,9 @@ def test_the_readme_is_a_guide_of_at_most_400_lines() -> None:
     )
 
 
-@pytest.mark.parametrize("page", [README, *pages()], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "page", [README, EXPERIMENTS_INDEX, *pages()], ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_every_link_resolves(page: Path) -> None:
     broken = []
     for href, target, anchor in links(page):
@@ -99,6 +105,20 @@ def test_every_docs_page_is_linked_from_the_readme_or_the_index() -> None:
     assert not orphans, (
         f"docs pages nobody links: {orphans}; add each to docs/index.md (or the README's "
         "'Where to read more')"
+    )
+
+
+def test_the_experiments_index_has_a_row_for_each_experiment() -> None:
+    """Each row of experiments/README.md's table names a script of experiments/ in its first
+    cell; every script there has a row, and the docs' index links the page."""
+    rows = re.findall(r"^\| `([\w.]+\.py)` \|", EXPERIMENTS_INDEX.read_text(), re.M)
+    scripts = sorted(p.name for p in EXPERIMENTS.glob("*.py"))
+    assert sorted(rows) == scripts, (
+        f"experiments/README.md rows {sorted(rows)} against the scripts there {scripts}: give "
+        "each experiment one row (its question, its finding, the doc that cites it)"
+    )
+    assert EXPERIMENTS_INDEX.resolve() in {t for _, t, _ in links(INDEX)}, (
+        "docs/index.md must link experiments/README.md"
     )
 
 
