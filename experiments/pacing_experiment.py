@@ -4,7 +4,7 @@
     .venv/bin/python experiments/pacing_experiment.py --trace ../shared/traces/kvct-dev.jsonl.gz
     .venv/bin/python experiments/pacing_experiment.py --policies flashstate --timings engine \\
         --profile-set clock_prefill_scale=0.1915
-    .venv/bin/python experiments/pacing_experiment.py --match-demo 30-48   # the default's load
+    .venv/bin/python experiments/pacing_experiment.py --match-demo 34-48   # the default's load
 
 `--match-demo LO-HI` derives the embedded default's session count from inputs only: for each
 count it replays the corpus with trace timing (the trace's own latencies, so no engine model
