@@ -125,19 +125,23 @@ class AllocationLRU(Eviction):
         heap, pop = self.heaps[pool], heapq.heappop
         while heap:
             entry = pop(heap)
-            ver: int = entry[3]
-            obj: Block | State = entry[4]
-            if isinstance(obj, Block):
-                if obj.ver != ver or not obj.resident or obj.live:
-                    continue
-                self.cache.drop_block(obj)
-            else:
-                if obj.ver != ver or not obj.resident or obj.live:
-                    continue
-                self.cache.drop_state(obj)
-            self.victim = obj
-            return True
+            if self._evict_entry(entry[3], entry[4]):
+                return True
         return False
+
+    def _evict_entry(self, ver: int, obj: Block | State) -> bool:
+        """Evict the object a popped heap entry names, if the entry is current (filed at the
+        object's version `ver`) and the object is resident and unused; whether it went."""
+        if isinstance(obj, Block):
+            if obj.ver != ver or not obj.resident or obj.live:
+                return False
+            self.cache.drop_block(obj)
+        else:
+            if obj.ver != ver or not obj.resident or obj.live:
+                return False
+            self.cache.drop_state(obj)
+        self.victim = obj
+        return True
 
 
 class UnitLRU(Eviction):

@@ -129,20 +129,11 @@ class VllmLRU(AllocationLRU):
         heap = self.heaps[pool]
         while heap:
             _, _, _, ver, obj = heapq.heappop(heap)
-            if isinstance(obj, Block):
-                if ver < 0 or obj in self.copies:
-                    if self._evict_copy(obj, ver):
-                        return True
-                    continue
-                if obj.ver != ver or not obj.resident or obj.live:
-                    continue
-                self.cache.drop_block(obj)
-            else:
-                if obj.ver != ver or not obj.resident or obj.live:
-                    continue
-                self.cache.drop_state(obj)
-            self.victim = obj
-            return True
+            if isinstance(obj, Block) and (ver < 0 or obj in self.copies):
+                if self._evict_copy(obj, ver):
+                    return True
+            elif self._evict_entry(ver, obj):
+                return True
         return False
 
     def _evict_copy(self, b: Block, ver: int) -> bool:
@@ -151,11 +142,7 @@ class VllmLRU(AllocationLRU):
         extra = self.copies.get(b)
         if not extra:
             self.copies.pop(b, None)
-            if ver < 0 or b.ver != ver or not b.resident or b.live:
-                return False
-            self.cache.drop_block(b)
-            self.victim = b
-            return True
+            return ver >= 0 and self._evict_entry(ver, b)
         if ver < 0:
             if -ver not in extra:
                 return False
