@@ -15,28 +15,28 @@ from replay.sim.offered import DEMO_PROMPT_PER_GPU, repace
 from replay.sim.runner import SimConfig
 from replay.sim.sweep import results
 from replay.traces.model import Trace
-from replay.windows import default_window_min, seconds
 
 
 def band_configs(spec: Any, seeds: int) -> list[SimConfig]:
     """The simulator's configs for a run's point (`spec`: the run's `RunSpec`), `seeds` seeds
     from the run's own: one per engine and seed, engine timing. Empty when the point has no
     simulator twin (an engine that is not emulated, or one behind a router)."""
-    w = spec.workload
     if seeds < 1 or not spec.engines:
         return []
     if any(e.executor != "emulated" or e.replicas > 1 for e in spec.engines):
         return []
-    window = seconds(w.window or default_window_min(w.duration_min))
+    # The workload exactly as the run replayed it (its window, and its warm-up clamped into a
+    # short run), resolved by the same call the run's plan is made with.
+    w = spec.workload.config(clamp_warmup=True)
     common: dict[str, Any] = {
         "sessions": w.sessions,
         "timing": "engine",
-        "duration_s": w.duration_min * 60,
+        "duration_s": w.duration_s,
         "subagents": w.subagents,
-        "token_scale": w.token_scale or 1.0,
+        "token_scale": spec.workload.token_scale or 1.0,
         "warmup_s": w.warmup_s,
         "gap_cap_s": w.gap_cap_s,
-        "window": window,
+        "window": w.window,
     }
     return [
         SimConfig(

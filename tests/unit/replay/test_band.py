@@ -73,7 +73,9 @@ def _spec(executor: str = "emulated", replicas: int = 1) -> RunSpec:
         EngineRun(engine=EngineSpec(name=n, url="http://x"), executor=executor, replicas=replicas)  # type: ignore[arg-type]
         for n in ("flashstate", "vllm")
     ]
-    wl = WorkloadSpec(sessions=2, duration_min=6, seed=3, token_scale=16.0, warmup_s=10)
+    wl = WorkloadSpec(
+        sessions=2, duration_min=6, window=(2.0, 6.0), seed=3, token_scale=16.0, warmup_s=10
+    )
     return RunSpec(workload=wl, engines=engines)
 
 
@@ -84,7 +86,10 @@ def test_the_band_replays_the_runs_point_from_its_seed_with_engine_timing() -> N
     ]  # fmt: skip
     c = configs[0]
     assert (c.timing, c.sessions, c.duration_s, c.token_scale) == ("engine", 2, 360, 16.0)
-    assert c.window == (120.0, 360.0)  # the last two thirds, as the run measured
+    assert c.window == (120.0, 360.0)  # the run's window, in seconds
+    # a warm-up longer than a short run is clamped into it, as the run's own plan does
+    short = _spec().model_copy(update={"workload": WorkloadSpec(sessions=2, duration_min=0.5)})
+    assert band_configs(short, 1)[0].warmup_s < 30
 
 
 def test_no_band_for_real_engines_fleets_or_zero_seeds() -> None:
