@@ -28,7 +28,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +84,11 @@ class PreflightFailed(Exception):
         super().__init__("\n".join(r.message() for r in reports if not r.ok))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunPlan:
-    """Everything a live run needs, resolved (the command layer builds it)."""
+    """Everything a live run needs, resolved (the command layer builds it). Frozen: what is
+    learned later (the emulators' URLs and fleets, the engines' announced clock) makes a new
+    plan (`dataclasses.replace`), whose spec says it too, before the manifest is written."""
 
     engines: list[EngineSpec]
     trace: Trace
@@ -286,29 +288,29 @@ def token_scale(reports: list[PreflightReport]) -> float:
 
 def adopt_announced_clock(
     plan: RunPlan, reports: list[PreflightReport], user_time_scale: float | None
-) -> str | None:
+) -> tuple[RunPlan, str | None]:
     """Records are kept in the engines' clock: an emulator serving X times faster than the GPU
     it models announces `time_scale` X, and the run adopts it (clock and workload pace) unless
-    the user's --time-scale says otherwise, which is an error. Returns a line for the user
-    when the announced scale was adopted; raises ScaleConflict."""
+    the user's --time-scale says otherwise, which is an error. Returns the plan to run (a new
+    one, its spec saying the adopted clock, when the announced scale was adopted) and a line
+    for the user then; raises ScaleConflict."""
     announced = announced_scale(reports, "time_scale")
     announced_scale(reports, "token_scale")  # engines that disagree: ScaleConflict
     if announced is None or announced <= 0 or announced == plan.clock_scale:
-        return None
+        return plan, None
     if user_time_scale is not None and user_time_scale != announced:
         raise ScaleConflict(
             f"--time-scale {user_time_scale:g}, but the engines announce time_scale "
             f"{announced:g} in /get_server_info (an emulator started with --time-scale "
             f"{announced:g}); pass --time-scale {announced:g} or omit it"
         )
-    plan.clock_scale = announced
-    plan.time_scale = announced
-    if plan.spec is not None:
+    spec = plan.spec
+    if spec is not None:
         # The stored spec is the adopted one, so `--resume` replays in the engines' clock
         # (it passes the stored time_scale back as if the user had given it).
-        workload = {**plan.spec.get("workload", {}), "time_scale": announced}
-        plan.spec = {**plan.spec, "workload": workload}
-    return (
+        spec = {**spec, "workload": {**spec.get("workload", {}), "time_scale": announced}}
+    adopted = replace(plan, clock_scale=announced, time_scale=announced, spec=spec)
+    return adopted, (
         f"the engines announce time_scale {announced:g} (emulators running {announced:g}× "
         f"faster than the GPU they model): the workload keeps pace and records read in "
         f"their clock"

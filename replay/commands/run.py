@@ -10,6 +10,7 @@ and `--resume` continues.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import signal
 import sys
@@ -132,7 +133,7 @@ async def _drive(
             )
     if not all(r.ok for r in reports):
         return None
-    adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict
+    plan, adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict
     if adopted:
         err_console.print(f"[yellow]note:[/] {escape(adopted)}", highlight=False)
     if show_panel and console.is_terminal:
@@ -282,10 +283,14 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
             fail(str(e))
         if spec.emulated:
             group = stack.enter_context(_emulators(spec))
-            plan.restarts, plan.outages = group.restarts, group.outages
             fleet = group.fleet  # each engine's emulator URLs, one per replica
-            plan.engines = [s.model_copy(update={"url": fleet[s.name][0]}) for s in plan.engines]
-            plan.fleets = fleets_of(spec, fleet)
+            plan = dataclasses.replace(
+                plan,
+                restarts=group.restarts,
+                outages=group.outages,
+                engines=[s.model_copy(update={"url": fleet[s.name][0]}) for s in plan.engines],
+                fleets=fleets_of(spec, fleet),
+            )
         hard = HardStop(plan.out_dir)
         stack.callback(hard.disarm)
         for sig in (signal.SIGINT, signal.SIGTERM):  # _drive installs its own

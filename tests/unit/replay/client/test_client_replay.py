@@ -5,6 +5,7 @@ end, Ctrl-C, resume, and the same seeded assignment on every engine."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
@@ -298,7 +299,7 @@ async def test_stop_interrupts_cleanly_and_resume_continues_the_run(
     assert (tmp_path / "r" / "summary.json").exists()
     n1 = len(read_requests(tmp_path / "r"))
     last1 = read_requests(tmp_path / "r").scheduled_s.max()
-    plan.resume = True
+    plan = dataclasses.replace(plan, resume=True)
     second = await run_live(plan)
     assert second.status == "completed"
     df = read_requests(tmp_path / "r")

@@ -5,6 +5,7 @@ no worker process left behind."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -88,7 +89,7 @@ async def test_four_workers_lose_and_duplicate_nothing(
     trace = h.trace_of(*(h.growing_trajectory(f"t{i}", turns=6) for i in range(8)))
     out = tmp_path / "r"
     plan = _plan(fake_engine.url, trace, out, sessions=8, duration_s=4.0, workers=4)
-    plan.keep_parts = True
+    plan = dataclasses.replace(plan, keep_parts=True)
     outcome = await run_live(plan)
     assert outcome.status == "completed", outcome.summary
     journal = read_journal(out)
@@ -113,7 +114,7 @@ async def test_a_killed_worker_is_restarted_and_nothing_is_lost(
     fake_engine.token_delay_s = 0.01
     out = tmp_path / "r"
     plan = _plan(fake_engine.url, trace, out, sessions=4, duration_s=9.0, workers=2)
-    plan.keep_parts = True
+    plan = dataclasses.replace(plan, keep_parts=True)
     task = asyncio.create_task(run_live(plan))
     part = out / "parts" / "w1.jsonl"
     for _ in range(300):
@@ -175,7 +176,7 @@ async def test_workers_on_a_local_ray_cluster(
     trace = h.trace_of(*(h.growing_trajectory(f"t{i}", turns=6) for i in range(4)))
     out = tmp_path / "r"
     plan = _plan(fake_engine.url, trace, out, sessions=4, duration_s=3.0, workers=2)
-    plan.ray_address, plan.keep_parts = "local", True
+    plan = dataclasses.replace(plan, ray_address="local", keep_parts=True)
     try:
         outcome = await run_live(plan)
     finally:
@@ -209,7 +210,7 @@ async def test_a_resumed_run_with_workers_repeats_no_key_and_loses_no_line(
     before = read_journal(out)
     assert not (out / "parts").exists()  # merged whole, then removed
     plan = _plan(fake_engine.url, trace, out, sessions=4, duration_s=30.0, workers=2)
-    plan.resume = True
+    plan = dataclasses.replace(plan, resume=True)
     stop2 = asyncio.Event()
     again = asyncio.create_task(run_live(plan, stop=stop2))
     while len(read_journal(out)) < len(before) + 10:
