@@ -55,6 +55,28 @@ class ResumeInfo:
     def dependency_miss(self) -> int:
         return self.resident_pos - self.resume_pos
 
+    def cap_before_last_token(self, block: int) -> None:
+        """Cap this lookup at n − 1 tokens, as vLLM and SGLang cap a hit (the last prompt token
+        is recomputed for its logits): resume from the deepest usable state at or below
+        n − 1 (on a block whose KV is resident), cap the resident and checkpoint positions
+        there too, and keep the resident blocks up to the resume point only (`block`: tokens
+        per block); the KV past it is recomputed into blocks of the request's own."""
+        cap = max(self.prompt_len - 1, 0)
+        if self.resume_pos > cap:
+            self.resume_pos, self.state = 0, None
+            for b in reversed(self.chain):
+                if b.end > self.kv_pos:
+                    continue
+                best = max(
+                    (s for s in b.rstates if s.pos <= cap), key=lambda s: s.pos, default=None
+                )
+                if best is not None:
+                    self.resume_pos, self.state = best.pos, best
+                    break
+        self.resident_pos = max(self.resume_pos, min(self.resident_pos, cap))
+        self.checkpoint_pos = max(self.resident_pos, min(self.checkpoint_pos, cap))
+        self.chain = self.chain[: self.resume_pos // block]
+
     def resume(self) -> Resume:
         """This lookup as it leaves the cache (`replay.resume.Resume`)."""
         return Resume(

@@ -319,19 +319,4 @@ class SglangPolicy(Policy):
     def adjust(self, info: ResumeInfo) -> None:
         """Rule 3: the deepest usable state at or below n − 1; the KV past it is recomputed
         into the request's own slots (SGLang frees the duplicates at its insert)."""
-        n, B = info.prompt_len, self.profile.block_tokens
-        cap = max(n - 1, 0)
-        if info.resume_pos > cap:
-            info.resume_pos, info.state = 0, None
-            for b in reversed(info.chain):
-                if b.end > info.kv_pos:
-                    continue
-                best = max(
-                    (s for s in b.rstates if s.pos <= cap), key=lambda s: s.pos, default=None
-                )
-                if best is not None:
-                    info.resume_pos, info.state = best.pos, best
-                    break
-        info.resident_pos = max(info.resume_pos, min(info.resident_pos, cap))
-        info.checkpoint_pos = max(info.resident_pos, min(info.checkpoint_pos, cap))
-        info.chain = info.chain[: info.resume_pos // B]
+        info.cap_before_last_token(self.profile.block_tokens)

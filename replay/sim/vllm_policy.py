@@ -284,21 +284,6 @@ class VllmPolicy(Policy):
         return self.placement.positions_for(info, n, block)
 
     def adjust(self, info: ResumeInfo) -> None:
-        n, B = info.prompt_len, self.profile.block_tokens
-        cap = max(n - 1, 0)
-        if info.resume_pos > cap:  # rule 2: the deepest usable state at or below n − 1
-            info.resume_pos, info.state = 0, None
-            for b in reversed(info.chain):
-                if b.end > info.kv_pos:
-                    continue
-                best = max(
-                    (s for s in b.rstates if s.pos <= cap), key=lambda s: s.pos, default=None
-                )
-                if best is not None:
-                    info.resume_pos, info.state = best.pos, best
-                    break
-        info.resident_pos = max(info.resume_pos, min(info.resident_pos, cap))
-        info.checkpoint_pos = max(info.resident_pos, min(info.checkpoint_pos, cap))
-        # rule 5: only the blocks up to the state hit are reused; the rest are recomputed
-        # into blocks of the request's own.
-        info.chain = info.chain[: info.resume_pos // B]
+        """Rule 2: the deepest usable state at or below n − 1; rule 5: only the blocks up to
+        the state hit are reused, the rest are recomputed into blocks of the request's own."""
+        info.cap_before_last_token(self.profile.block_tokens)
