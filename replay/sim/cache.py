@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from mypy_extensions import mypyc_attr
 
 from replay.profiles import ModelProfile
-from replay.sim.keys import Prefix
+from replay.sim.keys import Prefix, common_prefix_length
 from replay.sim.materialize import finish_request
 from replay.sim.materialize import prefill_done as materialize_prompt
 from replay.sim.nodes import Block, State
@@ -456,11 +456,4 @@ def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
         return lo
     if q.key_at(hi) == src.key_at(hi):
         return hi
-    hi -= 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if q.key_at(mid) == src.key_at(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return common_prefix_length(q, src, lo, hi - 1)

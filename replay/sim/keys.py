@@ -118,11 +118,16 @@ class LineagePrefix:
 
     def common_prefix(self, other: LineagePrefix) -> int:
         """Length of the longest common prefix with `other` (exact under the lineage)."""
-        lo, hi = 0, min(self.length, other.length)
-        while lo < hi:  # keys agree on a prefix-closed set of positions: binary search
-            mid = (lo + hi + 1) // 2
-            if self.key_at(mid) == other.key_at(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return common_prefix_length(self, other, 0, min(self.length, other.length))
+
+
+def common_prefix_length(a: Prefix, b: Prefix, lo: int, hi: int) -> int:
+    """The longest common prefix of `a` and `b` within [lo, hi], given they share `lo`
+    tokens: keys agree on a prefix-closed set of positions, so a binary search finds it."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a.key_at(mid) == b.key_at(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
