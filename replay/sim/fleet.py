@@ -24,19 +24,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replay.fleet import Fleet, RouterContext, RouteRequest, Ticket, make_router
-from replay.profiles import ModelProfile, load_profile
+from replay.profiles import ModelProfile
 from replay.records import RequestRecord
 from replay.sim.clock import StepClock
-from replay.sim.driver import EventLoop, Sessions, SimRequest
-from replay.sim.engine import EngineCore, StepResult, admission_for
-from replay.sim.engine_cache import SimCache, cache_settings
-from replay.sim.engine_rules import parse_rules, rules_for
-from replay.sim.executors import EngineExecutor, Sampler, TraceExecutor
-from replay.sim.measures import Occupancy, WorkingSet, summarize
-from replay.sim.runner import SimConfig, SimResult, run_shape, to_record
-from replay.sim.scale import scaled_profile
+from replay.sim.driver import EventLoop, SimRequest
+from replay.sim.engine import EngineCore, StepResult
+from replay.sim.engine_cache import SimCache
+from replay.sim.executors import EngineExecutor, TraceExecutor
+from replay.sim.runner import (
+    RunMeter,
+    SimConfig,
+    SimResult,
+    engine_core,
+    replay_sessions,
+    run_summary,
+    scaled_settings,
+    to_record,
+)
 from replay.traces.model import Trace
-from replay.workload import Workload
 
 OnFirst = Callable[[SimRequest], None]
 
@@ -145,24 +150,17 @@ def simulate_fleet(
     """`replay.sim.runner.simulate` for a fleet: the same workload over `cfg.replicas`
     engine copies behind `cfg.router`."""
     t0 = time.perf_counter()
-    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
-    settings = cache_settings(
-        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
-    )
+    profile, settings = scaled_settings(cfg, profile)
     caches = [SimCache(settings) for _ in range(cfg.replicas)]
-    wcfg = cfg.workload()
     loop = EventLoop(cfg.policy)
-    occ = Occupancy(cfg.window)
-    B, C = profile.block_tokens, profile.checkpoint_blocks
-    ws = WorkingSet(cfg.window, B, C)
-    sessions: Sessions | None = None
-
-    def sample(now: float) -> None:
-        assert sessions is not None
-        w = sum(-(-t // B) + C for t in sessions.context_blocks.values())
-        states = sum(c.cache.resident_states for c in caches)
-        occ.add(now, states, sum(c.cache.used_blocks for c in caches), w)
-
+    meter = RunMeter(
+        cfg,
+        profile,
+        lambda: (
+            sum(c.cache.resident_states for c in caches),
+            sum(c.cache.used_blocks for c in caches),
+        ),
+    )
     clock = StepClock(profile, cfg.token_scale)
     ctx = RouterContext(cfg.replicas, seed=cfg.seed, prefill_seconds=clock.prefill_seconds)
     router = make_router(cfg.router, ctx, cfg.router_opts)
@@ -180,48 +178,34 @@ def simulate_fleet(
         waiting=waiting,
     )
     ex = FleetExecutor(loop, cfg.policy, fleet)
-    smp: Sampler = sample
     for cache in caches:
         if cfg.timing == "engine":
-            rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
-            admission = cfg.admission or admission_for(cfg.policy)
-            if admission not in ("park", "schedule"):
-                raise ValueError(f"admission: '{admission}' is not one of park, schedule")
-            core = EngineCore(clock, cache, admission, rules)  # type: ignore[arg-type]
+            core = engine_core(cfg, clock, cache)
             cores.append(core)
-            ex.replicas.append(EngineReplica(loop, core, smp, cfg.window, on_first=ex.first_token))
+            ex.replicas.append(
+                EngineReplica(loop, core, meter.sample, cfg.window, on_first=ex.first_token)
+            )
         else:
             ex.replicas.append(
-                TraceReplica(loop, cache.cache, profile, smp, on_first=ex.first_token)
+                TraceReplica(loop, cache.cache, profile, meter.sample, on_first=ex.first_token)
             )
-    sessions = Sessions(loop, ex, Workload(trace, wcfg), cfg.duration_s)
-    sessions.on_context = ws.update
-    sessions.start()
-    loop.run(cfg.duration_s)
-    ws_blocks = ws.mean_blocks(cfg.duration_s)
-    sessions.on_context = None
+    sessions = replay_sessions(trace, cfg, loop, ex, meter)
     records = [
         _record(r, cfg, ex.routed.get(id(r))) for r in sessions.requests if r.sent_s is not None
     ]
     wall = time.perf_counter() - t0
     assert settings.capacity is not None
-    # Per-GPU rates count every replica's GPUs.
-    summary = summarize(
+    summary = run_summary(
+        cfg,
         records,
-        occ,
-        profile.model_copy(update={"gpus": profile.gpus * cfg.replicas}),
-        policy=cfg.policy,
-        sessions=cfg.sessions,
-        seed=cfg.seed,
-        timing=cfg.timing,
+        meter,
+        profile.model_copy(update={"gpus": profile.gpus * cfg.replicas}),  # every replica's
+        sessions,
         wall_seconds=wall,
         capacity=settings.capacity.reported_blocks * cfg.replicas,
         evictions=sum(c.cache.evictions for c in caches),
         refusals=sum(c.cache.admission_refusals for c in caches),
-        working_set_blocks=ws_blocks,
-        token_scale=cfg.token_scale,
     )
-    summary.update(run_shape(profile, cfg, sessions))
     summary.update(
         {
             "replicas": cfg.replicas,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,9 +19,9 @@ from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, Wo
 from replay.sim.cache import ResumeInfo
 from replay.sim.capacity import Capacity
 from replay.sim.clock import StepClock
-from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.driver import EventLoop, Executor, Sessions, SimRequest
 from replay.sim.engine import EngineCore, admission_for
-from replay.sim.engine_cache import SimCache, cache_settings
+from replay.sim.engine_cache import CacheSettings, SimCache, cache_settings
 from replay.sim.engine_rules import parse_rules, rules_for
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
@@ -91,12 +92,103 @@ def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacit
     """The capacity `cfg` runs with (`replay.sim.capacity.resolve_capacity`, as `simulate`
     resolves it), so a command can refuse one that cannot be honoured before any run starts:
     raises `CapacityError` (or `PolicyError`, a ValueError too) with the reason."""
+    settings = scaled_settings(cfg, profile)[1]
+    assert settings.capacity is not None
+    return settings.capacity
+
+
+def scaled_settings(
+    cfg: SimConfig, profile: ModelProfile | None = None
+) -> tuple[ModelProfile, CacheSettings]:
+    """The profile `cfg` runs on, scaled to its trace's tokens (`replay.sim.scale`; `profile`:
+    the full-size one, default `cfg.model`'s), and the settings of the cache its policy gets
+    there (each replica's, in a fleet)."""
     profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
     settings = cache_settings(
         cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
     )
-    assert settings.capacity is not None
-    return settings.capacity
+    return profile, settings
+
+
+def engine_core(cfg: SimConfig, clock: StepClock, cache: SimCache) -> EngineCore:
+    """The engine model `cfg`'s policy runs in with engine timing: its engine's memory rules
+    with `cfg.engine_rules`' changes (`replay.sim.engine_rules`) and its admission
+    (`cfg.admission`, else the engine's own)."""
+    rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
+    admission = cfg.admission or admission_for(cfg.policy)
+    if admission not in ("park", "schedule"):
+        raise ValueError(f"admission: '{admission}' is not one of park, schedule")
+    return EngineCore(clock, cache, admission, rules)  # type: ignore[arg-type]
+
+
+class RunMeter:
+    """What a run samples while it replays: the cache's occupancy at each request arrival in
+    the window (`Occupancy`; `occupancy` says the resident states and used blocks, summed over
+    a fleet's replicas) and the sessions' working set (`WorkingSet`)."""
+
+    def __init__(
+        self, cfg: SimConfig, profile: ModelProfile, occupancy: Callable[[], tuple[int, int]]
+    ) -> None:
+        self.occ = Occupancy(cfg.window)
+        self.ws = WorkingSet(cfg.window, profile.block_tokens, profile.checkpoint_blocks)
+        self.occupancy = occupancy
+        self.sessions: Sessions | None = None  # the sessions sampled (`replay_sessions`)
+
+    def sample(self, now: float) -> None:
+        """A request arrived at `now` (an executor's `Sampler`)."""
+        assert self.sessions is not None
+        B, C = self.ws.block_tokens, self.ws.checkpoint_blocks
+        ws = sum(-(-t // B) + C for t in self.sessions.context_blocks.values())
+        states, used = self.occupancy()
+        self.occ.add(now, states, used, ws)
+
+
+def replay_sessions(
+    trace: Trace, cfg: SimConfig, loop: EventLoop, executor: Executor, meter: RunMeter
+) -> Sessions:
+    """Replay `trace`'s workload under `cfg`'s rules through `executor` until the run's end,
+    `meter` sampling as it goes; returns the sessions (their requests and assignments)."""
+    sessions = Sessions(loop, executor, Workload(trace, cfg.workload()), cfg.duration_s)
+    meter.sessions = sessions
+    sessions.on_context = meter.ws.update
+    sessions.start()
+    loop.run(cfg.duration_s)
+    sessions.on_context = None
+    return sessions
+
+
+def run_summary(
+    cfg: SimConfig,
+    records: list[RequestRecord],
+    meter: RunMeter,
+    profile: ModelProfile,
+    sessions: Sessions,
+    *,
+    wall_seconds: float,
+    capacity: int,
+    evictions: int,
+    refusals: int,
+) -> dict[str, Any]:
+    """The run's row of the sweep's summary (`replay.sim.measures.summarize`) and what was
+    replayed (`run_shape`); `profile` counts the GPUs of every engine the run's `capacity`
+    (in blocks) is spread over."""
+    summary = summarize(
+        records,
+        meter.occ,
+        profile,
+        policy=cfg.policy,
+        sessions=cfg.sessions,
+        seed=cfg.seed,
+        timing=cfg.timing,
+        wall_seconds=wall_seconds,
+        capacity=capacity,
+        evictions=evictions,
+        refusals=refusals,
+        working_set_blocks=meter.ws.mean_blocks(cfg.duration_s),
+        token_scale=cfg.token_scale,
+    )
+    summary.update(run_shape(profile, cfg, sessions))
+    return summary
 
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
@@ -119,66 +211,37 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
 
 def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> SimResult:
     t0 = time.perf_counter()
-    profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
-    settings = cache_settings(
-        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
-    )
+    profile, settings = scaled_settings(cfg, profile)
     sim_cache = SimCache(settings)
     cache = sim_cache.cache
-    wcfg = cfg.workload()
     loop = EventLoop(cfg.policy)
-    occ = Occupancy(cfg.window)
-    B, C = profile.block_tokens, profile.checkpoint_blocks
-    ws = WorkingSet(cfg.window, B, C)
-    sessions: Sessions | None = None
-
-    def sample(now: float) -> None:
-        assert sessions is not None
-        ws = sum(-(-t // B) + C for t in sessions.context_blocks.values())
-        occ.add(now, cache.resident_states, cache.used_blocks, ws)
-
+    meter = RunMeter(cfg, profile, lambda: (cache.resident_states, cache.used_blocks))
     executor: EngineExecutor | TraceExecutor
     if cfg.timing == "engine":
-        rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
-        admission = cfg.admission or admission_for(cfg.policy)
-        if admission not in ("park", "schedule"):
-            raise ValueError(f"admission: '{admission}' is not one of park, schedule")
-        clock = StepClock(profile, cfg.token_scale)
-        core = EngineCore(clock, sim_cache, admission, rules)  # type: ignore[arg-type]
-        executor = EngineExecutor(loop, core, sample, cfg.window)
+        core = engine_core(cfg, StepClock(profile, cfg.token_scale), sim_cache)
+        executor = EngineExecutor(loop, core, meter.sample, cfg.window)
     else:
-        executor = TraceExecutor(loop, cache, profile, sample)
-    sessions = Sessions(loop, executor, Workload(trace, wcfg), cfg.duration_s)
-    sessions.on_context = ws.update
-    sessions.start()
+        executor = TraceExecutor(loop, cache, profile, meter.sample)
     try:
-        loop.run(cfg.duration_s)
+        sessions = replay_sessions(trace, cfg, loop, executor, meter)
     finally:
         close = getattr(cache, "close", None)  # a native cache's worker process
         if close is not None:
             close()
-    ws_blocks = ws.mean_blocks(cfg.duration_s)
-    sessions.on_context = None
     records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]
     wall = time.perf_counter() - t0
     assert settings.capacity is not None
-    effective = settings.capacity.reported_blocks  # replay.sim.capacity: the one rule
-    summary = summarize(
+    summary = run_summary(
+        cfg,
         records,
-        occ,
+        meter,
         profile,
-        policy=cfg.policy,
-        sessions=cfg.sessions,
-        seed=cfg.seed,
-        timing=cfg.timing,
+        sessions,
         wall_seconds=wall,
-        capacity=effective,
+        capacity=settings.capacity.reported_blocks,  # replay.sim.capacity: the one rule
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
-        working_set_blocks=ws_blocks,
-        token_scale=cfg.token_scale,
     )
-    summary.update(run_shape(profile, cfg, sessions))
     engine: dict[str, float] = {}
     if isinstance(executor, EngineExecutor):
         engine = {**executor.stats.summary(), "preemptions": executor.core.counters.preemptions}

@@ -24,15 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from replay.profiles import load_profile
 from replay.resume import Resume
 from replay.sim.clock import StepClock
-from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.driver import EventLoop, SimRequest
 from replay.sim.engine import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
-from replay.sim.engine_cache import SimCache, cache_settings
+from replay.sim.engine_cache import SimCache
 from replay.sim.engine_rules import rules_for
 from replay.sim.executors import EngineExecutor
-from replay.sim.measures import Occupancy, WorkingSet, summarize
+from replay.sim.measures import summarize
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import (
     ENGINES,
@@ -43,10 +42,15 @@ from replay.sim.native.worker import (
     NativeError,
     Worker,
 )
-from replay.sim.runner import SimConfig, run_shape, to_record
-from replay.sim.scale import scaled_profile
+from replay.sim.runner import (
+    RunMeter,
+    SimConfig,
+    replay_sessions,
+    run_shape,
+    scaled_settings,
+    to_record,
+)
 from replay.traces.model import Trace
-from replay.workload import Workload
 
 ENGINE = "vllm-scheduler"
 ENGINES.setdefault(
@@ -346,19 +350,12 @@ def replay(
     """One engine-timed run of `cfg` (policy `vllm`) with our engine model or, `oracle`,
     vLLM's own scheduler; the same wiring as `replay.sim.runner.simulate`."""
     t0 = time.perf_counter()
-    profile = scaled_profile(load_profile(cfg.model), cfg.token_scale)
-    settings = cache_settings(
-        cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
-    )
+    profile, settings = scaled_settings(cfg)
     assert settings.capacity is not None
     capacity = settings.capacity.reported_blocks
     clock = StepClock(profile, cfg.token_scale)
     loop = EventLoop(ENGINE if oracle else cfg.policy)
-    occ = Occupancy(cfg.window)
-    B, C = profile.block_tokens, profile.checkpoint_blocks
-    ws = WorkingSet(cfg.window, B, C)
     log = StepLog()
-    sessions: Sessions | None = None
     worker: Worker | None = None
     core: OracleCore | LoggedCore
     if oracle:
@@ -369,22 +366,17 @@ def replay(
         core = LoggedCore(clock, sim_cache, "schedule", rules_for(cfg.policy))
         core.log = log
 
-    def sample(now: float) -> None:
-        assert sessions is not None
-        w = sum(-(-t // B) + C for t in sessions.context_blocks.values())
+    def occupancy() -> tuple[int, int]:
         if isinstance(core, OracleCore):
-            occ.add(now, 0, core.used, w)
-        else:
-            c = core.cache
-            assert isinstance(c, SimCache)
-            occ.add(now, c.cache.resident_states, c.cache.used_blocks, w)
+            return 0, core.used
+        c = core.cache
+        assert isinstance(c, SimCache)
+        return c.cache.resident_states, c.cache.used_blocks
 
-    executor = EngineExecutor(loop, core, sample, cfg.window)  # type: ignore[arg-type]
-    sessions = Sessions(loop, executor, Workload(trace, cfg.workload()), cfg.duration_s)
-    sessions.on_context = ws.update
-    sessions.start()
+    meter = RunMeter(cfg, profile, occupancy)
+    executor = EngineExecutor(loop, core, meter.sample, cfg.window)  # type: ignore[arg-type]
     try:
-        loop.run(cfg.duration_s)
+        sessions = replay_sessions(trace, cfg, loop, executor, meter)
     finally:
         if worker is not None:
             worker.close()
@@ -392,7 +384,7 @@ def replay(
     records = [to_record(r, name) for r in sessions.requests if r.sent_s is not None]
     summary = summarize(
         records,
-        occ,
+        meter.occ,
         profile,
         policy=name,
         sessions=cfg.sessions,
@@ -400,7 +392,7 @@ def replay(
         timing="engine",
         wall_seconds=time.perf_counter() - t0,
         capacity=capacity,
-        working_set_blocks=ws.mean_blocks(cfg.duration_s),
+        working_set_blocks=meter.ws.mean_blocks(cfg.duration_s),
         token_scale=cfg.token_scale,
     )
     summary.update(run_shape(profile, cfg, sessions))
