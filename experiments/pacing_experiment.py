@@ -38,7 +38,7 @@ import time
 
 from replay.profiles import DEFAULT_MODEL, load_profile
 from replay.records import RequestRecord
-from replay.sim.offered import DEMO_GPUS, offered_vs_demo
+from replay.sim.offered import DEMO_GPUS, finished_in_window, offered_vs_demo
 from replay.sim.runner import SimConfig, SimResult, simulate
 from replay.traces import load_trace, sample_path
 from replay.traces.model import Trace
@@ -81,16 +81,7 @@ def measured(rs: list[RequestRecord], res: SimResult) -> dict[str, float | None]
     lo, hi = res.config.window
     S = res.config.token_scale
     span = hi - lo
-    done = [
-        r
-        for r in rs
-        if not r.priming
-        and r.status == "ok"
-        and r.first_token_s is not None
-        and r.done_s is not None
-        and r.sent_s is not None
-        and lo <= r.first_token_s < hi
-    ]
+    done = finished_in_window(rs, (lo, hi))
     if not done:
         return {}
     rate = len(done) / span

@@ -27,14 +27,13 @@ DEMO_E2E_S = 27.8  # FlashState's E2E mean, s (seed document's panel)
 DEMO_GPUS = 2  # two B200s per engine (seed document, "Hardware")
 
 
-def repace(
-    records: Iterable[RequestRecord], window: tuple[float, float], token_scale: float
-) -> dict[str, float] | None:
-    """The window's served streams re-paced to the demo's E2E (full-size tokens): rate (req/s),
-    mean prompt, E2E and tool gap as run, and `prompt_per_gpu` at the demo's pace. None when
-    no request finished in the window."""
+def finished_in_window(
+    records: Iterable[RequestRecord], window: tuple[float, float]
+) -> list[RequestRecord]:
+    """The measured requests the paper's throughput counts: not priming, finished ok, first
+    token inside [start, end), with their send, first-token and done times known."""
     lo, hi = window
-    done = [
+    return [
         r
         for r in records
         if not r.priming
@@ -44,6 +43,16 @@ def repace(
         and r.sent_s is not None
         and lo <= r.first_token_s < hi
     ]
+
+
+def repace(
+    records: Iterable[RequestRecord], window: tuple[float, float], token_scale: float
+) -> dict[str, float] | None:
+    """The window's served streams re-paced to the demo's E2E (full-size tokens): rate (req/s),
+    mean prompt, E2E and tool gap as run, and `prompt_per_gpu` at the demo's pace. None when
+    no request finished in the window."""
+    lo, hi = window
+    done = finished_in_window(records, window)
     if not done:
         return None
     rate = len(done) / (hi - lo)
@@ -73,4 +82,11 @@ def offered_vs_demo(trace: Trace, **config: Any) -> float | None:
     return None if paced is None else paced["prompt_per_gpu"] / DEMO_PROMPT_PER_GPU
 
 
-__all__ = ["DEMO_E2E_S", "DEMO_GPUS", "DEMO_PROMPT_PER_GPU", "offered_vs_demo", "repace"]
+__all__ = [
+    "DEMO_E2E_S",
+    "DEMO_GPUS",
+    "DEMO_PROMPT_PER_GPU",
+    "finished_in_window",
+    "offered_vs_demo",
+    "repace",
+]
