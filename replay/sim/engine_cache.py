@@ -246,14 +246,25 @@ class SimCache:
         parked = self._parked.pop(rid, None)
         h, info = parked or self._begin(prompt, prompt_len, now, hint)
         if not self.cache.reserve(h, reserve_tokens, now):
-            if parked is not None:
-                self._parked[rid] = parked  # it keeps its state parked while it waits
-            else:
-                self.cache.abort(h, now)
+            self._refuse(rid, parked, h, now)
             return None
+        self._hold(rid, h, info)
+        return info.resume()
+
+    def _refuse(
+        self, rid: int, parked: tuple[Handle, ResumeInfo] | None, h: Handle, now: float
+    ) -> None:
+        """Request `rid` cannot be admitted now: a parked state stays parked while it waits
+        (`parked`: what it had), a lookup made for the attempt (`h`) is given back."""
+        if parked is not None:
+            self._parked[rid] = parked
+        else:
+            self.cache.abort(h, now)
+
+    def _hold(self, rid: int, h: Handle, info: ResumeInfo) -> None:
+        """Request `rid` was admitted as `h`, resuming where `info` says."""
         self._handles[rid] = h
         self._resume[rid] = info.resume_pos
-        return info.resume()
 
     # allocation per step (`replay.sim.engine_rules`, allocation="step") ----------------
     @property
@@ -303,13 +314,9 @@ class SimCache:
             need = max(-(-gate_tokens // cache.B) - len(h.pinned), 0) + C
             ok = need + committed_blocks <= cap - held
         if not ok or not cache.reserve(h, 0, now):  # the live state buffer only
-            if parked is not None:
-                self._parked[rid] = parked
-            else:
-                cache.abort(h, now)
+            self._refuse(rid, parked, h, now)
             return None
-        self._handles[rid] = h
-        self._resume[rid] = info.resume_pos
+        self._hold(rid, h, info)
         self._tokens[rid] = 0
         self._base[rid] = len(h.pinned)
         self._infos[rid] = info
