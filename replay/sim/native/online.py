@@ -44,7 +44,8 @@ class NativeHandle(Handle):
 
 
 class NativeCache(HybridCache):
-    """`HybridCache`'s online API backed by an engine's cache in a worker process."""
+    """`HybridCache`'s online API backed by an engine's cache in a worker process. An engine's
+    subclass names the `engine` and builds the worker's `init` config (`worker_config`)."""
 
     engine = "vllm"
 
@@ -67,12 +68,18 @@ class NativeCache(HybridCache):
         self._pending: dict[str, NativeInfo] = {}  # looked up, not begun
         self.steps = 0
         self.free = 0
-
-    def _init_worker(self, config: dict[str, Any]) -> dict[str, Any]:
+        try:
+            config = self.worker_config(profile, policy)
+        except NativeError:
+            self.close()
+            raise
         self.config = config
-        ans = self.worker.call("init", config=config)
-        self._answer(ans)
-        return ans
+        self._answer(self.worker.call("init", config=config))
+
+    def worker_config(self, profile: ModelProfile, policy: Policy) -> dict[str, Any]:
+        """The worker's `init` config for `profile` and the policy's options; a `NativeError`
+        says what this engine (or the one found) cannot run."""
+        raise NotImplementedError
 
     def _answer(self, ans: dict[str, Any]) -> None:
         """Occupancy from a worker's answer (`free`: free blocks or tokens, per engine)."""

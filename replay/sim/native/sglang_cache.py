@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay.profiles import ModelProfile
 from replay.sim.native.online import NativeCache
-from replay.sim.native.worker import NativeError, Worker
+from replay.sim.native.worker import NativeError
 
 if TYPE_CHECKING:
     from replay.sim.policy_base import Policy
@@ -117,23 +117,11 @@ class NativeSglangCache(NativeCache):
     """`HybridCache`'s online API backed by SGLang's radix cache in a worker process."""
 
     engine = "sglang"
+    free_states = 0  # free state slots, as the worker's latest answer said
 
-    def __init__(
-        self,
-        profile: ModelProfile,
-        policy: Policy,
-        capacity_blocks: int | None = None,
-        worker: Worker | None = None,
-    ):
-        super().__init__(profile, policy, capacity_blocks, worker)
+    def worker_config(self, profile: ModelProfile, policy: Policy) -> dict[str, Any]:
         assert self.capacity is not None
-        try:
-            config = engine_config(profile, policy.opts, self.capacity)
-        except NativeError:
-            self.close()
-            raise
-        self.free_states = 0
-        self._init_worker(config)
+        return engine_config(profile, policy.opts, self.capacity)
 
     def _answer(self, ans: dict[str, Any]) -> None:
         super()._answer(ans)  # free: KV tokens

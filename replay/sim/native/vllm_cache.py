@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay.profiles import ModelProfile
 from replay.sim.native.online import NativeCache, NativeHandle, NativeInfo
-from replay.sim.native.worker import NativeError, Worker
+from replay.sim.native.worker import NativeError
 
 if TYPE_CHECKING:
     from replay.sim.policy_base import Policy
@@ -75,20 +75,14 @@ class NativeVllmCache(NativeCache):
 
     engine = "vllm"
 
-    def __init__(
-        self,
-        profile: ModelProfile,
-        policy: Policy,
-        capacity_blocks: int | None = None,
-        worker: Worker | None = None,
-    ):
-        super().__init__(profile, policy, capacity_blocks, worker)
+    def worker_config(self, profile: ModelProfile, policy: Policy) -> dict[str, Any]:
+        """`engine_config`, and the FlashState fork's flags the options set (the vLLM found
+        must know them)."""
         assert self.capacity is not None
         opts = policy.opts
         fork = [k for k in FORK_OPTIONS if opts.get(k) not in (None, False, "lru")]
         missing = [k for k in fork if FORK_OPTIONS[k] not in self.worker.fork_flags]
         if missing:
-            self.close()
             raise NativeError(
                 f"option {', '.join(missing)} needs the FlashState fork of vLLM (a 0.33 fork: "
                 f"`bash scripts/fetch_flashstate.sh`, GPU build); the vLLM found "
@@ -96,7 +90,7 @@ class NativeVllmCache(NativeCache):
             )
         config = engine_config(profile, opts, self.capacity)
         config["fork"] = {FORK_OPTIONS[k]: opts[k] for k in fork}
-        self._init_worker(config)
+        return config
 
     # occupancy: what vLLM's pool has handed out (referenced blocks) ---------------------------
     @property
