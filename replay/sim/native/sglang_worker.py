@@ -40,9 +40,9 @@ from array import array
 from typing import Any
 
 try:  # imported as part of the package (tests, type checks)
-    from replay.sim.native.wire import serve_engine
+    from replay.sim.native.wire import CACHE_COMMANDS, serve_engine
 except ImportError:  # run as a script inside the engine's environment: a sibling module
-    from wire import serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from wire import CACHE_COMMANDS, serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 SUPPORTED = "0.5.22"
 
@@ -384,18 +384,7 @@ def main() -> int:
         engine = Engine(config)
         return engine, engine._free()
 
-    return serve_engine(
-        hello,
-        init,
-        {
-            "lookup": lambda e, h, t: e.lookup(h["rid"], t),
-            "start": lambda e, h, t: e.start(h["rid"], h.get("total")),
-            "decode": lambda e, h, t: e.decode(h["rid"], t),
-            "free": lambda e, h, t: e.free(h["rid"]),
-            "drop": lambda e, h, t: e.drop(h["rid"]),
-            "stats": lambda e, h, t: e.stats(),
-        },
-    )
+    return serve_engine(hello, init, CACHE_COMMANDS)
 
 
 if __name__ == "__main__":

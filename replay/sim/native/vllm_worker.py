@@ -31,9 +31,9 @@ from types import SimpleNamespace
 from typing import Any
 
 try:  # imported as part of the package (tests, type checks)
-    from replay.sim.native.wire import serve_engine
+    from replay.sim.native.wire import CACHE_COMMANDS, serve_engine
 except ImportError:  # run as a script inside the engine's environment: a sibling module
-    from wire import serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from wire import CACHE_COMMANDS, serve_engine  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 FORK_FLAGS = (
     "mamba_frontier_checkpoint",
@@ -169,8 +169,9 @@ class Engine:
         _, hit, spb = self.mgr.get_computed_blocks(req)
         return {"hit": hit, "spb": spb}
 
-    def start(self, rid: str) -> dict[str, Any]:
-        """Admission (`schedule`'s waiting loop) and every prefill chunk, one step each."""
+    def start(self, rid: str, total: int | None = None) -> dict[str, Any]:
+        """Admission (`schedule`'s waiting loop) and every prefill chunk, one step each
+        (`total`, the sequence's length, is not needed: vLLM allocates as the request grows)."""
         req = self.requests.pop(rid)
         self._step_begin()
         blocks, hit, spb = self.mgr.get_computed_blocks(req)
@@ -308,18 +309,7 @@ def main() -> int:
         engine = Engine(config)
         return engine, {"free": engine._free()}
 
-    return serve_engine(
-        hello,
-        init,
-        {
-            "lookup": lambda e, h, t: e.lookup(h["rid"], t),
-            "start": lambda e, h, t: e.start(h["rid"]),
-            "decode": lambda e, h, t: e.decode(h["rid"], t),
-            "free": lambda e, h, t: e.free(h["rid"]),
-            "drop": lambda e, h, t: e.drop(h["rid"]),
-            "stats": lambda e, h, t: e.stats(),
-        },
-    )
+    return serve_engine(hello, init, CACHE_COMMANDS)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,18 @@ def serve(handle: Handler) -> int:
 
 Command = Callable[[Any, dict[str, Any], list[int]], dict[str, Any]]
 
+# The commands of a cache worker (`vllm_worker.py`, `sglang_worker.py`): one request's
+# calls as `replay.sim.native.online.NativeCache` makes them, each its engine's method of the
+# same name (`start` is told the sequence's total length; an engine may not need it).
+CACHE_COMMANDS: dict[str, Command] = {
+    "lookup": lambda e, h, t: e.lookup(h["rid"], t),
+    "start": lambda e, h, t: e.start(h["rid"], h.get("total")),
+    "decode": lambda e, h, t: e.decode(h["rid"], t),
+    "free": lambda e, h, t: e.free(h["rid"]),
+    "drop": lambda e, h, t: e.drop(h["rid"]),
+    "stats": lambda e, h, t: e.stats(),
+}
+
 
 def serve_engine(
     hello: Callable[[], dict[str, Any]],
