@@ -68,9 +68,7 @@ class VllmLikePolicy(Policy):
     name = "vllm-like"
     description = "the source's vLLM-like model: chunk-end block-boundary checkpoints, LRU"
     rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING_UNHELD
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
+    eviction_class = AllocationLRU
 
 
 class DensePolicy(Policy):
@@ -79,6 +77,7 @@ class DensePolicy(Policy):
     options: ClassVar[dict[str, Any]] = {"every": 1088}
     rule_defaults: ClassVar[dict[str, Any]] = SOURCE_READING_UNHELD
     keep_terminal_block = True
+    eviction_class = AllocationLRU
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         every = int(self.opts["every"])
@@ -87,9 +86,6 @@ class DensePolicy(Policy):
                 f"policy 'dense': option every must be a positive token count, not {every}"
             )
         return EveryN(every)
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
 
 
 class _AscPolicy(Policy):
@@ -103,25 +99,19 @@ class _AscPolicy(Policy):
 class AscLruPolicy(_AscPolicy):
     name = "asc-lru"
     description = "ASC placement, per-allocation LRU (the paper's first ablation stage)"
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
+    eviction_class = AllocationLRU
 
 
 class AscUnitLruPolicy(_AscPolicy):
     name = "asc-unit-lru"
     description = "ASC placement, whole recovery units by LRU"
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return UnitLRU(cache)
+    eviction_class = UnitLRU
 
 
 class FlashStateEq7Policy(_AscPolicy):
     name = "flashstate-eq7"
     description = "ASC + GreedyDual-Size over recovery units with admission (paper Eq. 7)"
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return GreedyDualSize(cache)
+    eviction_class = GreedyDualSize
 
 
 class FlashStatePolicy(_AscPolicy):
@@ -147,12 +137,10 @@ class TailReplayPolicy(Policy):
     description = "KV only, no checkpoints; a hit replays the last r of the prefix"
     options: ClassVar[dict[str, Any]] = {"replay_frac": 0.1}
     keep_terminal_block = True
+    eviction_class = AllocationLRU
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return NoPlacement()
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return AllocationLRU(cache)
 
     def adjust(self, info: ResumeInfo) -> None:
         # Any resident KV prefix is resumable after replaying its tail: what is missing
@@ -167,12 +155,10 @@ class TailReplayPolicy(Policy):
 class IdealPolicy(_AscPolicy):
     name = "ideal"
     description = "ASC placement with unbounded memory"
+    eviction_class = NoEviction
 
     def capacity_blocks(self, profile: ModelProfile) -> int | None:
         return None
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return NoEviction(cache)
 
 
 POLICY_NAMES: tuple[str, ...] = (

@@ -167,6 +167,9 @@ class Policy:
     rule_defaults: ClassVar[dict[str, Any]] = {}
     keep_terminal_block: ClassVar[bool] = False  # keep the request's last partial block
     frees_dependent_states: ClassVar[bool] = False  # evicting a block frees its checkpoints
+    # The eviction the policy's cache runs, when it is built from the cache alone (a policy
+    # whose eviction takes its options overrides `make_eviction` instead).
+    eviction_class: ClassVar[type[Eviction] | None] = None
     registry: ClassVar[dict[str, type[Policy]]] = {}
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -199,7 +202,9 @@ class Policy:
         return ChunkBoundaries(profile.chunk_tokens)
 
     def make_eviction(self, cache: HybridCache) -> Eviction:
-        raise NotImplementedError
+        if self.eviction_class is None:
+            raise NotImplementedError(f"policy '{self.name}' names no eviction_class")
+        return self.eviction_class(cache)
 
     def capacity_blocks(self, profile: ModelProfile) -> int | None:
         return engine_cache_blocks(profile)

@@ -263,6 +263,7 @@ class SglangPolicy(Policy):
     }
     rule_defaults: ClassVar[dict[str, Any]] = {"prefill_state_stamp": "write"}
     keep_terminal_block = True  # a state inside a block keeps the block
+    eviction_class = SglangLRU
 
     def __init__(self, profile: ModelProfile, **opts: Any):
         given = {k for k in ("state_slots", "kv_tokens") if k in opts}
@@ -303,9 +304,6 @@ class SglangPolicy(Policy):
     def capacity_blocks(self, profile: ModelProfile) -> int | None:
         kv_blocks = -(-int(self.opts["kv_tokens"]) // profile.block_tokens)
         return kv_blocks + profile.checkpoint_blocks * int(self.opts["state_slots"])
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return SglangLRU(cache)
 
     def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
         return SglangCache(profile, self, capacity_blocks)

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
 from replay.sim.cache import HybridCache
-from replay.sim.eviction import AllocationLRU, Eviction, Pool
+from replay.sim.eviction import AllocationLRU, Pool
 from replay.sim.keys import Prefix
 from replay.sim.nodes import Block, State
 from replay.sim.policy_base import Placement, Policy
@@ -269,12 +269,10 @@ class VllmPolicy(Policy):
     # the demo's pressure"; docs/engine-model.md, "vLLM's own scheduler as the oracle"), off
     # is the closer one.
     options: ClassVar[dict[str, Any]] = {"cached_copies": False}
+    eviction_class = VllmLRU
 
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ReplayBoundary()
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return VllmLRU(cache)
 
     def make_cache(self, profile: ModelProfile, capacity_blocks: int | None = None) -> HybridCache:
         return VllmCache(profile, self, capacity_blocks)

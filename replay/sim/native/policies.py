@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.eviction import Eviction, NoEviction
+from replay.sim.eviction import NoEviction
 from replay.sim.policy_base import NoPlacement, Placement, Policy
 
 if TYPE_CHECKING:
@@ -42,11 +42,10 @@ class VllmNativePolicy(Policy):
         "decode_steps": "block",
     }
 
+    eviction_class = NoEviction  # vLLM's block pool decides
+
     def make_placement(self, profile: ModelProfile) -> Placement:
         return NoPlacement()  # vLLM's manager decides
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return NoEviction(cache)  # vLLM's block pool decides
 
     def make_cache(
         self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
@@ -84,11 +83,10 @@ class SglangNativePolicy(Policy):
         "decode_steps": "merged",
     }
 
+    eviction_class = NoEviction  # SGLang's radix cache decides
+
     def make_placement(self, profile: ModelProfile) -> Placement:
         return NoPlacement()  # SGLang's scheduler decides
-
-    def make_eviction(self, cache: HybridCache) -> Eviction:
-        return NoEviction(cache)  # SGLang's radix cache decides
 
     def make_cache(
         self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
