@@ -10,9 +10,32 @@ from replay.sim.policy_base import NoPlacement, Placement, Policy
 
 if TYPE_CHECKING:
     from replay.sim.cache import HybridCache
+    from replay.sim.native.online import NativeCache
 
 
-class VllmNativePolicy(Policy):
+class NativePolicy(Policy):
+    """A policy whose cache is the engine's own code in a worker process: the engine's
+    scheduler and cache decide what is kept and what is evicted, so the simulator's placement
+    and eviction are empty. A subclass names its cache (`native_cache`, imported only when a
+    cache is made, so the registry imports nothing heavy)."""
+
+    eviction_class = NoEviction
+
+    def make_placement(self, profile: ModelProfile) -> Placement:
+        return NoPlacement()
+
+    def native_cache(self) -> type[NativeCache]:
+        raise NotImplementedError
+
+    def make_cache(
+        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
+    ) -> HybridCache:
+        """The native cache; `worker`: a running `replay.sim.native.worker.Worker` to reuse
+        (it is re-initialised; the caller closes it)."""
+        return self.native_cache()(profile, self, capacity_blocks, worker=worker)
+
+
+class VllmNativePolicy(NativePolicy):
     """vLLM's own KV cache manager (0.32, or the FlashState fork with its flags).
 
     Options: `python` (the interpreter with vLLM; default: see `replay.sim.native.worker`),
@@ -42,22 +65,13 @@ class VllmNativePolicy(Policy):
         "decode_steps": "block",
     }
 
-    eviction_class = NoEviction  # vLLM's block pool decides
-
-    def make_placement(self, profile: ModelProfile) -> Placement:
-        return NoPlacement()  # vLLM's manager decides
-
-    def make_cache(
-        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
-    ) -> HybridCache:
-        """The native cache; `worker`: a running `replay.sim.native.worker.Worker` to reuse
-        (it is re-initialised; the caller closes it)."""
+    def native_cache(self) -> type[NativeCache]:
         from replay.sim.native.vllm_cache import NativeVllmCache
 
-        return NativeVllmCache(profile, self, capacity_blocks, worker=worker)
+        return NativeVllmCache
 
 
-class SglangNativePolicy(Policy):
+class SglangNativePolicy(NativePolicy):
     """SGLang 0.5.22's own hybrid radix cache (`replay.sim.native.sglang_cache`).
 
     Options: `python` (the interpreter with SGLang; default: see `replay.sim.native.worker`),
@@ -83,15 +97,7 @@ class SglangNativePolicy(Policy):
         "decode_steps": "merged",
     }
 
-    eviction_class = NoEviction  # SGLang's radix cache decides
-
-    def make_placement(self, profile: ModelProfile) -> Placement:
-        return NoPlacement()  # SGLang's scheduler decides
-
-    def make_cache(
-        self, profile: ModelProfile, capacity_blocks: int | None = None, worker: Any = None
-    ) -> HybridCache:
-        """The native cache; `worker`: a running SGLang worker to reuse (re-initialised)."""
+    def native_cache(self) -> type[NativeCache]:
         from replay.sim.native.sglang_cache import NativeSglangCache
 
-        return NativeSglangCache(profile, self, capacity_blocks, worker=worker)
+        return NativeSglangCache
