@@ -31,6 +31,7 @@ from replay.sim.driver import EventLoop, SimRequest
 from replay.sim.engine import EngineCore, StepResult
 from replay.sim.engine_cache import SimCache
 from replay.sim.executors import EngineExecutor, TraceExecutor
+from replay.sim.fleet_run import fleet_flags
 from replay.sim.runner import (
     RunMeter,
     SimConfig,
@@ -57,6 +58,17 @@ class FleetConfig(SimConfig):
     @property
     def run_name(self) -> str:
         return f"{self.policy}-r{self.replicas}-{self.router}-s{self.sessions}-seed{self.seed}"
+
+    @property
+    def engine_copies(self) -> int:
+        return self.replicas
+
+    @property
+    def not_run_config(self) -> tuple[str, ...]:
+        return ("replicas", "router", "router_opts")
+
+    def engine_flags(self) -> list[str]:
+        return fleet_flags(self)
 
 
 class EngineReplica(EngineExecutor):

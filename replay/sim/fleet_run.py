@@ -1,16 +1,18 @@
-"""A simulated fleet's run directory: `replay.sim.runner.write_run`'s contract, with the
-engine's GPUs counted over every replica (pricing pays for all of them) and the fleet named
-in the engine's flags (`replicas=N`, `router=NAME` and the router's parameters)."""
+"""What a simulated fleet's run directory says about the fleet: the engine's flags name it
+(`replicas=N`, `router=NAME` and the router's parameters) after the policy's options and the
+engine rules. `replay.sim.runner.write_run` writes the directory, reading them through the
+fleet's config (`replay.sim.fleet.FleetConfig`), which also counts the engine's GPUs over
+every replica (pricing pays for all of them)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replay.fleet import ROUTERS
-from replay.sim.fleet import FleetConfig
-from replay.sim.runner import SimResult, engine_flags, write_run
+from replay.sim.runner import SimConfig
 
-_NOT_RUN_CONFIG = ("replicas", "router", "router_opts")
+if TYPE_CHECKING:
+    from replay.sim.fleet import FleetConfig
 
 
 def fleet_flags(cfg: FleetConfig) -> list[str]:
@@ -18,29 +20,7 @@ def fleet_flags(cfg: FleetConfig) -> list[str]:
     params = {k: p.default for k, p in ROUTERS[cfg.router].params.items()}
     params.update(cfg.router_opts)
     return (
-        engine_flags(cfg)
+        SimConfig.engine_flags(cfg)
         + [f"replicas={cfg.replicas}", f"router={cfg.router}"]
         + [f"router.{k}={v}" for k, v in sorted(params.items())]
-    )
-
-
-def write_fleet_run(
-    result: SimResult,
-    run_dir: Path,
-    *,
-    command: str = "replay simulate",
-    trace_source: str = "",
-    trace_sha256: str | None = None,
-) -> Path:
-    cfg = result.config
-    assert isinstance(cfg, FleetConfig)
-    return write_run(
-        result,
-        run_dir,
-        command=command,
-        trace_source=trace_source,
-        trace_sha256=trace_sha256,
-        replicas=cfg.replicas,
-        flags=fleet_flags(cfg),
-        not_config=_NOT_RUN_CONFIG,
     )

@@ -77,6 +77,22 @@ class SimConfig:
     def run_name(self) -> str:
         return f"{self.policy}-s{self.sessions}-seed{self.seed}"
 
+    @property
+    def engine_copies(self) -> int:
+        """Copies of the engine the run pays for (a fleet's replicas): its GPUs count each."""
+        return 1
+
+    @property
+    def not_run_config(self) -> tuple[str, ...]:
+        """Fields the run directory's run config does not hold (a fleet's: in its flags)."""
+        return ()
+
+    def engine_flags(self) -> list[str]:
+        """The engine's flags in the manifest: the policy's options, then the engine rules."""
+        return [f"{k}={v}" for k, v in sorted(self.policy_opts.items())] + [
+            f"{k}={getattr(self, k)}" for k in _ENGINE_FIELDS if getattr(self, k)
+        ]
+
 
 @dataclass
 class SimResult:
@@ -292,13 +308,6 @@ def run_shape(profile: ModelProfile, cfg: SimConfig, sessions: Sessions) -> dict
     }
 
 
-def engine_flags(cfg: SimConfig) -> list[str]:
-    """The engine's flags in the manifest: the policy's options, then the engine rules."""
-    return [f"{k}={v}" for k, v in sorted(cfg.policy_opts.items())] + [
-        f"{k}={getattr(cfg, k)}" for k in _ENGINE_FIELDS if getattr(cfg, k)
-    ]
-
-
 def write_run(
     result: SimResult,
     run_dir: Path,
@@ -306,13 +315,10 @@ def write_run(
     command: str = "replay simulate",
     trace_source: str = "",
     trace_sha256: str | None = None,
-    replicas: int = 1,
-    flags: list[str] | None = None,
-    not_config: tuple[str, ...] = (),
 ) -> Path:
-    """The run directory (DESIGN.md contract) for one simulated run. A fleet
-    (`replay.sim.fleet_run`) passes its replica count (the engine's GPUs count every
-    replica), the engine's flags and the config fields the run config does not hold."""
+    """The run directory (DESIGN.md contract) for one simulated run, a fleet's too: its
+    config says how many engine copies the GPUs count (`engine_copies`), the engine's flags
+    (`engine_flags`) and the fields the run config does not hold (`not_run_config`)."""
     cfg = result.config
     profile = load_profile(cfg.model)
     s = result.summary
@@ -325,7 +331,7 @@ def write_run(
                 **{
                     k: v
                     for k, v in asdict(cfg).items()
-                    if k not in _ENGINE_FIELDS and k not in not_config
+                    if k not in _ENGINE_FIELDS and k not in cfg.not_run_config
                 },
                 # The cache as simulated, never null: the blocks the working set is divided
                 # by, the block size in the trace's tokens, and the full-size block.
@@ -350,9 +356,9 @@ def write_run(
                 name=cfg.policy,
                 kind="sim",
                 model=profile.model,
-                gpus=profile.gpus * replicas,
+                gpus=profile.gpus * cfg.engine_copies,
                 gpu_type=profile.gpu_type,
-                flags=engine_flags(cfg) if flags is None else flags,
+                flags=cfg.engine_flags(),
             )
         ],
     )

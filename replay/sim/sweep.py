@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from replay.sim.fleet import FleetConfig, simulate_fleet
-from replay.sim.fleet_run import write_fleet_run
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.traces.model import Trace
@@ -142,8 +141,7 @@ def run_sweep(
     )
     by_name: dict[str, dict[str, Any]] = {}
     for res in results:
-        writer = write_fleet_run if isinstance(res.config, FleetConfig) else write_run
-        writer(
+        write_run(
             res,
             out_dir / res.config.run_name,
             command=command,
