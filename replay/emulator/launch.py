@@ -31,7 +31,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 from replay.emulator.config import EmulatorConfig, FaultConfig, emulator_config
 from replay.lifeline import PARENT_ENV
@@ -220,6 +220,21 @@ class EmulatorGroup:
         self._tmp.cleanup()
 
 
+class EmulatorSettings(TypedDict, total=False):
+    """The keyword settings `emulator_configs` shares between the emulators it configures
+    (its signature holds their defaults): what `start_emulators`, `start_emulator_group` and
+    `start_fleet` take beside engine names."""
+
+    model: str
+    time_scale: float
+    blocks: int | None
+    block_tokens: int | None
+    max_batch: int | None
+    policies: Mapping[str, str] | None
+    faults: FaultConfig | Mapping[str, FaultConfig] | None
+    ports: Mapping[str, int] | None
+
+
 def emulator_configs(
     engines: Sequence[str],
     *,
@@ -266,6 +281,15 @@ def replica_configs(cfg: EmulatorConfig, replicas: int) -> list[EmulatorConfig]:
     return [cfg.model_copy(update={"replica": i, "port": 0}) for i in range(replicas)]
 
 
+def _configs(
+    engines: Sequence[str] | Sequence[EmulatorConfig], settings: EmulatorSettings
+) -> list[EmulatorConfig]:
+    """Ready configs as they are (the settings then unused), else one per engine name."""
+    if engines and all(isinstance(e, EmulatorConfig) for e in engines):
+        return [e for e in engines if isinstance(e, EmulatorConfig)]
+    return emulator_configs([str(e) for e in engines], **settings)
+
+
 @contextlib.contextmanager
 def start_fleet(
     engines: Sequence[str] | Sequence[EmulatorConfig],
@@ -273,44 +297,24 @@ def start_fleet(
     *,
     restart: bool = False,
     timeout_s: float = 60.0,
-    **settings: Any,
+    **settings: Unpack[EmulatorSettings],
 ) -> Iterator[EmulatorGroup]:
     """`replicas` emulator servers per engine (`engines`: names, with `emulator_configs`'s
     keyword `settings`, or ready configs, each multiplied); yields the group, whose `fleet`
     maps each engine to its replicas' URLs. Every replica answers with its index in the
     `x-replay-replica` header (replay.emulator.server.REPLICA_HEADER)."""
-    if engines and all(isinstance(e, EmulatorConfig) for e in engines):
-        configs = [
-            r
-            for e in engines
-            if isinstance(e, EmulatorConfig)
-            for r in replica_configs(e, replicas)
-        ]
-    else:
-        base = emulator_configs([str(e) for e in engines], **settings)
-        configs = [r for c in base for r in replica_configs(c, replicas)]
-    group = EmulatorGroup(configs, restart=restart, timeout_s=timeout_s)
-    group.start()
-    try:
+    configs = [r for c in _configs(engines, settings) for r in replica_configs(c, replicas)]
+    with start_emulator_group(configs, restart=restart, timeout_s=timeout_s) as group:
         yield group
-    finally:
-        group.close()
 
 
 @contextlib.contextmanager
 def start_emulators(
     engines: Sequence[str] | Sequence[EmulatorConfig],
     *,
-    model: str = DEFAULT_MODEL,
-    time_scale: float = 1.0,
-    blocks: int | None = None,
-    block_tokens: int | None = None,
-    max_batch: int | None = None,
-    policies: Mapping[str, str] | None = None,
-    faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
-    ports: Mapping[str, int] | None = None,
     restart: bool = False,
     timeout_s: float = 60.0,
+    **settings: Unpack[EmulatorSettings],
 ) -> Iterator[dict[str, str]]:
     """Start one emulator per engine on loopback; yield `{engine: base_url}`.
 
@@ -323,19 +327,7 @@ def start_emulators(
     child's log tail) if one does not within `timeout_s`. Use `start_emulator_group` to
     also reach the restart counts.
     """
-    with start_emulator_group(
-        engines,
-        model=model,
-        time_scale=time_scale,
-        blocks=blocks,
-        block_tokens=block_tokens,
-        max_batch=max_batch,
-        policies=policies,
-        faults=faults,
-        ports=ports,
-        restart=restart,
-        timeout_s=timeout_s,
-    ) as group:
+    with start_emulator_group(engines, restart=restart, timeout_s=timeout_s, **settings) as group:
         yield group.urls
 
 
@@ -343,33 +335,12 @@ def start_emulators(
 def start_emulator_group(
     engines: Sequence[str] | Sequence[EmulatorConfig],
     *,
-    model: str = DEFAULT_MODEL,
-    time_scale: float = 1.0,
-    blocks: int | None = None,
-    block_tokens: int | None = None,
-    max_batch: int | None = None,
-    policies: Mapping[str, str] | None = None,
-    faults: FaultConfig | Mapping[str, FaultConfig] | None = None,
-    ports: Mapping[str, int] | None = None,
     restart: bool = False,
     timeout_s: float = 60.0,
+    **settings: Unpack[EmulatorSettings],
 ) -> Iterator[EmulatorGroup]:
     """Like `start_emulators`, yielding the `EmulatorGroup` (urls, restart counts)."""
-    if engines and all(isinstance(e, EmulatorConfig) for e in engines):
-        configs = [e for e in engines if isinstance(e, EmulatorConfig)]
-    else:
-        configs = emulator_configs(
-            [str(e) for e in engines],
-            model=model,
-            time_scale=time_scale,
-            blocks=blocks,
-            block_tokens=block_tokens,
-            max_batch=max_batch,
-            policies=policies,
-            faults=faults,
-            ports=ports,
-        )
-    group = EmulatorGroup(configs, restart=restart, timeout_s=timeout_s)
+    group = EmulatorGroup(_configs(engines, settings), restart=restart, timeout_s=timeout_s)
     group.start()
     try:
         yield group
