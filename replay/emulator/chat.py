@@ -26,9 +26,9 @@ from replay.emulator.protocol import (
     check_ids,
     encode_text,
     model_field,
-    one_choice,
+    openai_request,
+    openai_stream,
     optional_positive_int,
-    stream_settings,
 )
 from replay.emulator.tokenizer import TextTokenizer
 
@@ -135,20 +135,9 @@ def parse_chat(
     if tools:
         messages.insert(0, {"role": "system", "content": tools})
     ids = _encode(messages, tok, vocab_size)
-    one_choice(body)
-    stream, include_usage, cont = stream_settings(body)
-    boolean(body, "ignore_eos", "ignore_eos")  # accepted; the emulator never stops early
-    return GenRequest(
-        [ids],
-        _max_tokens(body, len(ids), context),
-        stream,
-        include_usage,
-        boolean(body, "return_token_ids", "return_token_ids"),
-        model_field(body),
-        request_id,
-        text=True,
-        continuous_usage=cont,
-    )
+    stream = openai_stream(body)
+    max_tokens = _max_tokens(body, len(ids), context)
+    return openai_request(body, [ids], max_tokens, stream, request_id, text=True)
 
 
 def parse_messages(

@@ -179,6 +179,49 @@ def one_choice(body: dict[str, Any]) -> None:
         raise BadRequest(f"'n' must be 1 on this server, got {n!r}", "n")
 
 
+@dataclass(frozen=True)
+class OpenAIStream:
+    """How an OpenAI-style body (vLLM's `/v1/completions` and `/v1/chat/completions`) asks
+    to be answered (`stream_settings`)."""
+
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+
+
+def openai_stream(body: dict[str, Any]) -> OpenAIStream:
+    """The settings an OpenAI-style body shares whatever its prompt, checked in vLLM's order:
+    one choice (`n`), streaming and its usage chunks, and `ignore_eos` (accepted; the emulator
+    never stops early)."""
+    one_choice(body)
+    stream = OpenAIStream(*stream_settings(body))
+    boolean(body, "ignore_eos", "ignore_eos")
+    return stream
+
+
+def openai_request(
+    body: dict[str, Any],
+    prompts: list[np.ndarray],
+    max_tokens: int,
+    stream: OpenAIStream,
+    request_id: str,
+    text: bool,
+) -> GenRequest:
+    """The `GenRequest` of an OpenAI-style body: its prompts, length and `openai_stream`,
+    with `return_token_ids` and the model it names."""
+    return GenRequest(
+        prompts,
+        max_tokens,
+        stream.stream,
+        stream.include_usage,
+        boolean(body, "return_token_ids", "return_token_ids"),
+        model_field(body),
+        request_id,
+        text=text,
+        continuous_usage=stream.continuous_usage,
+    )
+
+
 def parse_completion(
     body: dict[str, Any], vocab_size: int, context: int, request_id: str, tok: TextTokenizer
 ) -> GenRequest:
@@ -187,22 +230,10 @@ def parse_completion(
         raise BadRequest("'prompt' is required (text or a list of token ids)", "prompt")
     prompts, text = _prompts(body["prompt"], "prompt", vocab_size, tok)
     max_tokens = positive_int(body, "max_tokens", 16, "max_tokens")  # vLLM's default: 16
-    one_choice(body)
-    stream, include_usage, cont = stream_settings(body)
-    boolean(body, "ignore_eos", "ignore_eos")  # accepted; the emulator never stops early
+    stream = openai_stream(body)
     for p in prompts:
         check_context(len(p), max_tokens, context, "prompt, max_tokens")
-    return GenRequest(
-        prompts,
-        max_tokens,
-        stream,
-        include_usage,
-        boolean(body, "return_token_ids", "return_token_ids"),
-        model_field(body),
-        request_id,
-        text=text,
-        continuous_usage=cont,
-    )
+    return openai_request(body, prompts, max_tokens, stream, request_id, text)
 
 
 def parse_generate(
