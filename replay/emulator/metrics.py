@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+Family = CounterMetricFamily | GaugeMetricFamily
+
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
@@ -40,26 +42,22 @@ class _EngineCollector(Collector):
         self.model_name = model_name
         self.s = snapshot
 
-    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterator[Family]:
         if self.flavour == "sglang":
             yield from self._sglang()
         else:
             yield from self._vllm()
 
-    def _vllm(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    def _vllm(self) -> Iterator[Family]:
         s = self.s
         labels = ["model_name", "engine"]
         base = [self.model_name, "0"]
 
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            m = CounterMetricFamily(name, doc, labels=labels)
-            m.add_metric(base, value)
-            return m
+        def counter(name: str, doc: str, value: float) -> Family:
+            return _family(CounterMetricFamily, name, doc, labels, [(base, value)])
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            m = GaugeMetricFamily(name, doc, labels=labels)
-            m.add_metric(base, value)
-            return m
+        def gauge(name: str, doc: str, value: float) -> Family:
+            return _family(GaugeMetricFamily, name, doc, labels, [(base, value)])
 
         yield counter(
             "vllm:prefix_cache_queries",
@@ -69,26 +67,28 @@ class _EngineCollector(Collector):
         yield counter(
             "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", s.cached_tokens
         )
-        by_source = CounterMetricFamily(
+        yield _family(
+            CounterMetricFamily,
             "vllm:prompt_tokens_by_source",
             "Number of prompt tokens by source.",
-            labels=[*labels, "source"],
+            [*labels, "source"],
+            [
+                ([*base, "local_compute"], s.prompt_tokens - s.cached_tokens),
+                ([*base, "local_cache_hit"], s.cached_tokens),
+                ([*base, "external_kv_transfer"], 0),
+            ],
         )
-        by_source.add_metric([*base, "local_compute"], s.prompt_tokens - s.cached_tokens)
-        by_source.add_metric([*base, "local_cache_hit"], s.cached_tokens)
-        by_source.add_metric([*base, "external_kv_transfer"], 0)
-        yield by_source
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield counter(
             "vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens
         )
-        success = CounterMetricFamily(
+        yield _family(
+            CounterMetricFamily,
             "vllm:request_success",
             "Count of successfully processed requests.",
-            labels=[*labels, "finished_reason"],
+            [*labels, "finished_reason"],
+            [([*base, "length"], s.requests_finished)],
         )
-        success.add_metric([*base, "length"], s.requests_finished)
-        yield success
         yield gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", s.running
         )
@@ -98,22 +98,22 @@ class _EngineCollector(Collector):
         yield gauge(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.usage
         )
-        info = GaugeMetricFamily(
+        bt = str(s.block_tokens)
+        yield _family(
+            GaugeMetricFamily,
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
-            labels=[
+            [
                 "block_size",
                 "effective_attention_block_size",
                 "mamba_block_size",
                 "enable_prefix_caching",
                 "num_gpu_blocks",
             ],
+            [([bt, bt, bt, "True", str(s.blocks)], 1.0)],
         )
-        bt = str(s.block_tokens)
-        info.add_metric([bt, bt, bt, "True", str(s.blocks)], 1.0)
-        yield info
 
-    def _sglang(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    def _sglang(self) -> Iterator[Family]:
         s = self.s
         labels = ["model_name"]
         base = [self.model_name]
@@ -127,9 +127,7 @@ class _EngineCollector(Collector):
             ),
             ("sglang:num_requests", "Number of requests processed.", s.requests_finished),
         ):
-            c = CounterMetricFamily(name, doc, labels=labels)
-            c.add_metric(base, value)
-            yield c
+            yield _family(CounterMetricFamily, name, doc, labels, [(base, value)])
         hit = s.cached_tokens / s.prompt_tokens if s.prompt_tokens else 0.0
         for name, doc, gvalue in (
             ("sglang:num_running_reqs", "The number of running requests.", float(s.running)),
@@ -141,9 +139,21 @@ class _EngineCollector(Collector):
             ("sglang:token_usage", "The token usage.", s.usage),
             ("sglang:cache_hit_rate", "The prefix cache hit rate.", hit),
         ):
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            g.add_metric(base, gvalue)
-            yield g
+            yield _family(GaugeMetricFamily, name, doc, labels, [(base, gvalue)])
+
+
+def _family(
+    kind: type[Family],
+    name: str,
+    doc: str,
+    labels: list[str],
+    samples: list[tuple[list[str], float]],
+) -> Family:
+    """One metric family (a counter or a gauge) with its samples: label values, value."""
+    family = kind(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
 
 
 def render_metrics(flavour: str, model_name: str, snapshot: MetricsSnapshot) -> bytes:
