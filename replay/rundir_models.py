@@ -309,7 +309,8 @@ class Manifest(_Record):
     spec: dict[str, Any] | None = Field(
         default=None,
         description="the run's specification as resolved (replay.runspec.RunSpec, URLs without "
-        "credentials): what `replay run --resume` continues",
+        "credentials): what `replay run --resume` continues; a simulated run's is its sweep "
+        "point's (executor `simulated`), which `--resume` refuses",
     )
     dashboard_members: list[str] | None = Field(
         default=None, description="a combined run's member directories (in memory, never written)"

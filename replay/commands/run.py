@@ -170,6 +170,11 @@ def _resumed(flags: RunFlags) -> Resolved:
         fail(f"--resume: {e}")
     if note := schema_note(run_dir / "manifest.json", man.schema_version, MANIFEST_SCHEMA_VERSION):
         err_console.print(f"[bold yellow]warning:[/] {escape(note)}", highlight=False)
+    if man.executor == "simulator":  # its spec is a simulated point's, not a live run's
+        fail(
+            f"--resume {run_dir}: a simulated run (replay simulate), not a live one; run its "
+            f"sweep again: {man.command or 'replay simulate'}"
+        )
     if man.status in ("completed", "degraded"):
         how = "completed" if man.status == "completed" else "ended (degraded)"
         fail(f"--resume {run_dir}: that run {how}; nothing to resume")

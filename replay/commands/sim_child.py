@@ -156,6 +156,7 @@ def _interrupted_manifest(
 ) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     now = utc_now()
+    trace = str(describe.get("trace", ""))
     manifest = Manifest(
         run_id=run_dir.name,
         command=str(describe.get("command", "replay simulate")),
@@ -168,11 +169,12 @@ def _interrupted_manifest(
             }
         ),
         trace=TraceInfo(
-            path=str(describe.get("trace", "")),
+            path=trace,
             sha256=describe.get("sha256"),
             token_scale=cfg.token_scale,
         ),
         seed=cfg.seed,
+        spec=cfg.spec(trace).model_dump(mode="json", exclude_none=True),
         engines=[EngineEntry(name=cfg.policy, kind="sim", model=cfg.model)],
         start=now,
         end=now,

@@ -5,7 +5,6 @@ is built here by `analysis.summary` (the executor never imports analysis)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -57,9 +56,10 @@ def _once(items: list[Any], flag: str) -> list[Any]:
 
 
 def parse_sessions(text: str) -> list[int]:
+    """The counts of a comma list (each checked on its field: `sweep_workload`)."""
     out: list[int] = []
     for part in (p.strip() for p in text.split(",")):
-        if not part.isdigit() or int(part) < 1:
+        if not part.isdigit():
             fail(f"--sessions: '{part}' is not a positive whole number (e.g. --sessions 16,32,48)")
         out.append(int(part))
     return _once(out, "--sessions")
@@ -167,15 +167,13 @@ def _check_executors(names: list[str], ray: str | None) -> None:
             fail(str(e))
 
 
-def _configs(spec: SweepSpec, scale: float, tr: Any, workers: int) -> list[Any]:
-    """Every point of the sweep (`plan`), the first seed the workload's."""
+def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int) -> list[Any]:
+    """Every point of the sweep: its spec (`SweepSpec.points`), the config the simulator
+    runs built from it (`config_of`)."""
     from replay.commands.scale_guard import ScaleError, check_sim_work
-    from replay.sim.sweep import plan
+    from replay.sim.sweep import config_of
 
-    configs = plan(spec.policies, spec.sessions, spec.seeds, **spec.plan_args(scale))
-    first = spec.workload.seed
-    if first:
-        configs = [dataclasses.replace(c, seed=c.seed + first) for c in configs]
+    configs = [config_of(p) for p in spec.points(scale, trace)]
     duration_s = spec.workload.duration_min * 60
     try:
         long = check_sim_work(tr, spec.sessions, len(configs), duration_s, workers)
@@ -348,7 +346,7 @@ def register(app: typer.Typer) -> None:
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)
         out_dir = out or Path("runs") / new_run_id("sim")
-        configs = _configs(spec, scale, tr, workers)
         trace_text = spec.workload.trace or str(sample_path())
+        configs = _configs(spec, scale, tr, trace_text, workers)
         rows = _sweep(tr, trace_text, configs, out_dir, workers, ray, as_json)
         _show(rows, tr, spec, scale, out_dir, as_json)

@@ -4,12 +4,14 @@ and its validation once.
 `replay run`, `replay simulate` and `replay serve-sim` take their shared flags from these
 fields (`replay.runspec.flags`), one layered resolution builds a `RunSpec` from flags, a config
 file and the command's base layer (`replay.runspec.resolve`), and the manifest stores the spec
-as resolved (`Manifest.spec`), which `replay run --resume` validates back.
+as resolved (`Manifest.spec`), which `replay run --resume` validates back. `replay simulate`
+resolves one per point of its sweep (`replay.runspec.sweep`): a simulated engine's policy,
+timing, capacity, replicas and router are its `EngineRun`'s fields.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +28,24 @@ class EngineRun(EngineShape):
     engine: EngineSpec = Field(description="name, adapter kind, URL, model id, GPUs")
     executor: Executor = Field(description="live (a real server), emulated or simulated")
     policy: str | None = Field(default=None, description="cache policy; None: the engine's own")
+    # A simulated engine's (`replay simulate`); None elsewhere, so a live manifest's spec
+    # (written without nulls) does not change.
+    timing: Literal["trace", "engine"] | None = Field(
+        default=None,
+        description="simulated: trace (recorded durations) or engine (the engine model's clock)",
+    )
+    policy_opts: dict[str, Any] | None = Field(
+        default=None, description="simulated: the policy's options over its own"
+    )
+    engine_rules: str | None = Field(
+        default=None, description="simulated: changes to the engine's memory rules, NAME=VALUE,..."
+    )
+    admission: str | None = Field(
+        default=None, description="simulated: park | schedule; None: the engine's own"
+    )
+    router_opts: dict[str, Any] | None = Field(
+        default=None, description="simulated: the router's parameters over its defaults"
+    )
 
     @property
     def name(self) -> str:
@@ -55,6 +75,10 @@ class RunSpec(BaseModel):
     @property
     def emulated(self) -> bool:
         return bool(self.engines) and all(e.executor == "emulated" for e in self.engines)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.engines) and all(e.executor == "simulated" for e in self.engines)
 
 
 __all__ = ["EngineRun", "EngineShape", "LimitsSpec", "RunSpec", "WorkloadSpec"]

@@ -70,6 +70,10 @@ class FleetConfig(SimConfig):
     def engine_flags(self) -> list[str]:
         return fleet_flags(self)
 
+    def fleet_shape(self) -> dict[str, Any]:
+        opts = self.router_opts or None
+        return {"replicas": self.replicas, "router": self.router, "router_opts": opts}
+
 
 class EngineReplica(EngineExecutor):
     """An engine replica that tells the fleet when a request's first token comes."""

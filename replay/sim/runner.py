@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import replay
 from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
@@ -28,6 +28,9 @@ from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
 from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
+
+if TYPE_CHECKING:
+    from replay.runspec.model import RunSpec
 
 Timing = Literal["trace", "engine"]
 _ENGINE_FIELDS = ("engine_rules", "admission")  # recorded as the engine's flags
@@ -92,6 +95,41 @@ class SimConfig:
         return [f"{k}={v}" for k, v in sorted(self.policy_opts.items())] + [
             f"{k}={getattr(self, k)}" for k in _ENGINE_FIELDS if getattr(self, k)
         ]
+
+    def spec(self, trace: str | None = None) -> RunSpec:
+        """The run's spec (`replay.runspec.sweep.point`), what its manifest stores and
+        `replay.sim.sweep.config_of` builds this config back from; `trace`: the trace's
+        path (None: not known)."""
+        from replay.runspec.fields import WorkloadSpec
+        from replay.runspec.sweep import point
+
+        lo, hi = self.window
+        workload = WorkloadSpec(
+            trace=trace or None,
+            sessions=self.sessions,
+            duration_min=self.duration_s / 60,
+            window=(lo / 60, hi / 60),
+            seed=self.seed,
+            gap_cap_s=self.gap_cap_s,
+            warmup_s=self.warmup_s,
+            subagents=self.subagents,
+            token_scale=self.token_scale,
+        )
+        return point(
+            self.policy,
+            workload,
+            self.model,
+            self.timing,
+            capacity_blocks=self.capacity_blocks,
+            policy_opts=self.policy_opts or None,
+            engine_rules=self.engine_rules or None,
+            admission=self.admission,
+            **self.fleet_shape(),
+        )
+
+    def fleet_shape(self) -> dict[str, Any]:
+        """The spec's fleet fields (a fleet's replicas, router and its options)."""
+        return {}
 
 
 @dataclass
@@ -351,6 +389,7 @@ def write_run(
         ),
         trace=TraceInfo(path=trace_source, sha256=trace_sha256, token_scale=cfg.token_scale),
         seed=cfg.seed,
+        spec=cfg.spec(trace_source).model_dump(mode="json", exclude_none=True),
         engines=[
             EngineEntry(
                 name=cfg.policy,

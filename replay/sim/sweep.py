@@ -13,12 +13,16 @@ import multiprocessing as mp
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from replay.profiles import DEFAULT_MODEL
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.traces.model import Trace
+
+if TYPE_CHECKING:
+    from replay.runspec.model import RunSpec
 
 
 class RayError(RuntimeError):
@@ -27,6 +31,35 @@ class RayError(RuntimeError):
 
 # The trace a forked worker simulates (set in the parent just before the pool forks).
 _WORKER_TRACE: Trace | None = None
+
+
+def config_of(spec: RunSpec) -> SimConfig:
+    """The simulator's config of one point's spec (`replay.runspec.sweep.SweepSpec.points`):
+    a fleet's (`FleetConfig`) where the spec names a router, else one engine's."""
+    (e,) = spec.engines
+    w = spec.workload.config()
+    assert e.policy is not None and e.timing is not None, "not a simulated engine's spec"
+    common: dict[str, Any] = {
+        "policy": e.policy,
+        "sessions": w.sessions,
+        "seed": w.seed,
+        "model": e.profile or DEFAULT_MODEL,
+        "timing": e.timing,
+        "duration_s": w.duration_s,
+        "window": w.window,
+        "policy_opts": dict(e.policy_opts or {}),
+        "capacity_blocks": e.capacity_blocks,
+        "subagents": w.subagents,
+        "token_scale": spec.workload.token_scale or 1.0,
+        "warmup_s": w.warmup_s,
+        "gap_cap_s": w.gap_cap_s,
+        "engine_rules": e.engine_rules or "",
+        "admission": e.admission,
+    }
+    if e.router is None:
+        return SimConfig(**common)
+    opts = dict(e.router_opts or {})
+    return FleetConfig(**common, replicas=e.replicas, router=e.router, router_opts=opts)
 
 
 def plan(
@@ -39,7 +72,8 @@ def plan(
     router_opts: dict[str, Any] | None = None,
     **common: Any,
 ) -> list[SimConfig]:
-    """Every combination, policies outermost (runs of one policy finish together). With
+    """Every combination, policies outermost (runs of one policy finish together), for
+    scripts and tests (`replay simulate` builds a spec per point and `config_of`). With
     `replicas` and `routers` each point is a fleet (`replay.sim.fleet`) of every replica
     count × router; without, one engine per run."""
     if not replicas and not routers:

@@ -21,7 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 import replay.client.orchestrate as orchestrate
-import replay.sim.sweep as sweep
+import replay.commands.simulate as sim_cmd
 from replay.cli import app
 from replay.emulator.defaults import default_run_path, load_default_run
 from replay.sim.runner import SimConfig
@@ -88,13 +88,12 @@ def test_replay_simulate_takes_the_workload_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, timing: str, warmup: float
 ) -> None:
     seen: list[SimConfig] = []
-    real_plan = sweep.plan
 
-    def capture(*args: Any, **kwargs: Any) -> list[SimConfig]:
-        seen.extend(real_plan(*args, **kwargs))
+    def capture(tr: Any, trace: str, configs: list[SimConfig], *a: Any) -> list[Any]:
+        seen.extend(configs)
         raise typer.Exit(CAPTURED)
 
-    monkeypatch.setattr(sweep, "plan", capture)  # `replay simulate` imports it when used
+    monkeypatch.setattr(sim_cmd, "_sweep", capture)
     res = CliRunner().invoke(
         app,
         ["simulate", "--trace", str(sample_path()), "--policies", "vllm", "--sessions",

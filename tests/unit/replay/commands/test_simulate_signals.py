@@ -68,5 +68,6 @@ def test_simulate_stops_at_once_and_marks_runs_interrupted(sig: int, tmp_path: P
     for run in ("vllm-s400-seed0", "flashstate-s400-seed0"):
         man = json.loads((out / run / "manifest.json").read_text())
         assert man["status"] == "interrupted" and "stopped by" in man["notes"][0]
+        assert man["spec"]["engines"][0]["policy"] == run.split("-")[0]  # its point's spec
     time.sleep(0.5)
     assert not any(Path(f"/proc/{k}").exists() for k in kids)

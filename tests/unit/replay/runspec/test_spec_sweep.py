@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 import replay.commands.scale_guard as scale_guard
 import replay.commands.simulate as sim_cmd
-import replay.sim.sweep as sweep
 from replay.cli import app
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
@@ -34,14 +33,13 @@ def test_the_shared_workload_flags_reach_every_point(
     monkeypatch: pytest.MonkeyPatch, corpus: Path, tmp_path: Path
 ) -> None:
     seen: list[SimConfig] = []
-    real_plan = sweep.plan
 
-    def capture(*args: Any, **kwargs: Any) -> list[SimConfig]:
-        seen.extend(real_plan(*args, **kwargs))
+    def capture(tr: Any, trace: str, configs: list[SimConfig], *a: Any) -> list[Any]:
+        seen.extend(configs)
         raise typer.Exit(CAPTURED)
 
-    # `replay simulate` imports both where it uses them: patched where they live.
-    monkeypatch.setattr(sweep, "plan", capture)
+    monkeypatch.setattr(sim_cmd, "_sweep", capture)
+    # `replay simulate` imports it where it uses it: patched where it lives.
     monkeypatch.setattr(scale_guard, "check_sim_work", lambda *a: None)
     res = CliRunner().invoke(
         app,
@@ -51,7 +49,8 @@ def test_the_shared_workload_flags_reach_every_point(
     )  # fmt: skip
     assert res.exit_code == CAPTURED, res.output
     assert {c.gap_cap_s for c in seen} == {60.0} and {c.warmup_s for c in seen} == {10.0}
-    assert sorted({c.seed for c in seen}) == [0, 1]  # plan's own; the command shifts them
+    assert [c.seed for c in seen] == [4, 5, 4, 5]  # --seed first, then +1 (--seeds 2)
+    assert [c.sessions for c in seen] == [2, 2, 3, 3]
 
 
 def test_the_first_seed_names_the_runs(

@@ -1,0 +1,95 @@
+"""Every simulated run directory stores its point's spec (`replay.runspec.model.RunSpec`,
+`Manifest.spec`), which reads back into the typed model and builds the same simulator config
+(`replay.sim.sweep.config_of`); `replay run --resume` refuses a simulated run by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.rundir import read_manifest
+from replay.runspec.model import RunSpec
+from replay.sim.fleet import FleetConfig
+from replay.sim.runner import SimConfig
+from replay.sim.sweep import config_of
+
+runner = CliRunner()
+SHORT = ["--duration-min", "6", "--window", "2-6", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def sweep(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("spec") / "sweep"
+    res = runner.invoke(
+        app,
+        ["simulate", "--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+         "--replicas", "2", "--router", "session_hash", "--capacity-blocks", "900",
+         "--timing", "engine", "--out", str(out), *SHORT],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_a_simulated_manifest_stores_its_points_spec(sweep: Path, small_corpus: Path) -> None:
+    run_dir = sweep / "vllm-r2-session_hash-s2-seed3"
+    spec = RunSpec.model_validate(read_manifest(run_dir).spec)
+    assert spec.simulated and not spec.emulated and not spec.sample
+    (e,) = spec.engines
+    assert (e.policy, e.timing, e.capacity_blocks) == ("vllm", "engine", 900)
+    assert (e.replicas, e.router, e.engine.kind, e.engine.gpus) == (2, "session_hash", "sim", 2)
+    w = spec.workload
+    assert (w.trace, w.sessions, w.seed, w.duration_min, w.window) == (
+        str(small_corpus),
+        2,
+        3,
+        6.0,
+        (2.0, 6.0),
+    )
+    assert w.token_scale == 16.0  # the corpus's own, as resolved
+    cfg = config_of(spec)
+    assert isinstance(cfg, FleetConfig) and cfg.run_name == run_dir.name
+    assert cfg.spec(str(small_corpus)) == spec  # the config says the same spec back
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SimConfig(
+            policy="sglang",
+            sessions=4,
+            seed=2,
+            timing="engine",
+            window=(30.0, 90.0),
+            duration_s=90.0,
+            policy_opts={"chunk": 128},
+            engine_rules="x=1",
+            admission="park",
+            capacity_blocks=70,
+            token_scale=4.0,
+        ),
+        FleetConfig(
+            policy="vllm",
+            sessions=3,
+            replicas=3,
+            router="least_load",
+            router_opts={"k": 2},
+            subagents="inline",
+            gap_cap_s=30.0,
+        ),
+    ],
+)
+def test_a_config_builds_back_from_its_spec(cfg: SimConfig) -> None:
+    spec = RunSpec.model_validate(cfg.spec("t.jsonl").model_dump(mode="json", exclude_none=True))
+    assert config_of(spec) == cfg
+
+
+def test_run_resume_refuses_a_simulated_run(sweep: Path) -> None:
+    run_dir = sweep / "vllm-r2-session_hash-s2-seed3"
+    res = runner.invoke(app, ["run", "--resume", str(run_dir)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"--resume {run_dir}: a simulated run (replay simulate), not a live one" in text
+    assert "run its sweep again: replay " in text  # the command line it stored
