@@ -76,14 +76,14 @@ class CapacityError(ValueError):
     """A capacity that cannot be honoured; the message names the setting."""
 
 
-def bounded(policy: str, own: int | None, override: int | None, pooled: bool) -> int | None:
-    """Rules 2-4 for a block count `override` handed to a cache whose policy holds `own`
+def bounded(policy: str, own: int | None, capacity_blocks: int | None, pooled: bool) -> int | None:
+    """Rules 2-4 for a block count `capacity_blocks` handed to a cache whose policy holds `own`
     blocks by itself (None: unbounded); the cache core applies the same function
     (`replay.sim.requests.bounded_capacity`, kept there so the core imports no policy)."""
     from replay.sim.requests import CacheError, bounded_capacity
 
     try:
-        return bounded_capacity(policy, own, override, pooled)
+        return bounded_capacity(policy, own, capacity_blocks, pooled)
     except CacheError as e:
         raise CapacityError(str(e)) from e
 
@@ -125,53 +125,59 @@ def _kv_blocks(kv_tokens: int, block_tokens: int) -> int:
 def resolve_capacity(
     policy: str,
     profile: ModelProfile,
-    override: int | None = None,
+    capacity_blocks: int | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Capacity:
     """The capacity of `policy` (a `replay.sim` policy name or `kv-lru`) on `profile` (already
-    token-scaled), with the block count `override` if given and the policy's `options` (token
+    token-scaled), with the block count `capacity_blocks` if given and the policy's `options` (token
     options already scaled). Unknown policies and options are refused by `make_policy`."""
     from replay.sim.policies import Policy, make_policy
 
-    if override is not None and override < 1:
-        raise CapacityError(f"the cache's block count must be at least 1, not {override}")
+    if capacity_blocks is not None and capacity_blocks < 1:
+        raise CapacityError(f"the cache's block count must be at least 1, not {capacity_blocks}")
     opts = dict(options or {})
-    memory = override if override is not None else profile.blocks_per_engine
-    source: Source = "override" if override is not None else "profile"
+    memory = capacity_blocks if capacity_blocks is not None else profile.blocks_per_engine
+    source: Source = "override" if capacity_blocks is not None else "profile"
     where = (
-        f"{override} blocks given"
-        if override is not None
+        f"{capacity_blocks} blocks given"
+        if capacity_blocks is not None
         else f"the profile's blocks_per_engine ({profile.blocks_per_engine}) for {profile.name}"
     )
     if policy == "kv-lru":
-        return Capacity(policy, memory, memory, override, source, f"{memory} blocks: {where}")
+        return Capacity(
+            policy, memory, memory, capacity_blocks, source, f"{memory} blocks: {where}"
+        )
     cls = Policy.registry.get(policy)
     if cls is not None and all(k in cls.options for k in POOL_OPTIONS):
-        return _pooled(policy, profile, override, opts, memory, source, where)
+        return _pooled(policy, profile, capacity_blocks, opts, memory, source, where)
     pol = make_policy(policy, profile, **opts)
     own = pol.capacity_blocks(profile)
     if policy == "sglang-native" and own is not None:  # SGLang's own code splits the memory
         _, slots = sglang_pools(profile, memory, pol.opts, policy)
         _check_rows(policy, slots)
     if own is None:
-        note = f" (the {override} blocks given only size the working-set ratio)" if override else ""
+        note = (
+            f" (the {capacity_blocks} blocks given only size the working-set ratio)"
+            if capacity_blocks
+            else ""
+        )
         return Capacity(
             policy,
             None,
             profile.blocks_per_engine,
-            override,
+            capacity_blocks,
             "unbounded",
             f"policy '{policy}' holds everything{note}",
         )
-    blocks = bounded(policy, own, override, False)
+    blocks = bounded(policy, own, capacity_blocks, False)
     assert blocks is not None
-    return Capacity(policy, blocks, memory, override, source, f"{blocks} blocks: {where}")
+    return Capacity(policy, blocks, memory, capacity_blocks, source, f"{blocks} blocks: {where}")
 
 
 def _pooled(
     policy: str,
     profile: ModelProfile,
-    override: int | None,
+    capacity_blocks: int | None,
     opts: dict[str, Any],
     memory: int,
     source: Source,
@@ -179,9 +185,9 @@ def _pooled(
 ) -> Capacity:
     """Rule 4: SGLang's two pools from the memory, an option setting either outright."""
     given = [k for k in POOL_OPTIONS if opts.get(k) is not None]
-    if override is not None and len(given) == len(POOL_OPTIONS):
+    if capacity_blocks is not None and len(given) == len(POOL_OPTIONS):
         raise CapacityError(
-            f"policy '{policy}': a block count ({override}, --capacity-blocks / --blocks) and "
+            f"policy '{policy}': a block count ({capacity_blocks}, --capacity-blocks / --blocks) and "
             "both pool options state_slots and kv_tokens were given; give the block count "
             "or the two pools, not both"
         )
@@ -206,7 +212,7 @@ def _pooled(
         policy,
         blocks,
         memory,
-        override,
+        capacity_blocks,
         source,
         f"{slots} state slots and {kv_tokens} KV tokens ({blocks} blocks) from {where}, "
         "split as SGLang sizes its pools",

@@ -129,17 +129,17 @@ def cache_settings(
     policy: str,
     profile: ModelProfile,
     token_scale: float = 1.0,
-    blocks: int | None = None,
+    capacity_blocks: int | None = None,
     options: dict[str, Any] | None = None,
 ) -> CacheSettings:
     """Settings for `policy` on `profile` (already scaled by `token_scale`), with the cache
-    resized to `blocks` if given and `options` (unscaled) on top of the policy's own.
+    resized to `capacity_blocks` if given and `options` (unscaled) on top of the policy's own.
 
     Token-valued options (SGLang's 256-token grid and chunk, dense's spacing, a KV pool
     given in tokens) shrink by the token scale, so a scaled prompt gets as many checkpoints
     as its full-size original. The capacity is `replay.sim.capacity.resolve_capacity`'s: a
     policy with pools of its own (SGLang's state slots beside its KV pool) gets them as
-    options, sized from `blocks` (or the profile's memory) as SGLang sizes them; any other
+    options, sized from `capacity_blocks` (or the profile's memory) as SGLang sizes them; any other
     policy gets the resolved block count."""
     from replay.sim.policies import Policy
 
@@ -153,7 +153,7 @@ def cache_settings(
         kv = opts.get("kv_tokens")  # a KV pool given in full-size tokens
         if isinstance(kv, int | float) and not isinstance(kv, bool) and kv > 0:
             opts["kv_tokens"] = max(1, round(kv / token_scale))
-    cap = resolve_capacity(policy, profile, blocks, opts)
+    cap = resolve_capacity(policy, profile, capacity_blocks, opts)
     if cap.pooled:
         opts["state_slots"], opts["kv_tokens"] = cap.state_slots, cap.kv_tokens
         return CacheSettings(policy, profile, opts, None, cap)
@@ -161,14 +161,17 @@ def cache_settings(
 
 
 def engine_cache(
-    policy: str, profile: ModelProfile, token_scale: float = 1.0, blocks: int | None = None
+    policy: str,
+    profile: ModelProfile,
+    token_scale: float = 1.0,
+    capacity_blocks: int | None = None,
 ) -> EngineCache:
     """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`."""
     if policy == "kv-lru":
-        cap = resolve_capacity(policy, profile, blocks)
+        cap = resolve_capacity(policy, profile, capacity_blocks)
         assert cap.blocks is not None
         return KVLRUCache(profile.block_tokens, cap.blocks, cap)
-    return SimCache(cache_settings(policy, profile, token_scale, blocks))
+    return SimCache(cache_settings(policy, profile, token_scale, capacity_blocks))
 
 
 def _keep(prefix: Prefix, resume_pos: int, block: int) -> Prefix:

@@ -105,9 +105,9 @@ def test_cache_settings_scale_token_options_and_resize_sglang_pools() -> None:
     assert sg.options["grid"] == 16 and sg.options["chunk"] == 16384 // 16
     assert sg.options["kv_tokens"] == round(SglangPolicy.options["kv_tokens"] / 16)
     assert sg.capacity_blocks is None
-    half = cache_settings("sglang", prof, 16, blocks=1000)
+    half = cache_settings("sglang", prof, 16, capacity_blocks=1000)
     assert half.options["state_slots"] < SglangPolicy.options["state_slots"]
-    v = cache_settings("vllm", prof, 16, blocks=1000)
+    v = cache_settings("vllm", prof, 16, capacity_blocks=1000)
     assert v.options == {} and v.capacity_blocks == 1000
     cache = make_cache(EmulatorConfig(engine="sglang", token_scale=16, blocks=1000), prof)
     assert cache.capacity_blocks is not None and abs(cache.capacity_blocks - 1000) <= 5

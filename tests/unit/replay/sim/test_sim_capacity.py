@@ -39,7 +39,7 @@ def test_a_one_pool_policy_holds_the_profile_or_the_override() -> None:
     )
     lru = resolve_capacity("kv-lru", GLM)
     assert (lru.blocks, lru.source) == (2531, "profile")
-    assert engine_cache("kv-lru", GLM, blocks=77).capacity.blocks == 77
+    assert engine_cache("kv-lru", GLM, capacity_blocks=77).capacity.blocks == 77
 
 
 def test_an_unbounded_policy_stays_unbounded_and_an_override_sizes_only_the_ratio() -> None:
@@ -64,7 +64,7 @@ def test_sglang_pools_from_the_memory_as_sglang_sizes_them() -> None:
         assert (cap.kv_tokens, cap.state_slots) == (native["kv_tokens"], native["state_slots"])
         assert cap.reported_blocks == blocks and cap.blocks is not None
         assert blocks - 5 <= cap.blocks <= blocks  # less the padding slot (not cache)
-    cache = engine_cache("sglang", GLM, blocks=1000)
+    cache = engine_cache("sglang", GLM, capacity_blocks=1000)
     assert cache.capacity_blocks == resolve_capacity("sglang", GLM, 1000).blocks == 995
 
 

@@ -191,7 +191,7 @@ def test_flashstate_parks_a_waiting_requests_state_and_vllm_does_not() -> None:
 
     def run(admission: str) -> int:
         p = engine_profile(block_tokens=16, chunk_tokens=32, prefill_cap_tokens=1000, max_batch=8)
-        core = _core(p, engine_cache("asc-unit-lru", p, blocks=18), admission=admission)
+        core = _core(p, engine_cache("asc-unit-lru", p, capacity_blocks=18), admission=admission)
         core.add(_tp(list(range(64)), 1))  # a: 4 blocks + states at 32 and 64
         t = _run(core)
         core.add(_tp([5000 + i for i in range(8)], 40))  # r: runs long, holds 4 blocks

@@ -34,7 +34,9 @@ def _core(
     blocks: int, rules: EngineRules, policy: str = "vllm", prof: dict[str, object] | None = None
 ) -> EngineCore:
     p = _profile(**(prof or {}))
-    return EngineCore(StepClock(p), engine_cache(policy, p, blocks=blocks), "schedule", rules)
+    return EngineCore(
+        StepClock(p), engine_cache(policy, p, capacity_blocks=blocks), "schedule", rules
+    )
 
 
 class _Count:
@@ -210,7 +212,9 @@ def test_the_executor_raises_when_steps_keep_running_nothing() -> None:
             return StepResult(0.0, preempted=list(self.waiting))
 
     p = _profile()
-    core = Spinning(StepClock(p), engine_cache("vllm", p, blocks=12), "schedule", VLLM_RULES)
+    core = Spinning(
+        StepClock(p), engine_cache("vllm", p, capacity_blocks=12), "schedule", VLLM_RULES
+    )
     core.add(_seq(1, 32, 4, 0))
     loop = EventLoop("vllm")
     ex = EngineExecutor(loop, core, lambda t: None)
