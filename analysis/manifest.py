@@ -70,6 +70,8 @@ def manifest_notes(manifest: Manifest) -> list[str]:
         until = f"{ev.end_s:g} s" if ev.end_s is not None else "the end of the run"
         since = f"{ev.start_s:g} s" if ev.start_s is not None else "an unrecorded time"
         detail = f" ({ev.detail})" if ev.detail else ""
+        if ev.engine_error:
+            detail += f"; its log's last error: {ev.engine_error}"
         notes.append(f"{ev.engine}: engine down from {since} to {until}{detail}")
     for name, count in manifest.emulator_restarts.items():
         notes.append(

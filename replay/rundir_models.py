@@ -225,6 +225,9 @@ class EngineEvent(_Record):
     start_s: float | None = Field(default=None, description="when it went down (records' clock)")
     end_s: float | None = Field(default=None, description="when it served again; null: never")
     detail: str | None = Field(default=None, description="what failed")
+    engine_error: str | None = Field(
+        default=None, description="the engine's last error line, from its log (--engine-log)"
+    )
 
 
 class Segment(_Record):
@@ -280,7 +283,8 @@ class Manifest(_Record):
     status: RunStatus | None = Field(
         default=None,
         description="how the run ended (`running` while it goes; `degraded`: an engine's "
-        "window error share passed 5%)",
+        "window error share passed 5%, or an engine was down at the end; `interrupted`: "
+        "stopped by a signal, or every engine down for 30 s: resumable)",
     )
     start: str | None = Field(default=None, description="UTC start, ISO 8601")
     end: str | None = Field(default=None, description="UTC end, ISO 8601")

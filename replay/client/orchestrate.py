@@ -41,7 +41,7 @@ from replay.client.fleet import (
     external_adapter_options,
     replica_names,
 )
-from replay.client.health import EngineWatch
+from replay.client.health import ENGINES_DOWN_END_S, EngineWatch
 from replay.client.session import EngineSessions, LiveStats, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
@@ -125,6 +125,9 @@ class RunPlan:
     fleets: dict[str, FleetSpec] = field(default_factory=dict)
     ray_address: str | None = None
     keep_parts: bool = False  # keep parts/ after the merge (tests compare it to the journal)
+    # Server logs of engines the user started (`--engine-log NAME=PATH`): an engine that goes
+    # down gets the log's last error line in its event (replay.client.health).
+    engine_logs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def duration_wall_s(self) -> float:
@@ -139,6 +142,8 @@ class RunOutcome:
     records: int
     reports: list[PreflightReport]
     stats: dict[str, LiveStats]
+    # Why the run ended before its duration other than by a signal (every engine down).
+    ended_by: str | None = None
 
 
 Tick = Callable[[dict[str, LiveStats], float, float], None]  # stats, elapsed_s, duration_s
@@ -505,6 +510,7 @@ async def run_live(
         plan.clock_scale,
         plan.health_interval_s,
         on_change=lambda evs: writer.update_manifest(events=events0 + evs),
+        logs=plan.engine_logs,
     )
     watch_task = asyncio.create_task(watch.run(scrape_stop))
     # Scrapes at the window's edges (the end a moment early, before sessions are cancelled).
@@ -529,7 +535,7 @@ async def run_live(
     end_ns = t0 + int(plan.duration_wall_s * 1e9)
     status: RunStatus = "completed"
     try:
-        status = await _wait(plan, writer, tasks, stats, stop, t0, end_ns, on_tick)
+        status = await _wait(plan, writer, tasks, stats, stop, t0, end_ns, on_tick, watch)
     except asyncio.CancelledError:
         status = "interrupted"
     finally:
@@ -566,18 +572,21 @@ async def run_live(
             else reuse_counts(plan.trace, runners)
         )
         writer.update_manifest(workload=reuse)
+        ended_by = _ended_by_outage(plan, watch, t0, status, stop)
+        if ended_by is not None:
+            writer.update_manifest(notes=[*writer.manifest.notes, ended_by])
         summary = _summary(plan, status)
         if summary is not None:
             if note := reuse_note(reuse):
                 summary.notes.append(note)
             writer.manifest.replay_fidelity = replay_fidelity(summary)
-            if status == "completed" and _degraded(summary):
+            if status == "completed" and (_degraded(summary) or watch.down_at_end()):
                 status = "degraded"
         writer.close(status, summary)
         sys.setswitchinterval(switch)
     # The outcome carries summary.json's content (what the final table reads).
     out = summary.model_dump(mode="json") if summary is not None else None
-    return RunOutcome(plan.out_dir, status, out, writer.num_records, reports, stats)
+    return RunOutcome(plan.out_dir, status, out, writer.num_records, reports, stats, ended_by)
 
 
 def _record_faults(writer: RunWriter, plan: RunPlan, events: list[dict[str, Any]]) -> None:
@@ -611,6 +620,24 @@ def _missed_outages(plan: RunPlan, watch: EngineWatch) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _ended_by_outage(
+    plan: RunPlan, watch: EngineWatch, t0: int, status: RunStatus, stop: asyncio.Event
+) -> str | None:
+    """The note of a run that ended early because every engine stayed down (None for any
+    other ending: a signal sets `stop`), with each engine's last logged error where its log
+    was given."""
+    if status != "interrupted" or stop.is_set():
+        return None
+    at = (time.perf_counter_ns() - t0) / 1e9
+    errors = [f"{e['engine']}: {e['engine_error']}" for e in watch.events if e.get("engine_error")]
+    logged = f" (last error: {'; '.join(errors)})" if errors else ""
+    return (
+        f"ended at {at:.0f} s of {plan.duration_wall_s:.0f} s: every engine had been down for "
+        f"{ENGINES_DOWN_END_S:g} s{logged}; the records so far are kept; restart the engine, "
+        f"then continue with `replay run --resume {plan.out_dir}`"
+    )
 
 
 def _degraded(summary: RunSummary) -> bool:
@@ -685,14 +712,16 @@ async def _wait(
     t0: int,
     end_ns: int,
     on_tick: Tick | None,
+    watch: EngineWatch,
 ) -> RunStatus:
-    """Flush records every interval until the run's end, a stop request or a crash."""
+    """Flush records every interval until the run's end, a stop request, a crash or every
+    engine down for ENGINES_DOWN_END_S."""
     last_heartbeat = 0.0
     while True:
         now = time.perf_counter_ns()
         if now >= end_ns:
             return "completed"
-        if stop.is_set():
+        if stop.is_set() or watch.all_down_s() >= ENGINES_DOWN_END_S:
             return "interrupted"
         if any(t.done() for t in tasks.values()):
             return "failed"

@@ -214,6 +214,8 @@ def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
     if preflight and not _preflight_report(server.url, cfg):
         raise typer.Exit(1)
     typer.echo(cfg.endpoint_arg(server.url))
+    # ... and the log, so a run records the engine's last error should it die.
+    typer.echo(f"--engine-log {cfg.engine}={server.log_path}")
     if cfg.hardware.gpus > 1:
         console.print(
             f"(per-GPU metrics need the GPU count: replay engines run-config "
@@ -224,9 +226,10 @@ def _serve(cfg: EngineConfig, server: RunningServer, preflight: bool) -> None:
     console.print("serving; press Ctrl-C to stop")
     while server.alive():
         time.sleep(1.0)
+    last = server.last_error()
     err_console.print(
-        f"[bold red]error:[/] the server exited by itself with code {server.process.returncode}; "
-        f"log {server.log_path}:\n{server.log_tail()}",
+        f"[bold red]error:[/] the server exited by itself with code {server.process.returncode}"
+        f"{f' ({last})' if last else ''}; log {server.log_path}:\n{server.log_tail()}",
         highlight=False,
     )
     raise typer.Exit(1)

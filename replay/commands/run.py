@@ -368,10 +368,14 @@ def _report(outcome: RunOutcome | None, band: Any = None) -> None:
     console.print(f"run directory: {outcome.run_dir}  ({outcome.records:,} requests)")
     if outcome.status == "degraded":
         console.print(
-            "[yellow]degraded:[/] an engine failed too many requests in the window (see the "
-            "notes); its numbers measure the failures, not the engine",
+            "[yellow]degraded:[/] an engine failed too many requests in the window or was "
+            "down at the run's end (see the notes); its numbers measure the failures, not the "
+            "engine",
             highlight=False,
         )
+    if outcome.ended_by is not None:
+        err_console.print(f"[bold red]error:[/] {escape(outcome.ended_by)}", highlight=False)
+        raise typer.Exit(1)
     if outcome.status == "interrupted":
         console.print(f"interrupted; continue with: replay run --resume {outcome.run_dir}")
         raise typer.Exit(130)
@@ -402,12 +406,31 @@ def _fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
     return Resolved(spec, res.notes, res.settings, res.user_time_scale)
 
 
+def _engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
+    """--engine-log NAME=PATH, each naming an engine of the run and a file that exists."""
+    names = [e.name for e in spec.engines]
+    out: dict[str, Path] = {}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            fail(f"--engine-log {item!r}: expected NAME=PATH (e.g. vllm=runs/engines/vllm.log)")
+        if name not in names:
+            fail(f"--engine-log {item!r}: no engine {name!r} in this run (its engines: "
+                 f"{', '.join(names)})")  # fmt: skip
+        if not Path(path).is_file():
+            fail(f"--engine-log {item!r}: {path} is not a file (the log `replay engines "
+                 "launch` printed, or the server's own)")  # fmt: skip
+        out[name] = Path(path)
+    return out
+
+
 def replay_run(
     flags: RunFlags,
     given: dict[str, Any],
     show_panel: bool,
     fleet: dict[str, Any] | None = None,
     band_seeds: int = 0,
+    engine_log: list[str] | None = None,
 ) -> None:
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
     from replay.client.config import shared_url_warnings
@@ -419,6 +442,8 @@ def replay_run(
         err_console.print(line, highlight=False)
     spec, loaded, run_dir = _load(res, flags)
     plan = _plan(spec, loaded, run_dir, flags.resume is not None)
+    if engine_log:
+        plan = dataclasses.replace(plan, engine_logs=_engine_logs(engine_log, spec))
     outcome = _execute(plan, spec, show_panel, res.user_time_scale)
     _report(outcome, _band(outcome, spec, loaded, band_seeds))
 
@@ -462,6 +487,12 @@ def register(app: typer.Typer) -> None:
         ray: str | None = typer.Option(
             None, "--ray", help="Run the client workers on this Ray cluster ('local': here)."
         ),
+        engine_log: list[str] = typer.Option(  # noqa: B008
+            [],
+            "--engine-log",
+            help="NAME=PATH: the server log of an engine you started (replay engines launch "
+            "prints it); an engine that goes down gets its last error line in the run. Repeat.",
+        ),
         band_seeds: int = typer.Option(
             DEFAULT_SEEDS,
             "--band-seeds",
@@ -480,7 +511,7 @@ def register(app: typer.Typer) -> None:
         flags = RunFlags(engines, endpoint, config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
         fleet = dict(zip(FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
-        replay_run(flags, given, show_panel, fleet, band_seeds)
+        replay_run(flags, given, show_panel, fleet, band_seeds, engine_log)
 
 
 FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")

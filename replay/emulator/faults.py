@@ -2,12 +2,15 @@
 
 Draws are deterministic per request number and seed, so a test that asks for a 5% error
 rate gets the same requests failing every time. The crash is `os._exit`: no cleanup, open
-connections reset, exactly what a client sees when an engine process dies.
+connections reset, exactly what a client sees when an engine process dies; like a real
+engine's, its last words are an exception line on stderr (the server log), which a run given
+that log (`replay run --engine-log`) records.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +23,11 @@ CRASH_EXIT_CODE = 70
 
 
 def hard_exit() -> None:
+    sys.stderr.write(
+        f"RuntimeError: injected crash (--crash-after): the emulator exits with code "
+        f"{CRASH_EXIT_CODE}\n"
+    )
+    sys.stderr.flush()
     os._exit(CRASH_EXIT_CODE)
 
 

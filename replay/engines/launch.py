@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,6 +32,35 @@ from replay.lifeline import pdeathsig_preexec
 class LaunchError(Exception):
     """The server could not be started or did not become healthy; the message says why and
     what to do."""
+
+
+# An exception's last line ("IndexError: index 7 is out of bounds…", as Python prints it,
+# after vLLM's "(EngineCore pid=…) ERROR 12-05 10:00:00 [core.py:1]" prefix), or a line a
+# logger marked ERROR/CRITICAL/FATAL.
+_EXCEPTION_LINE = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::\s|$)")
+_ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TAIL_BYTES = 64 * 1024
+
+
+def last_error_line(log_path: Path) -> str | None:
+    """The server log's last error line: the last exception line (`IndexError: …`) in its
+    final 64 KiB, else the last line a logger marked ERROR, CRITICAL or FATAL; None when the
+    log cannot be read or holds neither. Colour codes are dropped, the line cut at 300
+    characters."""
+    try:
+        with log_path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(fh.tell() - _TAIL_BYTES, 0))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
+    for pattern in (_EXCEPTION_LINE, _ERROR_LEVEL):
+        for line in reversed(lines):
+            if line and pattern.search(line):
+                return line[:300]
+    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -104,6 +134,10 @@ class RunningServer:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def last_error(self) -> str | None:
+        """The log's last error line (`last_error_line`)."""
+        return last_error_line(self.log_path)
 
     def stop(self, grace_s: float = 30.0) -> int | None:
         """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s`. Returns the

@@ -157,3 +157,55 @@ def test_an_emulator_that_dies_is_restarted_and_recorded(
     assert man.status in ("completed", "degraded")
     # The restarted emulator (same port) ended with the run.
     assert not listening(man.engines[0].url)
+
+
+def test_an_engine_that_crashes_ends_the_run_with_its_last_error_and_what_it_had(
+    tmp_path: Path,
+) -> None:
+    """A real emulator process that crashes hard mid-run (`--crash-after`, os._exit with its
+    exception line on stderr, as a dying engine writes it), given to the run with
+    `--engine-log`: the run ends ~30 s after the crash, not at its 3 wall minutes, exit 1 and
+    `interrupted` (resumable); the error line is in the manifest's event and in the output;
+    the requests served before the crash are kept; the engine's process is gone."""
+    from tests.serve_sim import serve_sim
+
+    log = tmp_path / "engine.log"
+    # Preflight's probes are requests too: the crash comes a few requests into the replay
+    # (its clock 20× real time: 60 minutes of trace in 3 wall minutes).
+    with serve_sim(["--engine", "vllm", "--crash-after", "12", "--time-scale", "20"], log) as url:
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "replay", "run", "--endpoint", f"vllm={url}",
+             "--engine-log", f"vllm={log}", "--sessions", "4", "--duration-min", "60",
+             "--window", "0-60", "--warmup-s", "0", "--no-panel", "--out", str(tmp_path / "r")],
+            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=170,
+        )  # fmt: skip
+        took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert took < 120, (took, out)
+    assert "every engine had been down for 30 s" in out and "injected crash" in out, out
+    man = read_manifest(tmp_path / "r")
+    assert man.status == "interrupted"
+    (down,) = [e for e in man.events if e.event == "engine_down"]
+    assert down.end_s is None and down.engine_error is not None
+    assert down.engine_error.startswith("RuntimeError: injected crash"), down
+    df = read_requests(tmp_path / "r")
+    assert (df.status == "ok").sum() >= 1, df.status.value_counts()
+    assert not listening(url), "the crashed engine's port is still served"
+
+
+def test_engine_log_names_the_flag_and_what_to_give(tmp_path: Path) -> None:
+    for item, says in [
+        ("vllm", "expected NAME=PATH"),
+        (f"sglang={tmp_path}", "no engine 'sglang' in this run (its engines: vllm)"),
+        (f"vllm={tmp_path / 'nope.log'}", "is not a file"),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "replay", "run", "--endpoint", "vllm=http://127.0.0.1:9",
+             "--engine-log", item, "--no-panel", "--out", str(tmp_path / "r")],
+            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120,
+        )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "--engine-log" in out and says in out, out
+        assert "Traceback" not in out

@@ -219,3 +219,80 @@ async def test_an_engine_that_went_down_is_recorded_with_its_times(
     rate = outcome.summary["engines"]["vllm"]["error_rate"]
     assert outcome.status == ("degraded" if rate > 0.05 else "completed")
     assert any("vllm: engine down from" in n for n in outcome.summary["notes"])
+
+
+VLLM_CRASH_LOG = """\
+INFO 12-05 10:00:01 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s
+(EngineCore_DP0 pid=4242) ERROR 12-05 10:00:02 [core.py:710] EngineCore encountered a fatal error.
+(EngineCore_DP0 pid=4242) ERROR 12-05 10:00:02 [core.py:710] Traceback (most recent call last):
+(EngineCore_DP0 pid=4242) ERROR 12-05 10:00:02 [core.py:710]   File "mamba_mixer2.py", line 880, in forward
+(EngineCore_DP0 pid=4242) ERROR 12-05 10:00:02 [core.py:710]     raise IndexError(msg)
+(EngineCore_DP0 pid=4242) ERROR 12-05 10:00:02 [core.py:710] IndexError: index 7 is out of bounds for dimension 0 with size 4
+\x1b[1;31mERROR 12-05 10:00:02 [async_llm.py:480] AsyncLLM output_handler failed.\x1b[0m
+INFO:     Shutting down
+"""
+
+
+def _outage_plan(url: str, out: Path, helpers: Any, log: Path, duration_s: float) -> RunPlan:
+    return RunPlan(
+        engines=[EngineSpec(name="vllm", kind="vllm", url=url)],
+        trace=helpers.trace_of(helpers.growing_trajectory("a", turns=6)),
+        workload=WorkloadConfig(sessions=2, duration_s=duration_s, window=(0.0, duration_s)),
+        out_dir=out,
+        retries=1,
+        backoff_s=0.05,
+        scrape_interval_s=0.5,
+        flush_interval_s=0.1,
+        health_interval_s=0.1,
+        summarize=summary_of_dir,
+        engine_logs={"vllm": log},
+    )
+
+
+async def test_an_engine_that_dies_ends_the_run_early_with_its_last_logged_error(
+    fake_engine: Any, helpers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every engine down for ENGINES_DOWN_END_S: the run ends at once (not at its 60 s), as
+    `interrupted` (resumable), its records kept, the engine's last exception line from its
+    log in the event and in the note that says how to continue."""
+    monkeypatch.setattr("replay.client.orchestrate.ENGINES_DOWN_END_S", 0.6)
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO starting\n")
+    plan = _outage_plan(fake_engine.url, tmp_path / "r", helpers, log, duration_s=60.0)
+    task = asyncio.create_task(run_live(plan))
+    await asyncio.sleep(0.8)
+    log.write_text(VLLM_CRASH_LOG)
+    await fake_engine.stop()
+    outcome = await asyncio.wait_for(task, 20)
+    assert outcome.status == "interrupted"
+    assert outcome.ended_by is not None and "every engine had been down" in outcome.ended_by
+    assert "IndexError: index 7 is out of bounds" in outcome.ended_by
+    assert f"replay run --resume {tmp_path / 'r'}" in outcome.ended_by
+    man = read_manifest(tmp_path / "r")
+    assert man.status == "interrupted"
+    (down,) = [e for e in man.events if e.event == "engine_down"]
+    assert down.end_s is None
+    assert down.engine_error is not None and down.engine_error.endswith(
+        "IndexError: index 7 is out of bounds for dimension 0 with size 4"
+    )
+    assert any(outcome.ended_by == n for n in man.notes)
+    assert any("its log's last error: " in n for n in outcome.summary["notes"])
+    df = read_requests(tmp_path / "r")
+    assert (df.status == "ok").sum() >= 1  # what it had before the crash is kept
+
+
+async def test_an_engine_down_at_the_end_of_a_run_makes_it_degraded(
+    fake_engine: Any, helpers: Any, tmp_path: Path
+) -> None:
+    """Down for less than the early end but still down when the run ends: `degraded`, even
+    when the window holds too few requests for the error share to say so."""
+    log = tmp_path / "vllm.log"
+    log.write_text("nothing of note\n")
+    plan = _outage_plan(fake_engine.url, tmp_path / "r", helpers, log, duration_s=2.0)
+    task = asyncio.create_task(run_live(plan))
+    await asyncio.sleep(1.2)
+    await fake_engine.stop()
+    outcome = await asyncio.wait_for(task, 20)
+    assert outcome.status == "degraded" and outcome.ended_by is None
+    (down,) = read_manifest(tmp_path / "r").events
+    assert down.end_s is None and down.engine_error is None  # the log holds no error line

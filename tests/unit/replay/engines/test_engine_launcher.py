@@ -235,3 +235,32 @@ def test_visible_gpus_counts_nvidia_smi_lines_within_cuda_visible_devices(
         assert visible_gpus() == n, cvd
     monkeypatch.setenv("PATH", "/nonexistent")
     assert visible_gpus() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # vLLM's engine core: the exception line after its logger's prefix, not the later
+        # ERROR line of the API server that merely reports it.
+        ("INFO ok\n(EngineCore pid=1) ERROR 12-05 [core.py:1] Traceback (most recent call "
+         "last):\n(EngineCore pid=1) ERROR 12-05 [core.py:1] ValueError: bad block 7\n"
+         "\x1b[31mERROR 12-05 [async_llm.py:2] AsyncLLM output_handler failed.\x1b[0m\n",
+         "(EngineCore pid=1) ERROR 12-05 [core.py:1] ValueError: bad block 7"),
+        # A Python traceback's last line; `raise X(...)` lines are not it.
+        ("Traceback:\n    raise RuntimeError(msg)\ntorch.OutOfMemoryError: CUDA out of memory\n",
+         "torch.OutOfMemoryError: CUDA out of memory"),
+        # No exception: the last line a logger marked ERROR (colour codes dropped).
+        ("INFO a\n\x1b[1;31mERROR 12-05 server died\x1b[0m\nINFO b\n", "ERROR 12-05 server died"),
+        ("INFO all fine\nWARNING slow\n", None),
+        ("", None),
+    ],
+)  # fmt: skip
+def test_last_error_line_finds_the_engines_last_words(
+    tmp_path: Path, text: str, want: str | None
+) -> None:
+    from replay.engines.launch import last_error_line
+
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    assert last_error_line(log) == want
+    assert last_error_line(tmp_path / "missing.log") is None
