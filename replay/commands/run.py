@@ -82,6 +82,27 @@ def _trace_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) 
         fail(str(e))
 
 
+def _print_reports(reports: list[Any], plan: RunPlan) -> None:
+    """Preflight's verdicts and warnings; a failed engine whose log the run was given
+    (--engine-log) with the log's last error line (a probe may have killed it)."""
+    from replay.client.orchestrate import preflight_warnings
+    from replay.engines.launch import last_error_line
+
+    for spec, r in zip(plan.engines, reports, strict=True):  # one report per engine
+        style = "green" if r.ok else "red"
+        err_console.print(f"[{style}]{escape(r.message())}[/]", highlight=False)
+        for w in preflight_warnings(r):
+            err_console.print(
+                f"[bold yellow]warning:[/] {escape(r.url)}: {escape(w)}", highlight=False
+            )
+        log = plan.engine_logs.get(spec.name) if not r.ok else None
+        if log is not None and (line := last_error_line(log)):
+            err_console.print(
+                f"[red]  its log ({escape(str(log))}) ends with: {escape(line)}[/]",
+                highlight=False,
+            )
+
+
 async def _drive(
     plan: RunPlan,
     show_panel: bool,
@@ -95,7 +116,6 @@ async def _drive(
     from replay.client.orchestrate import (
         adopt_announced_clock,
         check_engines,
-        preflight_warnings,
         run_live,
     )
     from replay.client.panel import panel, progress_line
@@ -124,13 +144,7 @@ async def _drive(
     names = ", ".join(f"{e.name} ({e.kind} at {redact_url(e.url)})" for e in plan.engines)
     err_console.print(f"preflight: {escape(names)}", highlight=False)
     reports = await check_engines(plan)
-    for r in reports:
-        style = "green" if r.ok else "red"
-        err_console.print(f"[{style}]{escape(r.message())}[/]", highlight=False)
-        for w in preflight_warnings(r):
-            err_console.print(
-                f"[bold yellow]warning:[/] {escape(r.url)}: {escape(w)}", highlight=False
-            )
+    _print_reports(reports, plan)
     if not all(r.ok for r in reports):
         return None
     plan, adopted = adopt_announced_clock(plan, reports, user_time_scale)  # ScaleConflict

