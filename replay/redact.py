@@ -60,14 +60,31 @@ def url_secrets(url: str | None) -> list[str]:
 
 
 def encodings(secret: str) -> set[str]:
-    """`secret` as a server may echo it: verbatim, base64 (standard and URL-safe, with and
-    without padding) and percent-encoded."""
+    """`secret` as a server may echo it: verbatim, hex, base64 (standard and URL-safe, with
+    and without padding, and at each byte alignment: the secret inside a longer encoded
+    string, e.g. `Basic base64(x + user:password)`) and percent-encoded. Matching ignores
+    case (`Scrubber`), so upper- and lower-case forms are one."""
     raw = secret.encode()
-    out = {secret, quote(secret, safe=""), quote(secret)}
-    for enc in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
-        text = enc.decode()
+    out = {secret, quote(secret, safe=""), quote(secret), raw.hex()}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        text = encode(raw).decode()
         out |= {text, text.rstrip("=")}
-    return out
+        out |= {_aligned(encode, raw, k) for k in (1, 2)}
+    return {o for o in out if len(o) >= 4}
+
+
+def _aligned(encode: Any, raw: bytes, k: int) -> str:
+    """The base64 characters that encode `raw` alone when `k` unknown bytes precede it and
+    unknown bytes may follow: whole 3-byte groups only, less the characters the `k` bytes
+    share (2 for k=1, 3 for k=2)."""
+    text: str = encode(b"\0" * k + raw).decode()
+    whole = (k + len(raw)) // 3 * 4
+    return text[{1: 2, 2: 3}[k] : whole]
+
+
+# A fragment of a secret this long is masked wherever it stands (a key split across lines, its
+# second half echoed alone); shorter secrets are masked whole only.
+FRAGMENT_CHARS = 12
 
 
 class UrlEnvError(ValueError):
@@ -103,9 +120,37 @@ class Scrubber:
     """Masks known secrets and secret-shaped text in strings (and in nested JSON values)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Longest first, so a key containing another is masked whole.
-        forms = {e for s in secrets if s and len(s) >= 4 for e in encodings(s)}
-        self.secrets = sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
+        kept = [s for s in secrets if s and len(s) >= 4]
+        # Longest first, so a key containing another is masked whole; matched ignoring case.
+        forms = sorted({e.lower() for s in kept for e in encodings(s)}, key=len, reverse=True)
+        self.secrets = forms
+        self._pattern = (
+            re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE) if forms else None
+        )
+        # Every FRAGMENT_CHARS-long piece of a long secret (verbatim and hex), lower-cased.
+        self._pieces = {
+            form[i : i + FRAGMENT_CHARS]
+            for s in kept
+            for form in (s.lower(), s.encode().hex())
+            if len(form) > FRAGMENT_CHARS
+            for i in range(len(form) - FRAGMENT_CHARS + 1)
+        }
+
+    def _fragments(self, text: str) -> str:
+        """`text` with every run that holds a FRAGMENT_CHARS-long piece of a secret masked."""
+        if not self._pieces or len(text) < FRAGMENT_CHARS:
+            return text
+        low = text.lower()
+        spans: list[list[int]] = []
+        for i in range(len(low) - FRAGMENT_CHARS + 1):
+            if low[i : i + FRAGMENT_CHARS] in self._pieces:
+                if spans and i <= spans[-1][1]:
+                    spans[-1][1] = i + FRAGMENT_CHARS
+                else:
+                    spans.append([i, i + FRAGMENT_CHARS])
+        for start, end in reversed(spans):
+            text = text[:start] + MASK + text[end:]
+        return text
 
     @classmethod
     def for_engines(cls, urls: Iterable[str | None], key_envs: Iterable[str]) -> Scrubber:
@@ -120,9 +165,8 @@ class Scrubber:
         return cls(found)
 
     def text(self, value: str, limit: int | None = None) -> str:
-        out = value
-        for s in self.secrets:
-            out = out.replace(s, MASK)
+        out = self._pattern.sub(MASK, value) if self._pattern is not None else value
+        out = self._fragments(out)
         out = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", out)
         out = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", out)
         out = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", out)

@@ -68,3 +68,40 @@ def test_written_url_keeps_an_environment_reference(monkeypatch: pytest.MonkeyPa
         expand_url_env(ref, "--config rc.yaml")
     monkeypatch.setenv("REPLAY_AUTH_VLLM", "u:SEKRIT")
     assert expand_url_env(ref, "x") == "http://u:SEKRIT@host:8000/v1"
+
+
+def test_every_encoding_a_server_plausibly_echoes_is_masked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36's probes: a password echoed hex-encoded, or base64-encoded at another byte
+    alignment (one or two characters before `user:password`); an API key's hex and
+    upper-case forms, and the second half of a key split in two."""
+    import base64
+
+    key = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    monkeypatch.setenv("MY_KEY", key)
+    s = Scrubber.for_engines(["http://probe:s3cret-pass-77@h"], ["MY_KEY"])
+    pair = b"probe:s3cret-pass-77"
+    echoes = {
+        "hex password": b"s3cret-pass-77".hex(),
+        "HEX password": b"s3cret-pass-77".hex().upper(),
+        "base64, 1 byte before": base64.b64encode(b"x" + pair).decode(),
+        "base64, 2 bytes before": base64.b64encode(b"xy" + pair).decode(),
+        "url-safe base64, 1 byte before and after": base64.urlsafe_b64encode(
+            b"\xfb" + pair + b"\xff"
+        ).decode(),
+        "hex key": key.encode().hex(),
+        "HEX key": key.encode().hex().upper(),
+        "upper-case key": key.upper(),
+        "second half of a split key": key[len(key) // 2 :],
+    }
+    for what, echoed in echoes.items():
+        out = s.text(f"server said <{echoed}> ok")
+        assert out.startswith("server said <") and out.endswith("> ok"), (what, out)
+        inner = out[len("server said <") : -len("> ok")]
+        assert "***" in inner, (what, out)
+        # What is left around the mask is at most the characters shared with the unknown
+        # neighbours (3 before, a partial group and its padding after: under 2 bytes).
+        assert len(inner.replace("***", "")) <= 7, (what, out)
+    # Text that merely shares a few characters with a secret is left alone.
+    assert s.text("sk-live is our prefix; pass-77 too") == "sk-live is our prefix; pass-77 too"

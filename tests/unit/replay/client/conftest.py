@@ -118,8 +118,18 @@ class FakeEngine:
             if auth.startswith("Basic "):
                 creds = base64.b64decode(auth[6:]).decode()
                 bare = f"token {auth[6:]} url-safe {base64.urlsafe_b64encode(creds.encode())!r} "
+                # Issue 36: hex, and base64 of the pair behind one and two other bytes.
+                shifted = [base64.b64encode(p.encode() + creds.encode()).decode() for p in "xy"]
+                bare += f"hex {creds.encode().hex()} shifted {shifted[0]} {shifted[1]} "
             elif auth.startswith("Bearer "):  # the key, bare and base64-encoded
-                bare = f"key64 {base64.b64encode(auth[7:].encode()).decode().rstrip('=')} "
+                key = auth[7:]
+                bare = f"key64 {base64.b64encode(key.encode()).decode().rstrip('=')} "
+                # Issue 36: its hex (both cases), upper case, and its halves apart.
+                half = len(key) // 2
+                bare += (
+                    f"hex {key.encode().hex()} HEX {key.encode().hex().upper()} up {key.upper()} "
+                    f"split {key[:half]}\n{key[half:]} "
+                )
             echoed = f"{bare}as {creds}: bad request to {req.url} with headers {dict(req.headers)}"
             return web.Response(status=500, text=echoed * 3)
         return await handler(req)

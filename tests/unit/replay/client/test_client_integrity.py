@@ -159,11 +159,18 @@ def test_a_planted_key_reaches_no_file_of_the_run(
     assert res.exit_code == 0, res.output
     run_files = [f for f in out.rglob("*") if f.is_file()]
     assert {f.name for f in run_files} >= {"manifest.json", "requests.jsonl", "summary.json"}
-    # Issue 24: the bare base64 of user:password and of the key, in both alphabets.
+    # Issue 24: the bare base64 of user:password and of the key, in both alphabets; issue
+    # 36: hex (either case), base64 behind one or two other bytes, upper case, a key's half.
     encoded = [
         base64.b64encode(f"alice:{password}".encode()).decode(),
         base64.urlsafe_b64encode(f"alice:{password}".encode()).decode(),
         base64.b64encode(key.encode()).decode().rstrip("="),
+        password.encode().hex(),
+        *(base64.b64encode(f"{p}alice:{password}".encode()).decode()[4:-4] for p in "xy"),
+        key.encode().hex(),
+        key.encode().hex().upper(),
+        key.upper(),
+        key[len(key) // 2 :],
     ]
     for secret in (key, password, *encoded):
         assert secret not in res.output + res.stderr
@@ -172,7 +179,7 @@ def test_a_planted_key_reaches_no_file_of_the_run(
     errors = read_requests(out)["error"].dropna()
     assert len(errors) and errors.str.len().max() < 700  # truncated, and scrubbed
     if kind == "vllm":  # the adapter keeps the body: it was echoed, and scrubbed
-        assert errors.iloc[0].startswith("HTTP 500: token *** url-safe b'***' as ***: bad")
+        assert errors.iloc[0].startswith("HTTP 500: token *** url-safe b'***' hex *** shifted")
         assert read_manifest(out).engines[0].url.startswith("http://***@127.0.0.1:")
     assert read_manifest(out).status == "degraded"  # every request failed
     summary = orjson.loads((out / "summary.json").read_bytes())
