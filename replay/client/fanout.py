@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay.client.pool import Timing, WorkerPool
+from replay.client.pool import PartTail, Timing, WorkerPool
 from replay.client.session import LiveStats, SessionPolicy
 from replay.client.workers import PARTS, WorkerEngine, WorkerSpec
 from replay.records import RECORD_FIELDS, RequestRecord
@@ -137,6 +137,34 @@ async def finish(
         shutil.rmtree(Path(writer.run_dir) / PARTS, ignore_errors=True)
 
 
+def fold_parts(writer: RunWriter) -> int:
+    """Before a resumed run reads where it stopped: merge into the journal the lines its
+    workers' part files gained after the last merge (a run killed with SIGKILL never
+    merged them), each `(worker, seq)` once, then remove the part files. Returns the lines
+    merged. Without this the resume point, read from the journal, missed the trajectories
+    those lines started, and the resumed workers replayed them again (issue 36)."""
+    parts = Path(writer.run_dir) / PARTS
+    if not parts.is_dir():
+        return 0
+    taken = {(r.get("worker"), r.get("seq")) for r in read_journal(writer.run_dir)}
+    rows = []
+    for path in sorted(parts.glob("w*.jsonl")):
+        for row in PartTail(path).read():
+            key = (row.get("worker"), row.get("seq"))
+            if isinstance(key[0], int) and isinstance(key[1], int) and key not in taken:
+                taken.add(key)
+                rows.append(row)
+    for row in rows:
+        writer.add(row)
+    writer.flush()
+    if rows:
+        note = f"{len(rows)} records the workers wrote after the last merge were merged on resume"
+        writer.update_manifest(notes=[*writer.manifest.notes, note])
+    if writer.disk_full is None:
+        shutil.rmtree(parts, ignore_errors=True)
+    return len(rows)
+
+
 def worker_counts(pool: WorkerPool, workload: Workload, engines: list[str]) -> WorkloadCounts:
     """Trajectories started per engine, and how many replayed one again (from the records:
     the workers' own counters died with them)."""
@@ -158,6 +186,7 @@ __all__ = [
     "WorkerFailed",
     "build_pool",
     "finish",
+    "fold_parts",
     "merge_loop",
     "timing",
     "uses_workers",

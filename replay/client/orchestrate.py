@@ -433,13 +433,17 @@ async def run_live(
         segments = list(old.segments) or [Segment(start=old.start)]
         segments.append(Segment(start=utc_now(), salt=salt))
         manifest = old.model_copy(update={"segments": segments, "status": "running"})
-        elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
     # The journal is flushed every second on the loop's thread (cheap); requests.parquet is
     # rebuilt in a worker thread (`_refresh_parquet`): rebuilding it from tens of thousands of
     # rows takes long enough to skew every in-flight request's timestamps.
     writer = RunWriter(
         plan.out_dir, manifest, parquet_interval_s=math.inf, scrubber=scrubber_for(plan.engines)
     ).open(resume=plan.resume)
+    if plan.resume:
+        # Under the run's lock: the part files' unmerged lines join the journal first, so
+        # the resume point counts every trajectory the killed run's workers started.
+        fanout.fold_parts(writer)
+        elapsed0, first_ordinals = resume_point(plan.out_dir, plan.workload.sessions)
     # Huge prompts are built in worker threads; a 1 ms switch interval bounds how long the
     # event loop's thread waits for the GIL behind them (the default is 5 ms).
     switch = sys.getswitchinterval()

@@ -1,0 +1,151 @@
+"""Kill `replay run --workers 4` with SIGKILL at random moments, `--resume` it each time, and
+count the turns recorded twice (issue 36, point 2).
+
+Each trial is one run directory: the run is started, SIGKILLed after a random delay, resumed,
+killed again, ... `--kills-per-run` times, then resumed to its end. A duplicate is a turn
+(engine, session slot, trajectory, agent, turn, priming) recorded `ok` more than once, or a
+`(worker, seq)` line merged twice. Prints one line per kill and the totals; exit 1 when any
+duplicate was found.
+
+    python scripts/probe_resume_kills.py --kills 50            # the issue's figure
+    python scripts/probe_resume_kills.py --kills 3 --seed 7    # what the CI test runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from replay.rundir import read_journal  # noqa: E402
+
+TURN = ("engine", "session", "trajectory", "agent", "turn", "priming")
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", COLUMNS="200")
+
+
+def _descendants(pid: int) -> set[int]:
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = {int(c) for c in (task / "children").read_text().split()}
+                todo += list(kids - out)
+                out |= kids
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def duplicates(run: Path) -> tuple[int, int]:
+    """(turns recorded `ok` more than once, (worker, seq) lines merged more than once)."""
+    rows = read_journal(run)
+    turns = Counter(tuple(r.get(k) for k in TURN) for r in rows if r.get("status") == "ok")
+    lines = Counter((r["worker"], r["seq"]) for r in rows if "worker" in r and "seq" in r)
+    return sum(n - 1 for n in turns.values() if n > 1), sum(n - 1 for n in lines.values() if n > 1)
+
+
+def _segment(args: list[str], log: Path, kill_after: float | None, run: Path) -> bool:
+    """Run one segment; SIGKILL it `kill_after` s after the run directory has a manifest
+    (before it, there is nothing to resume). True when it was killed mid-run."""
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replay", "run", *args, "--no-panel"],
+            stdout=fh, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT,
+        )  # fmt: skip
+    try:
+        if kill_after is None:
+            proc.wait(600)
+            return False
+        deadline = time.monotonic() + 120
+        while not (run / "manifest.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            proc.wait(kill_after)
+            if proc.returncode not in (0, 1):
+                raise SystemExit(f"replay run {' '.join(args)} exited {proc.returncode}: {log}")
+            return False  # ended before the kill
+        except subprocess.TimeoutExpired:
+            pass
+        kids = _descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 30  # workers and emulators die with the run
+        while time.monotonic() < deadline and any(_alive(p) for p in kids):
+            time.sleep(0.1)
+        return True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def trial(run: Path, rng: random.Random, kills: int, duration_min: float, span_s: float) -> int:
+    """One run directory killed `kills` times; prints each kill, returns the duplicates."""
+    log = run.parent / f"{run.name}.log"
+    first = ["--engines", "vllm", "--sessions", "8", "--duration-min", f"{duration_min:g}",
+             "--window", f"0-{duration_min:g}", "--workers", "4", "--out", str(run)]  # fmt: skip
+    found = 0
+    for k in range(kills):
+        at = rng.uniform(0.3, span_s)
+        args = first if k == 0 else ["--resume", str(run)]
+        killed = _segment(args, log, at, run)
+        turns, lines = duplicates(run) if (run / "requests.jsonl").exists() else (0, 0)
+        found = turns + lines
+        print(
+            f"{run.name} kill {k + 1}: at {at:5.1f} s{'' if killed else ' (ended first)'}, "
+            f"duplicated turns {turns}, lines {lines}",
+            flush=True,
+        )
+        if not killed:
+            return found
+    _segment(["--resume", str(run)], log, None, run)
+    turns, lines = duplicates(run)
+    print(f"{run.name} resumed to its end: duplicated turns {turns}, lines {lines}", flush=True)
+    return turns + lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kills", type=int, default=50, help="kills in all (50)")
+    ap.add_argument("--kills-per-run", type=int, default=5, help="kills per run directory (5)")
+    ap.add_argument("--duration-min", type=float, default=10.0, help="trace minutes a run (10)")
+    ap.add_argument("--span-s", type=float, default=8.0, help="kill within this many s (8)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dir", type=Path, help="where the run directories go (a temporary one)")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    base = a.dir or Path(tempfile.mkdtemp(prefix="resume-kills-"))
+    base.mkdir(parents=True, exist_ok=True)
+    left, total, n = a.kills, 0, 0
+    while left > 0:
+        k = min(a.kills_per_run, left)
+        total += trial(base / f"run{n}", rng, k, a.duration_min, a.span_s)
+        left -= k
+        n += 1
+    print(f"kills: {a.kills}, run directories: {n}, duplicates: {total} ({base})", flush=True)
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
