@@ -43,6 +43,8 @@ EXTERNAL = "external"
 # they agree; the client does not import the emulator).
 REPLICA_HEADER = "x-replay-replica"
 SMG_WORKER_HEADER = "x-smg-routed-worker-id"
+# More replicas than any fleet the harness routes or reads: a larger id is a broken header.
+MAX_REPLICAS = 1024
 
 
 class FleetError(ValueError):
@@ -176,7 +178,12 @@ class ClientFleet:
             try:
                 await self.adapters[0].generate(body, res)
             finally:
-                rec.replica = self._replica_from(res.headers or {})
+                try:
+                    rec.replica = self._replica_from(res.headers or {})
+                except ValueError as e:  # a hostile header fails its request, not the run
+                    rec.replica = None
+                    if res.status == "ok":
+                        res.status, res.error = "error", str(e)
             return
         ticket = self.fleet.route(req)
         self._fill(rec, ticket)
@@ -198,15 +205,34 @@ class ClientFleet:
 
     def _replica_from(self, headers: Mapping[str, str]) -> int | None:
         value = headers.get(REPLICA_HEADER)
-        if value is not None and value.strip().isdigit():
-            return int(value)
+        if value is not None:
+            return replica_id(value)
         url = headers.get(SMG_WORKER_HEADER)
         if not url:
             return None
         url = url.rstrip("/")
         if url not in self.worker_urls:
+            if len(self.worker_urls) >= MAX_REPLICAS:
+                raise ValueError(
+                    f"the router sent {SMG_WORKER_HEADER}: {url[:60]!r}, a worker past the "
+                    f"first {MAX_REPLICAS} it named; the request is recorded as an error"
+                )
             self.worker_urls.append(url)
         return self.worker_urls.index(url)
+
+
+def replica_id(value: str) -> int:
+    """The replica a router in front names in `x-replay-replica`: ASCII digits, below
+    MAX_REPLICAS; else ValueError naming the header (issue 36: a 20-digit id overflowed the
+    run directory's int64 column, a Unicode digit failed the run)."""
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or int(text) >= MAX_REPLICAS:
+        raise ValueError(
+            f"the router sent {REPLICA_HEADER}: {value[:40]!r}: not a replica index "
+            f"0..{MAX_REPLICAS - 1}; the request is recorded as an error (check the router "
+            "in front of the engine)"
+        )
+    return int(text)
 
 
 def _copy(src: StreamResult, dst: StreamResult) -> None:

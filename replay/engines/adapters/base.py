@@ -28,6 +28,36 @@ from aiohttp.client_proto import ResponseHandler
 READ_BUFSIZE = 1 << 23
 
 
+# The most tokens a count an engine reports may hold: 16 x the longest context of any
+# model profile, the bound the run puts on a trace's prompts (docs/hard-edges.md).
+MAX_ENGINE_COUNT = 1 << 24
+
+
+class EngineValueError(ValueError):
+    """A number an engine sent is not what the field can hold; the message names it."""
+
+
+def engine_count(value: Any, name: str) -> int:
+    """A token count from an engine's answer (`name`: where it was, e.g.
+    `usage.prompt_tokens_details.cached_tokens`): a whole number 0..MAX_ENGINE_COUNT, else
+    EngineValueError. The one check of every count an engine reports, where it is read, so
+    a hostile value fails its request by name instead of the run (or the run directory's
+    int64 columns) later (issue 36)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EngineValueError(
+            f"the engine sent {name} = {str(value)[:40]!r}: not a whole number; "
+            "the request is recorded as an error"
+        )
+    if not 0 <= value <= MAX_ENGINE_COUNT:
+        raise EngineValueError(
+            f"the engine sent {name} = {value:.4g}: outside 0..{MAX_ENGINE_COUNT:,} tokens; "
+            "the request is recorded as an error"
+        )
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """How long a request may take before it counts as failed."""
@@ -258,6 +288,9 @@ class Adapter(ABC):
             parser.finish()
             res.fail("cancelled", "cancelled at the end of the run")
             raise
+        except EngineValueError as e:
+            parser.finish()
+            res.fail("error", str(e))
         except (aiohttp.ClientError, OSError, ValueError) as e:
             parser.finish()
             res.fail("error", f"{type(e).__name__}: {e}".strip().rstrip(":"))

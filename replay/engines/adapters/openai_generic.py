@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 import openai
 
-from replay.engines.adapters.base import Adapter, StreamParser, StreamResult, register
+from replay.engines.adapters.base import (
+    Adapter,
+    EngineValueError,
+    StreamParser,
+    StreamResult,
+    engine_count,
+    register,
+)
 
 _CONS = "bdfgklmnprstvz"
 _VOW = "aeiou"
@@ -131,6 +138,8 @@ class OpenAIAdapter(Adapter):
         except asyncio.CancelledError:
             res.fail("cancelled", "cancelled at the end of the run")
             raise
+        except EngineValueError as e:
+            res.fail("error", str(e))
         except openai.APIStatusError as e:
             res.fail("error", f"HTTP {e.status_code}: {e.message}", e.status_code)
         except openai.APIError as e:
@@ -150,7 +159,12 @@ class OpenAIAdapter(Adapter):
                 res.finish_reason = ch.finish_reason
         usage = getattr(chunk, "usage", None)
         if usage:
-            res.prompt_tokens = usage.prompt_tokens
-            res.output_tokens = usage.completion_tokens or res.output_tokens
+            if usage.prompt_tokens is not None:
+                res.prompt_tokens = engine_count(usage.prompt_tokens, "usage.prompt_tokens")
+            if usage.completion_tokens:
+                res.output_tokens = engine_count(usage.completion_tokens, "usage.completion_tokens")
             details = getattr(usage, "prompt_tokens_details", None)
-            res.cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
+            res.cached_tokens = engine_count(
+                getattr(details, "cached_tokens", 0) or 0,
+                "usage.prompt_tokens_details.cached_tokens",
+            )

@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from replay.engines.adapters.base import Adapter, StreamParser, StreamResult, register
+from replay.engines.adapters.base import (
+    Adapter,
+    StreamParser,
+    StreamResult,
+    engine_count,
+    register,
+)
 
 
 class SglangParser(StreamParser):
@@ -54,12 +60,12 @@ class SglangParser(StreamParser):
                 r.output_ids.extend(ids)
             self._tokens(len(r.output_ids) - before, now_ns)
         if "prompt_tokens" in meta:
-            r.prompt_tokens = int(meta["prompt_tokens"])
+            r.prompt_tokens = engine_count(meta["prompt_tokens"], "meta_info.prompt_tokens")
         if "cached_tokens" in meta:
             r.cached_field_seen = True
-            r.cached_tokens = int(meta["cached_tokens"] or 0)
+            r.cached_tokens = engine_count(meta["cached_tokens"] or 0, "meta_info.cached_tokens")
         if completion is not None:
-            r.output_tokens = int(completion)
+            r.output_tokens = engine_count(completion, "meta_info.completion_tokens")
         fr = meta.get("finish_reason")
         if fr:
             r.finish_reason = str(fr.get("type")) if isinstance(fr, dict) else str(fr)

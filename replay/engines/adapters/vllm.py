@@ -24,7 +24,13 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
-from replay.engines.adapters.base import Adapter, StreamParser, StreamResult, register
+from replay.engines.adapters.base import (
+    Adapter,
+    StreamParser,
+    StreamResult,
+    engine_count,
+    register,
+)
 from replay.token_words import ids_as_text
 
 # Generated ids of one chunk; the quote before `token_ids` keeps `prompt_token_ids` out.
@@ -79,13 +85,18 @@ class VllmParser(StreamParser):
                 r.finish_reason = ch["finish_reason"]
         usage = ev.get("usage")
         if usage:
-            r.prompt_tokens = usage.get("prompt_tokens", r.prompt_tokens)
+            if usage.get("prompt_tokens") is not None:
+                r.prompt_tokens = engine_count(usage["prompt_tokens"], "usage.prompt_tokens")
             if usage.get("completion_tokens") is not None:
-                r.output_tokens = int(usage["completion_tokens"])
+                r.output_tokens = engine_count(
+                    usage["completion_tokens"], "usage.completion_tokens"
+                )
             details = usage.get("prompt_tokens_details") or {}
             r.cached_field_seen = r.cached_field_seen or "cached_tokens" in details
             # Absent details mean nothing was cached (vLLM drops them when zero).
-            r.cached_tokens = int(details.get("cached_tokens") or 0)
+            r.cached_tokens = engine_count(
+                details.get("cached_tokens") or 0, "usage.prompt_tokens_details.cached_tokens"
+            )
 
 
 @register("vllm", "flashstate")

@@ -55,6 +55,10 @@ class FakeEngine:
     generations: int = 0
     # Served at /get_server_info when set (what an emulator announces: time_scale, ...).
     server_info: dict = field(default_factory=dict)
+    # A hostile engine (issue 36): keys replacing the completions' `usage` ones, and headers
+    # every completions response carries (a router's `x-replay-replica`).
+    usage_override: dict = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
     def cached_for(self, ids: list[int]) -> int:
         if not self.caching:
@@ -155,7 +159,7 @@ class FakeEngine:
         self.queries += len(prompt)
         self.hits += cached
         out = self.gen_ids(prompt, n)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **self.headers})
         await resp.prepare(req)
         if self.prefill_delay_s:
             await asyncio.sleep(self.prefill_delay_s)
@@ -176,6 +180,7 @@ class FakeEngine:
         usage: dict = {"prompt_tokens": len(prompt), "completion_tokens": n}
         if self.report_cached and cached:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        usage.update(self.usage_override)
         await resp.write(b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         return resp
