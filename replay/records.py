@@ -131,6 +131,34 @@ REQUEST_SCHEMA = pa.schema(
 )
 assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"
 
+# The most tokens one count in a record may hold: 16 x the longest context of any model
+# profile, the bound a run puts on a trace's prompts and on every count an engine reports.
+MAX_TOKEN_COUNT = 1 << 24
+_KINDS = {_INT: "a whole number", _F: "a number", _S: "a string", pa.bool_(): "true or false"}
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with a journal row's values for the request schema (None: nothing):
+    the first field of the wrong type, or a token count outside 0..MAX_TOKEN_COUNT. Checked
+    where the journal is read, so a damaged line is named there, not as an Arrow error."""
+    for f in REQUEST_SCHEMA:
+        v = row.get(f.name)
+        if v is None:
+            continue
+        if f.type == _INT:
+            ok = isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63
+        elif f.type == _F:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        elif f.type == _S:
+            ok = isinstance(v, str)
+        else:
+            ok = isinstance(v, bool)
+        if not ok:
+            return f"field {f.name!r} is {str(v)[:40]!r}, not {_KINDS[f.type]}"
+        if f.name.endswith("_tokens") and not 0 <= v <= MAX_TOKEN_COUNT:
+            return f"field {f.name!r} is {v}, outside 0..{MAX_TOKEN_COUNT:,} tokens"
+    return None
+
 
 def records_to_table(rows: list[dict[str, Any]]) -> pa.Table:
     """Rows (dicts with the record's keys) to an Arrow table with the request schema."""

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
-from replay.records import RECORD_FIELDS, records_to_table
+from replay.records import RECORD_FIELDS, records_to_table, row_problem
 from replay.rundir_lock import RunDirError
 from replay.rundir_models import READ, Manifest, RunSummary
 
@@ -48,6 +48,11 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
                 raise RunDirError(
                     f"{path}: line {number} is not a JSON object (a request record); "
                     f"restore or delete line {number}"
+                )
+            if (problem := row_problem(row)) is not None:
+                raise RunDirError(
+                    f"{path}: line {number}: {problem}; the harness never writes that, so the "
+                    f"file was edited or damaged: restore or delete line {number}"
                 )
             rows.append(row)
     return rows
