@@ -100,8 +100,11 @@ def _segment(args: list[str], log: Path, kill_after: float | None, run: Path) ->
             proc.wait(10)
 
 
-def trial(run: Path, rng: random.Random, kills: int, duration_min: float, span_s: float) -> int:
-    """One run directory killed `kills` times; prints each kill, returns the duplicates."""
+def trial(
+    run: Path, rng: random.Random, kills: int, duration_min: float, span_s: float
+) -> tuple[int, int]:
+    """One run directory killed up to `kills` times; prints each kill; returns the
+    duplicates and the kills made (a segment that ended before its kill is none)."""
     log = run.parent / f"{run.name}.log"
     first = ["--engines", "vllm", "--sessions", "8", "--duration-min", f"{duration_min:g}",
              "--window", f"0-{duration_min:g}", "--workers", "4", "--out", str(run)]  # fmt: skip
@@ -118,11 +121,11 @@ def trial(run: Path, rng: random.Random, kills: int, duration_min: float, span_s
             flush=True,
         )
         if not killed:
-            return found
+            return found, k
     _segment(["--resume", str(run)], log, None, run)
     turns, lines = duplicates(run)
     print(f"{run.name} resumed to its end: duplicated turns {turns}, lines {lines}", flush=True)
-    return turns + lines
+    return turns + lines, kills
 
 
 def main() -> int:
@@ -137,13 +140,13 @@ def main() -> int:
     rng = random.Random(a.seed)
     base = a.dir or Path(tempfile.mkdtemp(prefix="resume-kills-"))
     base.mkdir(parents=True, exist_ok=True)
-    left, total, n = a.kills, 0, 0
-    while left > 0:
-        k = min(a.kills_per_run, left)
-        total += trial(base / f"run{n}", rng, k, a.duration_min, a.span_s)
-        left -= k
-        n += 1
-    print(f"kills: {a.kills}, run directories: {n}, duplicates: {total} ({base})", flush=True)
+    done, total, n = 0, 0, 0
+    while done < a.kills:
+        found, made = trial(
+            base / f"run{n}", rng, min(a.kills_per_run, a.kills - done), a.duration_min, a.span_s
+        )
+        total, done, n = total + found, done + made, n + 1
+    print(f"kills: {done}, run directories: {n}, duplicates: {total} ({base})", flush=True)
     return 1 if total else 0
 
 
