@@ -107,11 +107,31 @@ class RunLock:
                 f"{previous.get('pid', '?')}, started {previous.get('start', '?')})"
             )
         info = {"pid": os.getpid(), "host": socket.gethostname(), "start": utc_now()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, orjson.dumps(info) + b"\n", 0)
+            os.fsync(fd)
+        except OSError as e:  # a full disk: leave no lock (nor a folder this call made)
+            self._undo(fd, previous)
+            raise RunDirError(
+                f"{self.run_dir}: cannot write the run directory ({e.strerror or e}); free "
+                "some space or choose another folder"
+            ) from None
         self._held = _HELD[self.path.resolve()] = _Held(fd, 1, self.stale_note)
         return self
+
+    def _undo(self, fd: int, previous: dict[str, Any]) -> None:
+        """Take back a lock that could not be written: the file goes when this call made it
+        (an earlier writer's stays, for the next to take over), and so does the folder."""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        if previous:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        if self._created_dir:
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()
 
     def release(self) -> None:
         held, self._held = self._held, None

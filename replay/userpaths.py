@@ -6,11 +6,17 @@ engine YAML), or `PathProblem` saying it is missing, a folder, binary or unreada
 can be written: not a folder where a file is wanted (or the reverse), its parent exists or
 can be created and is writable. Both raise `PathProblem` whose message names the flag, the
 path and what to do.
+`written(path, flag)` / `make_out_dir(path, flag)`: the write itself, where those checks
+cannot see (a full disk, a read-only mount, /proc): a file is written under a temporary name
+beside its final one and renamed when whole (so a failure leaves nothing under the final
+name), and an OSError becomes `PathProblem` naming the flag, the path and the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -68,4 +74,59 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
     _writable_parent(path, flag)
 
 
-__all__ = ["PathProblem", "check_out_dir", "check_out_file", "read_text_file"]
+def _cannot(path: Path, flag: str, e: OSError) -> PathProblem:
+    why = e.strerror or str(e)
+    return PathProblem(
+        f"{flag} {path}: cannot write it ({why}); free some space or choose another path"
+    )
+
+
+@contextlib.contextmanager
+def written(path: Path, flag: str = "--out") -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write; renamed to `path` when the block ends
+    well, removed when it does not. Raises `PathProblem` for an OSError of the write. A path
+    that exists and is not a regular file (a device such as /dev/stdout, a pipe) is written
+    in place: renaming onto it would replace the device."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        try:
+            yield path
+        except OSError as e:
+            raise _cannot(path, flag, e) from None
+        return
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as e:
+        raise _cannot(path, flag, e) from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def write_text_output(path: Path, text: str, flag: str = "--out") -> None:
+    """`text` into `path` whole or not at all (`written`)."""
+    with written(path, flag) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def make_out_dir(path: Path, flag: str = "--out") -> None:
+    """Create the output folder now (PathProblem naming `flag` when it cannot be)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _cannot(path, flag, e) from None
+
+
+__all__ = [
+    "PathProblem",
+    "check_out_dir",
+    "check_out_file",
+    "make_out_dir",
+    "read_text_file",
+    "write_text_output",
+    "written",
+]

@@ -9,6 +9,8 @@ or old-shaped file on purpose marks itself `@pytest.mark.rundir_unchecked`.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,3 +42,21 @@ def _run_directories_follow_the_contract(request: pytest.FixtureRequest) -> Iter
             "(replay/rundir_models.py):\n" + "\n".join(problems),
             pytrace=False,
         )
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs, to fill: a real full disk (needs root and mount rights; skipped
+    otherwise)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                         capture_output=True)  # fmt: skip
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {res.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

@@ -104,6 +104,27 @@ def build_report(
     data = analyze(runs, window, sheet, gpu, pricing_dir, bin_s)
     result.notes = list(data.notes)
     result.timings["analyze_s"] = time.perf_counter() - t
+    try:
+        return _write(data, out, fmts, result, figures, static, window, bin_s)
+    except OSError as e:  # a full disk, a read-only folder, /proc: said, not a traceback
+        where = e.filename or out
+        raise ReportError(
+            f"--out {out}: cannot write {where} ({e.strerror or e}); free some space or "
+            "choose another --out"
+        ) from None
+
+
+def _write(
+    data: ReportData,
+    out: Path,
+    fmts: set[str],
+    result: ReportResult,
+    figures: bool,
+    static: bool,
+    window: Window | tuple[float, float] | None,
+    bin_s: float,
+) -> ReportResult:
+    """The report's files into `out` (`build_report`'s second half)."""
     t = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     tables, files = write_tables(data, out, fmts)

@@ -353,8 +353,12 @@ def run_config_cmd(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        from replay.userpaths import PathProblem, write_text_output
+
+        try:
+            write_text_output(out, text)
+        except PathProblem as e:
+            fail(str(e))
         console.print(f"wrote {out}; run with: replay run --config {out} ...", highlight=False)
     for name, var in refs:
         err_console.print(

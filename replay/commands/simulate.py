@@ -167,6 +167,19 @@ def _check_executors(names: list[str], ray: str | None) -> None:
             fail(str(e))
 
 
+def _out_dir(path: Path) -> Path:
+    """The sweep's folder, made now: a path that cannot hold it (a file, /proc, a full or
+    read-only disk) fails naming --out before any run starts."""
+    from replay.userpaths import PathProblem, check_out_dir, make_out_dir
+
+    try:
+        check_out_dir(path)
+        make_out_dir(path)
+    except PathProblem as e:
+        fail(str(e))
+    return path
+
+
 def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int) -> list[Any]:
     """Every point of the sweep: its spec (`SweepSpec.points`), the config the simulator
     runs built from it (`config_of`)."""
@@ -345,7 +358,7 @@ def register(app: typer.Typer) -> None:
         spec = _spec(given, policies, sessions, seeds, timing, engine, (replicas, router))
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)
-        out_dir = out or Path("runs") / new_run_id("sim")
+        out_dir = _out_dir(out or Path("runs") / new_run_id("sim"))
         trace_text = spec.workload.trace or str(sample_path())
         configs = _configs(spec, scale, tr, trace_text, workers)
         rows = _sweep(tr, trace_text, configs, out_dir, workers, ray, as_json)

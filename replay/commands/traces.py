@@ -203,7 +203,10 @@ def synth(
         )
     _check_out(out)
     t0 = time.perf_counter()
-    n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
+    try:
+        n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
+    except PathProblem as e:
+        fail(str(e))
     size = out.stat().st_size / 1e6
     console.print(
         f"wrote {n} sessions to {out} ({size:,.1f} MB) in {time.perf_counter() - t0:.1f} s"
@@ -260,7 +263,7 @@ def convert(
         else:
             n = write_weka(trace, out)
             what = f"{n:,} Weka sessions"
-    except TraceError as exc:
+    except (TraceError, PathProblem) as exc:
         fail(str(exc))
     scaled = f", token lengths ÷ {scale}" if scale > 1 else ""
     console.print(f"wrote {what} to {out}{scaled}")

@@ -15,6 +15,14 @@ from replay.workload import DEFAULT_WORKLOAD as W
 from replay.workload import TIMED_WARMUP_S, SubagentMode, WorkloadConfig
 
 
+# Whole numbers a run writes (manifest.json, the parquet) must fit 64 bits: JSON and Arrow
+# writers refuse bigger ones, which used to surface as a traceback after the run had started.
+INT64_MAX = 2**63 - 1
+# A year of the trace's clock: a longer run overflows the clocks that time it (nanosecond
+# deadlines) long before it could end; no recorded agent trace comes near it.
+MAX_DURATION_MIN = 525_600.0
+
+
 def flagged(default: Any, flag: str, help: str, *aliases: str, **rules: Any) -> Any:
     """A field with its command-line flag (and older names of it), read back by `flag_of`
     and `replay.runspec.flags`."""
@@ -48,6 +56,7 @@ class WorkloadSpec(BaseModel):
         "--duration-min",
         f"Run length in minutes of the trace's clock ({W.duration_s / 60:g}).",
         gt=0,
+        le=MAX_DURATION_MIN,
     )
     window: tuple[float, float] | None = flagged(
         None,
@@ -62,7 +71,7 @@ class WorkloadSpec(BaseModel):
         "the duration divided by X.",
         gt=0,
     )
-    seed: int = flagged(W.seed, "--seed", f"Workload seed ({W.seed}).", ge=0)
+    seed: int = flagged(W.seed, "--seed", f"Workload seed ({W.seed}).", ge=0, le=INT64_MAX)
     gap_cap_s: float = flagged(W.gap_cap_s, "--gap-cap-s", f"Tool-gap cap ({W.gap_cap_s:g}).", ge=0)
     warmup_s: float = flagged(
         TIMED_WARMUP_S,
@@ -135,6 +144,7 @@ class EngineShape(BaseModel):
         "Cache size in blocks per engine (default: the profile's blocks_per_engine).",
         "--blocks",
         gt=0,
+        le=INT64_MAX,
     )
     replicas: int = flagged(1, "--replicas", "Copies of each engine behind a router.", ge=1)
     router: str | None = flagged(None, "--router", "Routing policy over the replicas.")

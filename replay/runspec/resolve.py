@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from replay.runspec.fields import flag_of
+from replay.runspec.fields import INT64_MAX, MAX_DURATION_MIN, flag_of
 
 FLAGS = "flag"  # the layer of the command line's flags
 
@@ -68,11 +68,21 @@ def _need(err: Any) -> str:
             if ctx.get("gt") == 0
             else f"must be more than {_shown(ctx.get('gt'))}"
         )
+    if kind == "less_than_equal":
+        why = _LIMITS.get(ctx.get("le"), "")
+        return f"must be at most {_shown(ctx.get('le'))}{why}"
     if kind == "finite_number":
         return "must be a finite number"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}"
     return str(err["msg"]).removeprefix("Value error, ")
+
+
+# Why an upper bound is what it is (replay.runspec.fields), said after it.
+_LIMITS = {
+    INT64_MAX: " (2^63 - 1: a run's files hold 64-bit whole numbers)",
+    MAX_DURATION_MIN: " (a year of the trace's clock)",
+}
 
 
 def _shown(value: Any) -> str:

@@ -7,6 +7,7 @@ sha256 of the file (recorded in run manifests) is computed in the same single pa
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from replay.traces.errors import fail
+from replay.userpaths import written
 
 # Large reads: most lines (one session each) are several MB, and a line split across reads
 # costs an extra copy.
@@ -170,10 +172,20 @@ def _json_file(path: Path, digest: Any) -> Iterator[Record]:
         yield Record(str(path), 1, data)
 
 
-def open_output(path: Path) -> IO[bytes]:
-    """Open a trace file for writing, gzip-compressed when its name ends with `.gz`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.name.endswith(".gz"):
-        # mtime=0: the same trace always gives the same bytes (the bundled sample is committed)
-        return cast(IO[bytes], gzip.GzipFile(str(path), "wb", compresslevel=6, mtime=0))
-    return path.open("wb")
+@contextlib.contextmanager
+def open_output(path: Path, flag: str = "--out") -> Iterator[IO[bytes]]:
+    """A trace file to write, gzip-compressed when its name ends with `.gz`: written under a
+    temporary name and renamed when whole (`replay.userpaths.written`: a full disk or an
+    unwritable place is a `PathProblem` naming `flag`, and leaves no partial file)."""
+    with written(path, flag) as tmp:
+        if path.name.endswith(".gz"):
+            # mtime=0: the same trace always gives the same bytes (the sample is committed);
+            # the name inside the gzip header is the final one, not the temporary one.
+            with (
+                tmp.open("wb") as raw,
+                gzip.GzipFile(path.name, "wb", compresslevel=6, mtime=0, fileobj=raw) as fh,
+            ):
+                yield cast(IO[bytes], fh)
+        else:
+            with tmp.open("wb") as fh:
+                yield fh

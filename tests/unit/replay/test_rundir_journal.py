@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,23 +123,6 @@ def test_a_full_disk_ends_failed_naming_the_path_no_tmp_left(
     assert not list(run_dir.glob("*.tmp"))
     data = (run_dir / JOURNAL).read_bytes()
     assert data.endswith(b"\n") and all(orjson.loads(x) for x in data.splitlines())
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs (needs root and mount rights; skipped otherwise)."""
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                         capture_output=True)  # fmt: skip
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {res.stderr.decode().strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_a_real_full_tmpfs(small_tmpfs: Path) -> None:

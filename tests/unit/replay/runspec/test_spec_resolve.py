@@ -55,6 +55,19 @@ def test_flags_win_over_the_file_over_the_base() -> None:
         ([Layer(FLAGS, {"gap_cap_s": -1.0})], "--gap-cap-s -1: must be 0 or more"),
         ([Layer(FLAGS, {"time_scale": float("nan")})], "--time-scale nan: must be a finite"),
         ([Layer(FLAGS, {"warmup_s": -2.0})], "--warmup-s -2: must be 0 or more"),
+        # Issue 36: past 64 bits, or a duration that overflows the run's clocks.
+        (
+            [Layer(FLAGS, {"seed": 10**23})],
+            "--seed 100000000000000000000000: must be at most 9223372036854775807 (2^63 - 1",
+        ),
+        (
+            [Layer("--config c.yaml", {"seed": 2**63})],
+            "--config c.yaml: field 'seed' 9223372036854775808: must be at most",
+        ),
+        (
+            [Layer(FLAGS, {"duration_min": 1e300})],
+            "--duration-min 1e+300: must be at most 525600 (a year of the trace's clock)",
+        ),
         (
             [Layer(FLAGS, {}), Layer("--config c.yaml", {"sessions": -3})],
             "--config c.yaml: field 'sessions' -3: must be at least 1",

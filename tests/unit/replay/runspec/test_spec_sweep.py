@@ -79,6 +79,8 @@ def test_the_first_seed_names_the_runs(
         (["--warmup-s", "-1"], "--warmup-s -1: must be 0 or more"),
         (["--seed", "-2"], "--seed -2: must be 0 or more"),
         (["--capacity-blocks", "0"], "--capacity-blocks 0: must be positive"),
+        (["--capacity-blocks", str(10**23)], f"--capacity-blocks {10**23}: must be at most"),
+        (["--seed", str(2**64)], f"--seed {2**64}: must be at most 9223372036854775807"),
     ],
 )
 def test_bad_shared_flags_are_named(
