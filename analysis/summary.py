@@ -106,7 +106,8 @@ class RunWarning:
 
 
 def engine_warnings(name: str, row: Mapping[Any, Any]) -> list[RunWarning]:
-    """The warnings of one engine's row: nothing measured, saturated, drifted, warm start."""
+    """The warnings of one engine's row: nothing measured, saturated, drifted, false hits,
+    warm start."""
     out = []
     if row.get("requests") == 0:
         out.append(
@@ -132,6 +133,17 @@ def engine_warnings(name: str, row: Mapping[Any, Any]) -> list[RunWarning]:
         out.append(
             RunWarning(
                 "drift", f"{name}: replay drifted from the trace ({'; '.join(drift['reasons'])})"
+            )
+        )
+    false_hits = row.get("false_hits")
+    if isinstance(false_hits, int) and false_hits > 0:
+        ev = row.get("claimed_hits") or {}
+        out.append(
+            RunWarning(
+                "false_hits",
+                f"{name}: {false_hits} of {ev.get('assessed', '?')} assessed cache hits had the "
+                "TTFT of a full prefill: the engine reported cached tokens it computed anyway, "
+                "so its hit rate overstates what its cache saved",
             )
         )
     if row.get("warm_start_flagged"):

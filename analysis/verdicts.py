@@ -8,7 +8,8 @@ cannot know at all.
 `task_latency_p50_s`, `task_latency_p90_s`, `task_slowdown_p50`, `task_slowdown_p90`,
 `slo`, `slo_request_share`, `slo_task_share`, `goodput_output_tokens_per_min_per_gpu`,
 `goodput_prefill_tokens_per_min_per_gpu`, the task token means that price a task,
-`warm_start_*`, `drift` (live runs) and `unknown` ({metric: why the run cannot know it}).
+`warm_start_*`, `false_hits` and `claimed_hits` (reported hits checked against TTFT:
+`analysis.claimed_hits`), `drift` (live runs) and `unknown` ({metric: why the run cannot know it}).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.claimed_hits import check_engine
 from analysis.fidelity import drift, warm_start
 from analysis.manifest import Window, manifest_token_scale
 from analysis.metrics import EngineData, engine_data, measured_mask, output_tokens_in
@@ -117,6 +119,8 @@ def engine_verdicts(
         mean = float(done[col].astype(float).mean()) if len(done) else math.nan
         out[f"task_{col}_mean"] = mean * token_scale
     out.update(warm_start(df, win))
+    got = check_engine(df)
+    out["false_hits"], out["claimed_hits"] = got.false_hits, got.evidence
     # What this executor cannot know, with the registry's reasons; drift (a JSON object, not
     # a number) last, after any reason the data gives.
     cannot = unknown_to(executor_of(run.manifest))

@@ -279,6 +279,13 @@ METRICS: tuple[Metric, ...] = (
        unknown=_LIVE_ONLY, source="analysis.fidelity",
        description="replay drift from the trace (output and prompt lengths, continuations)",
        views=_v("final", "verdicts")),
+    _M("false_hits", "False hits", fmt="int", value="int", better="lower", severity="warning",
+       unknown=_TRACE, source="analysis.claimed_hits",
+       description="reported cache hits whose TTFT says the prefill was done anyway (whole run)",
+       views=_v("verdicts", "report.fidelity")),
+    _M("claimed_hits", "Claimed-hit check", fmt="json", value="json", unknown=_TRACE,
+       source="analysis.claimed_hits",
+       description="the false-hit check's evidence: prefill rate, noise, requests assessed"),
     _M("unknown", "Unknown", fmt="json", value="json", source="analysis.verdicts",
        description="{metric: why this run cannot know it}"),
     # an engine of replicas behind a router (issue 26; analysis.replicas)

@@ -134,6 +134,13 @@ EarlyStop = Annotated[
     float,
     typer.Option("--early-stop-rate", help="fraction of generations ending at half max tokens"),
 ]
+LieCached = Annotated[
+    float,
+    typer.Option(
+        "--lie-cached-rate",
+        help="fraction reporting a full cache hit while computing the whole prompt",
+    ),
+]
 FaultSeed = Annotated[int, typer.Option("--fault-seed", help="seed of the fault draws")]
 Tokenizer = Annotated[
     str | None,
@@ -176,6 +183,7 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
         crash_after: CrashAfter = None,
         slow_start_s: SlowStartS = 0.0,
         early_stop_rate: EarlyStop = 0.0,
+        lie_cached_rate: LieCached = 0.0,
         fault_seed: FaultSeed = 0,
         tokenizer: Tokenizer = None,
         replica: Replica = None,
@@ -184,7 +192,7 @@ def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) ->
         faults: dict[str, object] = {
             "error_rate": error_rate, "stall_rate": stall_rate, "stall_s": stall_s,
             "crash_after": crash_after, "slow_start_s": slow_start_s, "seed": fault_seed,
-            "early_stop_rate": early_stop_rate,
+            "early_stop_rate": early_stop_rate, "lie_cached_rate": lie_cached_rate,
         }  # fmt: skip
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,

@@ -57,6 +57,13 @@ class FaultConfig(BaseModel):
         description="fraction of generations that stop at half their max tokens despite "
         "ignore_eos (an engine that ends early: replay drift)",
     )
+    lie_cached_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of generations that report a full prefix-cache hit while the "
+        "engine model computes the whole prompt (a cached-token count only TTFT contradicts)",
+    )
     seed: int = Field(default=0, description="seed of the fault draws (per request, deterministic)")
 
     @property
@@ -67,6 +74,7 @@ class FaultConfig(BaseModel):
             or self.crash_after
             or self.slow_start_s
             or self.early_stop_rate
+            or self.lie_cached_rate
         )
 
 
@@ -197,6 +205,8 @@ class EmulatorConfig(BaseModel):
             args += ["--slow-start-s", repr(f.slow_start_s)]
         if f.early_stop_rate:
             args += ["--early-stop-rate", repr(f.early_stop_rate)]
+        if f.lie_cached_rate:
+            args += ["--lie-cached-rate", repr(f.lie_cached_rate)]
         if f.seed:
             args += ["--fault-seed", str(f.seed)]
         return args

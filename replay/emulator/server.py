@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import numpy as np
 import orjson
 from aiohttp import web
 
@@ -118,6 +119,8 @@ class EmulatorServer:
         self.faults = FaultInjector(cfg.faults, crash, clock)
         self._ids = itertools.count(1)
         self._sinks: dict[int, _Sink] = {}
+        # Cached tokens a lying sequence reports (`--lie-cached-rate`), by sequence id.
+        self._claims: dict[int, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -274,6 +277,7 @@ class EmulatorServer:
                     "requests": self.faults.requests,
                     "errors": self.faults.errors,
                     "stalls": self.faults.stalls,
+                    "lies": [list(x) for x in self.faults.lies],
                 },
             }
         )
@@ -336,7 +340,8 @@ class EmulatorServer:
             n_out = max(req.max_tokens // 2, 1) if decision.early_stop else req.max_tokens
             out = generated_ids(prompt, n_out, self.out_vocab)
             sink = _Sink(event)
-            seqs.append(Sequence(sid, prompt, n_out, out, sink))
+            computed = self._lie(sid, prompt, req.prompts[k], decision.lie)
+            seqs.append(Sequence(sid, computed, n_out, out, sink))
             sinks.append(sink)
             self._sinks[sid] = sink
         shaper: Shaper = _APIS[api][1](req, self.model_id, self.tokenizer)
@@ -351,6 +356,7 @@ class EmulatorServer:
         finally:
             for seq in seqs:
                 self._sinks.pop(seq.rid, None)
+                self._claims.pop(seq.rid, None)
                 if seq.done_t is None:
                     self.runner.cancel(seq)  # client gone or error: free its blocks
 
@@ -363,9 +369,32 @@ class EmulatorServer:
             raise BadRequest(f"The model `{req.model}` does not exist.", "model", 404)
         return req
 
-    @staticmethod
-    def _cached(seqs: list[Sequence]) -> int:
-        return sum(s.resume.cached for s in seqs if s.resume is not None)
+    def _lie(self, sid: int, prompt: PrefixKeys, ids: Any, lie: bool) -> PrefixKeys:
+        """The prompt the engine model computes. A lying request (`--lie-cached-rate`) sends
+        it a copy whose first id differs, so no cached prefix matches and the whole prompt is
+        prefilled on the model clock, while the answer claims a full hit: every block but
+        the one holding the last token (what vLLM reports for a prompt it has seen)."""
+        block = self.profile.block_tokens
+        claim = (len(prompt) - 1) // block * block
+        if not lie or claim <= 0:
+            return prompt
+        # A different first id per lie, so a prompt lied about twice is computed twice.
+        salted = np.array(ids, dtype=np.uint32)
+        salted[0] = (int(salted[0]) + 1 + len(self.faults.lies)) % self.profile.vocab_size
+        self._claims[sid] = claim
+        self.faults.lies.append((len(prompt), claim))
+        return PrefixKeys(salted, self.cfg.hash_tokens)
+
+    def _reported(self, seq: Sequence) -> int:
+        """The cached tokens the answer states for `seq`: its claim if it lies, else the
+        engine model's."""
+        claim = self._claims.get(seq.rid)
+        if claim is not None:
+            return claim
+        return seq.resume.cached if seq.resume is not None else 0
+
+    def _cached(self, seqs: list[Sequence]) -> int:
+        return sum(self._reported(s) for s in seqs)
 
     @staticmethod
     def _failure(sinks: list[_Sink]) -> _Sink | None:
@@ -415,7 +444,7 @@ class EmulatorServer:
                     continue
                 if resp is None:  # headers go out with the first token, as in vLLM
                     resp = await _start_sse(request)
-                cached = seq.resume.cached if seq.resume is not None else 0
+                cached = self._reported(seq)
                 out = seq.output_ids
                 await resp.write(shaper.chunk(k, out[sent[k] : n], out[:n], done, cached))
                 sent[k] = n
