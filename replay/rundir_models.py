@@ -130,6 +130,11 @@ class EngineEntry(_Record):
     vocab_size: int | None = Field(
         default=None, description="vocabulary the prompts are drawn from"
     )
+    cache_reset: dict[str, Any] | None = Field(
+        default=None,
+        description="`--reset-cache`: the prefix-cache reset after preflight (route, ok, "
+        "attempts, the engine's answer; per replica for a routed fleet); null: not reset",
+    )
     preflight: dict[str, bool | None] | None = Field(
         default=None, description="each preflight check and whether it passed"
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import replay
-from replay.client import fanout
+from replay.client import fanout, phases
 from replay.client.config import EngineSpec
 from replay.client.fleet import (
     FleetSpec,
@@ -45,6 +45,7 @@ from replay.client.health import ENGINES_DOWN_END_S, EngineWatch
 from replay.client.session import EngineSessions, LiveStats, SessionPolicy
 from replay.engines.adapters import Limits, make_adapter
 from replay.engines.preflight import PreflightReport, preflight
+from replay.engines.reset import reset_all
 from replay.engines.scrape import MetricsScraper
 from replay.prompts import PromptBuilder, TokenSpace
 from replay.records import records_to_table
@@ -128,6 +129,9 @@ class RunPlan:
     # Server logs of engines the user started (`--engine-log NAME=PATH`): an engine that goes
     # down gets the log's last error line in its event (replay.client.health).
     engine_logs: dict[str, Path] = field(default_factory=dict)
+    # `--reset-cache`: each engine's prefix cache reset after preflight, before the first
+    # replay request (replay.client.phases); an engine that offers none fails the run first.
+    reset_cache: bool = False
 
     @property
     def duration_wall_s(self) -> float:
@@ -157,6 +161,10 @@ def _replica_urls(plan: RunPlan, e: EngineSpec) -> list[str]:
 async def check_engines(plan: RunPlan) -> list[PreflightReport]:
     """One report per engine; an engine of replicas is checked on every replica, and its
     report is the first failing replica's (else the first replica's)."""
+    if plan.reset_cache:
+        # Every engine must offer a reset: a first one now fails the run before any prompt
+        # is sent (CacheResetError); the one that counts comes after preflight (run_live).
+        await reset_all(_reset_targets(plan))
     jobs = [(i, u) for i, e in enumerate(plan.engines) for u in _replica_urls(plan, e)]
     reports = await asyncio.gather(
         *(
@@ -194,6 +202,24 @@ def _behind_router(rep: PreflightReport) -> None:
             c.required = False
             c.detail = c.detail.rstrip(".") + " (a router in front of the replicas)."
             c.fix = "none needed: their counters are not scraped; hits come from the responses"
+
+
+def _reset_targets(plan: RunPlan) -> list[tuple[str, str, str]]:
+    """(name, kind, url) of every server whose prefix cache `--reset-cache` resets: each
+    replica of an engine the client routes, else the engine's one URL."""
+    return [(n, s.kind, u) for s in plan.engines for n, u in _metric_urls(plan, s).items()]
+
+
+def _metric_urls(plan: RunPlan, s: EngineSpec) -> dict[str, str]:
+    return replica_names(s.name, plan.fleets.get(s.name), s.url or "")
+
+
+def _reset_entry(name: str, resets: dict[str, dict[str, object]]) -> dict[str, Any] | None:
+    """The manifest's `cache_reset` of engine `name`: its reset, or its replicas' by name."""
+    if name in resets:
+        return dict(resets[name])
+    mine = {k: v for k, v in resets.items() if k.startswith(f"{name}.")}
+    return {"replicas": mine} if mine else None
 
 
 def _engine_entry(
@@ -422,10 +448,15 @@ async def run_live(
     reports = reports if reports is not None else await check_engines(plan)
     if not all(r.ok for r in reports):
         raise PreflightFailed(reports)
+    # Preflight's probes left their prompts cached: the measured phase starts cold from here.
+    resets = await phases.reset_caches(_reset_targets(plan)) if plan.reset_cache else {}
     stop = stop or asyncio.Event()
     workload = Workload(plan.trace, plan.workload)  # a bad trace fails before anything is written
     salt = plan.salt if plan.salt is not None else secrets.randbits(62)
     manifest = build_manifest(plan, reports, salt)
+    for entry in manifest.engines:
+        if (done := _reset_entry(entry.name, resets)) is not None:
+            entry.cache_reset = done
     first_ordinals: dict[int, int] = {}
     elapsed0 = 0.0
     if plan.resume:
@@ -463,6 +494,11 @@ async def run_live(
             await asyncio.to_thread(pool.stop)
             writer.close("failed")
             raise
+    snapshot_urls = {
+        k: v for s in plan.engines if s.kind != "openai" for k, v in _metric_urls(plan, s).items()
+    }
+    with contextlib.suppress(OSError):  # a snapshot is evidence, never a reason to stop
+        await phases.snapshot(snapshot_urls, plan.out_dir, "run-start")
     t0 = time.perf_counter_ns() - int(elapsed0 / plan.clock_scale * 1e9)
     if pool is not None:
         pool.go(fanout.timing(t0, plan.duration_wall_s))
@@ -521,6 +557,12 @@ async def run_live(
     w = plan.workload
     marks = [w.window[0] / plan.time_scale, max(w.window[1] / plan.time_scale - 0.25, 0.0)]
     scrape_task = asyncio.create_task(scraper.run(scrape_stop, [m for m in marks if m > 0]))
+    # A resumed run's window edges already passed keep their first segment's snapshots.
+    resumed_at = elapsed0 / plan.clock_scale
+    edges = [(p, m) for p, m in zip(phases.WINDOW_PHASES, marks, strict=True) if m >= resumed_at]
+    snap_task = asyncio.create_task(
+        phases.window_snapshots(snapshot_urls, plan.out_dir, t0, edges, scrape_stop)
+    )
     tasks = {
         name: asyncio.create_task(r.run(), name=f"engine:{name}") for name, r in runners.items()
     }
@@ -562,6 +604,10 @@ async def run_live(
             await asyncio.wait_for(scrape_task, 15)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(watch_task, 5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(snap_task, 15)
+        with contextlib.suppress(Exception):
+            await phases.snapshot(snapshot_urls, plan.out_dir, "run-end")
         for r in runners.values():
             await r.close()
         writer.flush(force_parquet=True)

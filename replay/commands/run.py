@@ -292,6 +292,7 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
     from replay.client.orchestrate import PreflightFailed, ScaleConflict
     from replay.client.pool import WorkerError
     from replay.commands.run_stop import HardStop
+    from replay.engines.reset import CacheResetError
     from replay.rundir import DiskFullError, RunDirError, RunLock
 
     with contextlib.ExitStack() as stack:
@@ -320,6 +321,8 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
             fail(str(e))
         except ScaleConflict as e:
             fail(f"{e}; nothing was sent")
+        except CacheResetError as e:
+            fail(f"{e}; no replay request was sent")
         except WorkerError as e:
             fail(f"{e}; nothing was sent")
         except DiskFullError as e:
@@ -445,6 +448,7 @@ def replay_run(
     fleet: dict[str, Any] | None = None,
     band_seeds: int = 0,
     engine_log: list[str] | None = None,
+    reset_cache: bool = False,
 ) -> None:
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
     from replay.client.config import shared_url_warnings
@@ -458,6 +462,8 @@ def replay_run(
     plan = _plan(spec, loaded, run_dir, flags.resume is not None)
     if engine_log:
         plan = dataclasses.replace(plan, engine_logs=_engine_logs(engine_log, spec))
+    if reset_cache:
+        plan = dataclasses.replace(plan, reset_cache=True)
     outcome = _execute(plan, spec, show_panel, res.user_time_scale)
     _report(outcome, _band(outcome, spec, loaded, band_seeds))
 
@@ -507,6 +513,12 @@ def register(app: typer.Typer) -> None:
             help="NAME=PATH: the server log of an engine you started (replay engines launch "
             "prints it); an engine that goes down gets its last error line in the run. Repeat.",
         ),
+        reset_cache: bool = typer.Option(
+            False,
+            "--reset-cache",
+            help="Reset each engine's prefix cache after preflight, before the first replay "
+            "request (vLLM: VLLM_SERVER_DEV_MODE=1; SGLang: /flush_cache).",
+        ),
         band_seeds: int = typer.Option(
             DEFAULT_SEEDS,
             "--band-seeds",
@@ -525,7 +537,7 @@ def register(app: typer.Typer) -> None:
         flags = RunFlags(engines, endpoint, config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
         fleet = dict(zip(FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
-        replay_run(flags, given, show_panel, fleet, band_seeds, engine_log)
+        replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)
 
 
 FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")

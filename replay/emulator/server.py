@@ -3,7 +3,9 @@
 Generation routes, on every emulator (vLLM and SGLang both serve the OpenAI and Anthropic
 ones): `/v1/completions`, `/v1/chat/completions`, `/v1/messages`, and on the SGLang one its
 native `/generate`. Others: `/v1/models` (with `max_model_len`), `/health`, `/metrics` (the
-real engine's metric names), `/version`, `/get_server_info`, and `/emulator/stats` (JSON:
+real engine's metric names), `/version`, `/get_server_info`, the prefix-cache reset of its
+protocol (vLLM's `POST /reset_prefix_cache`, SGLang's `POST /flush_cache`: a fresh cache
+when idle, refused while requests run), and `/emulator/stats` (JSON:
 settings, counters, model time; for tests and the twin check). Text becomes token ids here,
 through the server's tokenizer (`tokenizer.py`), before the engine sees it; token-id prompts
 go to the engine as they are. Each prompt is hashed into prefix keys, queued in the engine
@@ -108,6 +110,7 @@ class EmulatorServer:
         self.cfg = cfg
         self.profile = cfg.resolved_profile()
         self.model_id = cfg.model_id(self.profile)
+        self._cache_factory = cache_factory
         self.cache = cache_factory(cfg, self.profile)
         self.tokenizer = load_tokenizer(cfg.tokenizer, self.profile.vocab_size)
         # Generated ids stay inside the tokenizer's vocabulary, so they decode to text.
@@ -121,6 +124,7 @@ class EmulatorServer:
         self._sinks: dict[int, _Sink] = {}
         # Cached tokens a lying sequence reports (`--lie-cached-rate`), by sequence id.
         self._claims: dict[int, int] = {}
+        self.resets = 0  # prefix-cache resets done (`/reset_prefix_cache`, `/flush_cache`)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -139,6 +143,12 @@ class EmulatorServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/version", self._version)
         app.router.add_get("/emulator/stats", self._stats)
+        # The engines' prefix-cache resets (vLLM's dev-mode route, SGLang's), for the run's
+        # phase hygiene (`replay run --reset-cache`).
+        if self.cfg.protocol == "sglang":
+            app.router.add_post("/flush_cache", self._flush_cache)
+        else:
+            app.router.add_post("/reset_prefix_cache", self._reset_prefix_cache)
         # SGLang's server-info endpoint; served by every emulator so that a client's manifest
         # records what it ran against (the live client's preflight reads it).
         app.router.add_get("/get_server_info", self._server_info)
@@ -260,6 +270,31 @@ class EmulatorServer:
         body = render_metrics(flavour, self.model_id, self.snapshot())
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
+    def reset_cache(self) -> bool:
+        """A fresh, empty cache in place of the engine model's, when no request is running
+        or waiting (as vLLM refuses while blocks are held); False when busy. The engine's
+        counters (and so `/metrics`) carry on: they count requests, not the cache."""
+        core = self.core
+        if core.num_running or core.num_waiting or self._sinks:
+            return False
+        fresh = self._cache_factory(self.cfg, self.profile)
+        if getattr(core, "_grower", None) is self.cache:
+            core._grower = fresh  # type: ignore[assignment]  # step allocation grows the new one
+        self.cache = core.cache = fresh
+        self.resets += 1
+        return True
+
+    async def _reset_prefix_cache(self, _req: web.Request) -> web.Response:
+        return _json({"success": self.reset_cache()})
+
+    async def _flush_cache(self, _req: web.Request) -> web.Response:
+        if self.reset_cache():
+            return web.Response(text="Cache flushed.\n")
+        return web.Response(
+            status=400,
+            text="Cache not flushed: there are running or waiting requests.\n",
+        )
+
     async def _stats(self, _req: web.Request) -> web.Response:
         c = self.core.counters
         return _json(
@@ -273,6 +308,7 @@ class EmulatorServer:
                 "running": self.core.num_running,
                 "waiting": self.core.num_waiting,
                 "usage": self.cache.usage(),
+                "resets": self.resets,
                 "faults": {
                     "requests": self.faults.requests,
                     "errors": self.faults.errors,
