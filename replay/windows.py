@@ -1,10 +1,11 @@
 """The measured window on the command line: one unit (minutes), one parser, one default.
 
 Every command's `--window A-B` (and a run config's `window:`) is in minutes of the run,
-parsed here. Without one, the window is the last two thirds of the run (15-45 of a 45-minute
-run, the paper's), so a shorter `--duration-min` moves the window with it. `describe`
-says which window was used and why, for the command's output. Records and manifests keep
-seconds; commands convert with `seconds()`.
+parsed here (`minutes_pair`) into one typed value, the spec's `Minutes` pair
+(`WorkloadSpec.window`), whose field check it is. Without one, the window is the last two
+thirds of the run (15-45 of a 45-minute run, the paper's), so a shorter `--duration-min` moves
+the window with it; `resolve_window_min` says which window was used and why, for the command's
+output. Records and manifests keep seconds; commands convert with `seconds()`.
 
 A window read against a run that already exists (`replay price`, `replay report`) must lie
 inside the time the run covers: `clip_to_covered` refuses one that starts after the data ends
@@ -15,6 +16,9 @@ covered (not by the window as asked).
 from __future__ import annotations
 
 import math
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 DEFAULT_FRACTION = 1 / 3  # the first third warms the caches (15 of 45 minutes)
 
@@ -23,24 +27,45 @@ class WindowError(ValueError):
     """A bad window; the message names the flag and shows the expected form."""
 
 
-def parse_window_min(text: object, flag: str = "--window") -> tuple[float, float]:
-    """`A-B` (or a YAML pair `[A, B]`) in minutes to (start_min, end_min); WindowError names
-    `flag`."""
-    if isinstance(text, list | tuple) and len(text) == 2:
-        text = f"{text[0]}-{text[1]}"
-    s = str(text).strip()
-    a, sep, b = s.partition("-")
+def minutes_pair(value: object) -> tuple[float, float]:
+    """`A-B` in minutes (the command line's and a config file's form), a pair `[A, B]` (YAML,
+    a manifest's JSON) or a (start_min, end_min) tuple, as (start_min, end_min): the one parser
+    of a window, and the check of `WorkloadSpec.window` (`Minutes`). A ValueError says what
+    the value must be, without naming who gave it."""
     try:
-        if not sep or isinstance(text, bool):
-            raise ValueError
-        lo, hi = float(a), float(b)
-    except ValueError:
-        raise WindowError(
-            f"{flag} {text!r}: expected A-B in minutes of the run, e.g. 15-45"
-        ) from None
+        if isinstance(value, list | tuple) and len(value) == 2:
+            if any(isinstance(v, bool) for v in value):
+                raise ValueError
+            lo, hi = float(value[0]), float(value[1])
+        else:
+            a, sep, b = str(value).strip().partition("-")
+            if not sep or isinstance(value, bool):
+                raise ValueError
+            lo, hi = float(a), float(b)
+    except (TypeError, ValueError):
+        raise ValueError("expected A-B in minutes of the run, e.g. 15-45") from None
     if not (math.isfinite(lo) and math.isfinite(hi)) or not 0 <= lo < hi:
-        raise WindowError(f"{flag} {s}: need 0 ≤ A < B (minutes), e.g. 15-45")
+        raise ValueError("need 0 ≤ A < B (minutes), e.g. 15-45")
     return lo, hi
+
+
+# The window inside the spec: minutes, parsed from any of `minutes_pair`'s forms.
+Minutes = Annotated[tuple[float, float], BeforeValidator(minutes_pair)]
+
+
+def shown(value: object) -> str:
+    """A window as a message shows it: `15-45` (a pair as its text)."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return f"{value[0]}-{value[1]}"
+    return str(value).strip()
+
+
+def parse_window_min(text: object, flag: str = "--window") -> tuple[float, float]:
+    """`minutes_pair`, its refusal a WindowError naming `flag` and the value as given."""
+    try:
+        return minutes_pair(text)
+    except ValueError as e:
+        raise WindowError(f"{flag} {shown(text)}: {e}") from None
 
 
 def default_window_min(duration_min: float) -> tuple[float, float]:
@@ -100,9 +125,11 @@ def clip_to_covered(
 
 
 __all__ = [
+    "Minutes",
     "WindowError",
     "clip_to_covered",
     "default_window_min",
+    "minutes_pair",
     "parse_window_min",
     "resolve_window_min",
     "seconds",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from replay.commands.common import console, fail
+from replay.runspec import flags as F
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -196,7 +197,6 @@ _HELP = {
     "prompt": "Prompt tokens (cached and computed) per minute per GPU.",
     "output": "Output tokens per minute per GPU (an engine's rate ÷ its GPUs).",
     "write": "Share of uncached prompt tokens billed at the sheet's cache-write price.",
-    "window": "With RUN_DIR: the measured window in minutes, A-B (default: the run's).",
     "dir": "Folder holding sheets.yaml and gpus.yaml (default: configs/pricing).",
     "list": "List the price sheets and GPU rates.",
     "json": "Print JSON instead of a table.",
@@ -219,7 +219,7 @@ def register(app: typer.Typer) -> None:
         write_fraction: Annotated[
             float, typer.Option("--write-fraction", help=_HELP["write"])
         ] = 1.0,
-        window: Annotated[str | None, typer.Option("--window", help=_HELP["window"])] = None,
+        window: F.RunWindow = None,
         pricing_dir: Annotated[
             Path | None, typer.Option("--pricing-dir", help=_HELP["dir"])
         ] = None,

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from replay.commands.common import console, err_console, fail, window_option
+from replay.runspec import flags as F
 
 if TYPE_CHECKING:
     from analysis.report.build import ReportResult
@@ -95,10 +96,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--gpu", help="GPU rate for every engine (default: its GPU type)."),
         ] = None,
-        window: Annotated[
-            str | None,
-            typer.Option("--window", help="Measured minutes A-B (default: each run's window)."),
-        ] = None,
+        window: F.RunWindow = None,
         figures: Annotated[
             bool, typer.Option("--figures/--no-figures", help="Build figures.")
         ] = True,

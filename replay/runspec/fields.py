@@ -11,9 +11,9 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from replay.windows import Minutes
 from replay.workload import DEFAULT_WORKLOAD as W
 from replay.workload import TIMED_WARMUP_S, SubagentMode, WorkloadConfig
-
 
 # Whole numbers a run writes (manifest.json, the parquet) must fit 64 bits: JSON and Arrow
 # writers refuse bigger ones, which used to surface as a traceback after the run had started.
@@ -58,7 +58,7 @@ class WorkloadSpec(BaseModel):
         gt=0,
         le=MAX_DURATION_MIN,
     )
-    window: tuple[float, float] | None = flagged(
+    window: Minutes | None = flagged(
         None,
         "--window",
         f"Measured minutes A-B ({W.window[0] / 60:g}-{W.window[1] / 60:g}: the last two "

@@ -1,7 +1,7 @@
 """The command-line flags of the spec's fields, declared once: `replay run`, `replay simulate`
-and `replay serve-sim` annotate their parameters with these (`sessions: flags.Sessions = None`),
-so a flag's name and help are the field's (`replay.runspec.model`) and every command that takes a
-setting takes it under one name.
+and `replay serve-sim` (and `replay price` and `replay report`, for the window) annotate their
+parameters with these (`sessions: flags.Sessions = None`), so a flag's name and help are the
+field's (`replay.runspec.model`) and every command that takes a setting takes it under one name.
 
 Every flag defaults to None ("not given"): the layered resolution (`replay.runspec.resolve`)
 fills in the config file's value or the command's base layer, and validates the result.
@@ -40,6 +40,11 @@ SessionsList = Annotated[
 ]
 DurationMin = Annotated[float | None, option(WorkloadSpec, "duration_min")]
 Window = Annotated[str | None, option(WorkloadSpec, "window")]
+# The same flag on a run that exists (`replay price RUN_DIR`, `replay report`).
+RunWindow = Annotated[
+    str | None,
+    option(WorkloadSpec, "window", help="Measured minutes A-B (default: each run's own window)."),
+]
 TimeScale = Annotated[float | None, option(WorkloadSpec, "time_scale")]
 Seed = Annotated[int | None, option(WorkloadSpec, "seed")]
 GapCapS = Annotated[float | None, option(WorkloadSpec, "gap_cap_s")]
@@ -84,6 +89,7 @@ __all__ = [
     "Retries",
     "Router",
     "RouterList",
+    "RunWindow",
     "Seed",
     "Sessions",
     "SessionsList",

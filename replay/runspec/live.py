@@ -59,7 +59,7 @@ def embedded_layer() -> tuple[Layer, Any]:
     values = {
         "sessions": d.sessions,
         "duration_min": d.duration_min,
-        "window": f"{d.window[0]:g}-{d.window[1]:g}",
+        "window": d.window,
         "time_scale": d.time_scale,
         "seed": d.seed,
         "warmup_s": d.warmup_s,

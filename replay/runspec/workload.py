@@ -13,40 +13,39 @@ EMBEDDED = "the embedded default: configs/workloads/default.yaml"
 _SPEC_FIELD = {"duration_s": "duration_min"}
 
 
-def _window(layers: list[Layer], minutes: float) -> tuple[tuple[float, float], str]:
-    """The measured window (minutes): the first layer's that names one; the embedded
-    default's only with its own duration; else the last two thirds of the run."""
-    text, flag = None, "--window"
+def _window_layer(layers: list[Layer], minutes: float) -> Layer | None:
+    """The layer whose window is measured: the first that names one; the embedded default's
+    only with its own duration (its window belongs to it); None: the last two thirds."""
     for layer in layers:
-        given = layer.values.get("window")
-        if given is None:
+        if layer.values.get("window") is None:
             continue
-        own = layer.values.get("duration_min")
-        if layer.where == EMBEDDED and own != minutes:
-            continue  # the default's window belongs to its duration
-        text = given
-        flag = "--window" if layer.where == FLAGS else layer.where
-        if layer.where not in (FLAGS, EMBEDDED):
-            flag = f"{layer.where}: field 'window'"
-        break
-    try:
-        lo, hi, used = resolve_window_min(text, minutes, flag)
-    except WindowError as e:
-        raise SpecError(str(e)) from None
-    return (lo, hi), used
+        if layer.where == EMBEDDED and layer.values.get("duration_min") != minutes:
+            continue
+        return layer
+    return None
 
 
 def workload(layers: list[Layer], clamp_warmup: bool = False) -> tuple[WorkloadSpec, str]:
-    """The workload from the layers, and the line saying which window it measures; the
-    replay rules' cross-field checks (`WorkloadConfig`) name the field's flag or layer.
-    `clamp_warmup`: see `WorkloadSpec.config`."""
+    """The workload from the layers, and the line saying which window it measures. The
+    window is checked on its field (`WorkloadSpec.window`) as given by its one layer, then
+    against the run's length; the replay rules' cross-field checks (`WorkloadConfig`) name
+    the field's flag or layer. `clamp_warmup`: see `WorkloadSpec.config`."""
     _, source = merged(layers)
-    spec = build(
-        WorkloadSpec,
-        [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers],
-    )
-    win, used = _window(layers, spec.duration_min)
-    spec = spec.model_copy(update={"window": win})
+    rest = [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers]
+    spec = build(WorkloadSpec, rest)
+    chosen = _window_layer(layers, spec.duration_min)
+    if chosen is not None:
+        spec = build(
+            WorkloadSpec, [Layer(chosen.where, {"window": chosen.values["window"]}), *rest]
+        )
+    flag = "--window"
+    if chosen is not None and chosen.where not in (FLAGS, EMBEDDED):
+        flag = f"{chosen.where}: field 'window'"
+    try:
+        lo, hi, used = resolve_window_min(spec.window, spec.duration_min, flag)
+    except WindowError as e:
+        raise SpecError(str(e)) from None
+    spec = spec.model_copy(update={"window": (lo, hi)})
     try:
         spec.config(clamp_warmup=clamp_warmup)
     except WorkloadError as e:

@@ -173,7 +173,7 @@ def test_an_engine_gpu_without_a_rate_is_named(builder: Builder, tmp_path: Path)
         (["RUN", "--sheet", "nope"], "pricing: unknown price sheet 'nope'"),
         (["RUN", "--gpu", "nope"], "pricing: --gpu: unknown GPU 'nope'; choose one of: b200"),
         (["RUN", "--window", "9-3"], "--window 9-3: need 0 ≤ A < B (minutes)"),
-        (["RUN", "--window", "x"], "--window 'x': expected A-B in minutes of the run"),
+        (["RUN", "--window", "x"], "--window x: expected A-B in minutes of the run"),
         (["EMPTY"], "holds no manifest.json, and no run directories under it"),
         (["RUN", "--out-file"], "exists and is not a directory"),
     ],

@@ -19,7 +19,7 @@ def test_forms_and_default() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("abc", "--window 'abc': expected A-B in minutes of the run, e.g. 15-45"),
+        ("abc", "--window abc: expected A-B in minutes of the run, e.g. 15-45"),
         ("45-15", "--window 45-15: need 0 ≤ A < B (minutes)"),
         ("nan-3", "need 0 ≤ A < B"),
         (True, "expected A-B"),
@@ -28,6 +28,20 @@ def test_forms_and_default() -> None:
 def test_bad_windows_name_the_flag(text: object, message: str) -> None:
     with pytest.raises(WindowError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_window_min(text, "--window")
+
+
+def test_the_spec_field_parses_and_checks_the_window() -> None:
+    """`WorkloadSpec.window` is the one typed value: text, a YAML pair or a tuple, in minutes;
+    a bad one is refused by the field, named by whoever gave it."""
+    from replay.runspec.fields import WorkloadSpec
+    from replay.runspec.resolve import FLAGS, Layer, SpecError, build
+
+    assert WorkloadSpec(window="15-45").window == WorkloadSpec(window=[15, 45]).window
+    assert WorkloadSpec(window=(1, 2.5)).window == (1.0, 2.5)
+    with pytest.raises(SpecError, match=r"^--window 9-3: need 0 ≤ A < B"):
+        build(WorkloadSpec, [Layer(FLAGS, {"window": "9-3"})])
+    with pytest.raises(SpecError, match=r"^--config r\.yaml: field 'window' x: expected A-B"):
+        build(WorkloadSpec, [Layer("--config r.yaml", {"window": "x"})])
 
 
 def test_a_window_after_the_run_says_both_flags() -> None:

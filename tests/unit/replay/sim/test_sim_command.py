@@ -111,7 +111,7 @@ def test_engine_timing_reports_latency(small_corpus, tmp_path):
         (["--sessions", "8,x"], "--sessions: 'x' is not a positive whole number"),
         (["--sessions", "0"], "--sessions 0: must be at least 1"),
         (["--sessions", "8,0"], "--sessions 0: must be at least 1"),
-        (["--window", "15to45"], "--window '15to45': expected A-B in minutes"),
+        (["--window", "15to45"], "--window 15to45: expected A-B in minutes"),
         (["--window", "10-50"], "--window 10-50 ends after the run (--duration-min 45)"),
         (["--timing", "fast"], "--timing: 'fast' is not one of trace, engine"),
         (["--model", "no-such-model"], "--model: model profile 'no-such-model' not found"),
