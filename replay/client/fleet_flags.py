@@ -10,8 +10,8 @@ client's `FleetSpec`s once the URLs are known (an emulated fleet's come from its
 from __future__ import annotations
 
 from replay.client.fleet import EXTERNAL, FleetSpec
-from replay.fleet import router_names
-from replay.runspec.model import EngineRun, RunSpec
+from replay.runspec.model import EngineRun, EngineShape, RunSpec
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build
 
 DEFAULT_ROUTER = "round_robin"
 _EXTERNAL_EMULATED = (
@@ -25,17 +25,13 @@ class FleetFlagError(ValueError):
     """A fleet or process flag that cannot apply; the message names the flag."""
 
 
-def _check_counts(replicas: int | None, workers: int | None) -> None:
-    if replicas is not None and replicas < 1:
-        raise FleetFlagError(f"--replicas {replicas}: must be at least 1")
-    if workers is not None and workers < 1:
-        raise FleetFlagError(f"--workers {workers}: must be at least 1 (1: one process)")
-
-
-def _check_router(router: str | None) -> None:
-    known = (*router_names(), EXTERNAL)
-    if router is not None and router not in known:
-        raise FleetFlagError(f"--router {router}: unknown router; choose one of {', '.join(known)}")
+def _check_shape(router: str | None, replicas: int | None) -> None:
+    """--router and --replicas on their fields (`EngineShape`), as `replay simulate` checks
+    them."""
+    try:
+        build(EngineShape, [Layer(FLAGS, {"router": router, "replicas": replicas})])
+    except SpecError as e:
+        raise FleetFlagError(str(e)) from None
 
 
 def _engine(e: EngineRun, emulated: bool, router: str | None, replicas: int | None) -> EngineRun:
@@ -65,8 +61,9 @@ def apply_fleet_flags(
     ray: str | None = None,
 ) -> RunSpec:
     """The spec with the fleet and process flags applied; FleetFlagError naming the flag."""
-    _check_counts(replicas, workers)
-    _check_router(router)
+    _check_shape(router, replicas)
+    if workers is not None and workers < 1:
+        raise FleetFlagError(f"--workers {workers}: must be at least 1 (1: one process)")
     if replicas is not None and not spec.emulated:
         raise FleetFlagError(
             f"--replicas {replicas} starts that many emulators per engine; real engines name "

@@ -66,8 +66,11 @@ def parse_sessions(text: str) -> list[int]:
 
 
 def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], list[str]]:
-    """--replicas / --router (comma lists sweep them); ([], []) for one engine per run."""
-    from replay.fleet import router_names
+    """--replicas / --router (comma lists sweep them), each value checked on its field
+    (`EngineShape`, as `replay run` checks it); ([], []) for one engine per run."""
+    from replay.fleet import EXTERNAL, router_names
+    from replay.runspec.fields import EngineShape
+    from replay.runspec.resolve import FLAGS, Layer, SpecError, build
 
     if replicas is None and router is None:
         return [], []
@@ -76,15 +79,21 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
         fail(f"--router: give the router over the replicas (choose one of {choices})")
     counts: list[int] = []
     for part in (p.strip() for p in (replicas or "1").split(",")):
-        if not part.isdigit() or int(part) < 1:
+        if not part.isdigit():
             fail(f"--replicas: '{part}' is not a positive whole number (e.g. --replicas 4,8)")
         counts.append(int(part))
     names = [r.strip() for r in router.split(",") if r.strip()]
     if not names:
         fail(f"--router: give at least one router (choose one of {choices})")
-    bad = [r for r in names if r not in router_names()]
-    if bad:
-        fail(f"--router: unknown router {', '.join(bad)} (choose one of {choices})")
+    if EXTERNAL in names:
+        fail(f"--router {EXTERNAL}: the simulator routes its replicas itself (choose one of "
+             f"{choices})")  # fmt: skip
+    try:
+        values: list[dict[str, Any]] = [{"replicas": k} for k in counts]
+        for value in values + [{"router": r} for r in names]:
+            build(EngineShape, [Layer(FLAGS, value)])
+    except SpecError as e:
+        fail(str(e))
     return _once(counts, "--replicas"), _once(names, "--router")
 
 

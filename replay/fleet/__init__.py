@@ -14,9 +14,10 @@ from replay.fleet.base import (
     RouteRequest,
 )
 from replay.fleet.book import Fleet, LoadBook, Ticket
-from replay.fleet.registry import ROUTERS, UnknownRouter, make_router, router_names
+from replay.fleet.registry import EXTERNAL, ROUTERS, UnknownRouter, make_router, router_names
 
 __all__ = [
+    "EXTERNAL",
     "ROUTERS",
     "Decision",
     "Fleet",

@@ -24,6 +24,11 @@ ROUTERS: dict[str, type[Router]] = {
 }
 
 
+# A real router in front of the replicas, whose choice the client reads back: a choice of
+# `replay run --router`, not a policy here.
+EXTERNAL = "external"
+
+
 def router_names() -> tuple[str, ...]:
     return tuple(ROUTERS)
 

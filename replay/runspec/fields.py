@@ -6,9 +6,9 @@ so the emulator's own command line (a child process) reads it cheaply.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from replay.windows import Minutes
@@ -129,6 +129,21 @@ class LimitsSpec(BaseModel):
     )
 
 
+def known_router(name: str | None) -> str | None:
+    """A router of `replay.fleet`, or `external` (a real one in front of the replicas): the
+    one check of a router's name, whichever command or file gives it."""
+    if name is None:
+        return None
+    from replay.fleet.registry import EXTERNAL, router_names
+
+    if name not in (*router_names(), EXTERNAL):
+        raise ValueError(
+            f"unknown router; choose one of {', '.join(router_names())}, or {EXTERNAL} "
+            "(replay run: a real router in front of the replicas)"
+        )
+    return name
+
+
 class EngineShape(BaseModel):
     """What models one engine (an emulator's or a simulated one's), and room for a fleet:
     `replicas` copies behind `router`."""
@@ -147,4 +162,6 @@ class EngineShape(BaseModel):
         le=INT64_MAX,
     )
     replicas: int = flagged(1, "--replicas", "Copies of each engine behind a router.", ge=1)
-    router: str | None = flagged(None, "--router", "Routing policy over the replicas.")
+    router: Annotated[str | None, AfterValidator(known_router)] = flagged(
+        None, "--router", "Routing policy over the replicas."
+    )

@@ -29,8 +29,9 @@ def _sim(tmp_path: Path, *extra: str) -> Any:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--replicas", "4", "--router", "best"], "--router: unknown router best (choose one of "),
-        (["--replicas", "0", "--router", "round_robin"], "--replicas: '0' is not a positive"),
+        (["--replicas", "4", "--router", "best"], "--router best: unknown router; choose one of "),
+        (["--replicas", "0", "--router", "round_robin"], "--replicas 0: must be at least 1"),
+        (["--replicas", "2", "--router", "external"], "--router external: the simulator routes"),
         (["--replicas", "two", "--router", "round_robin"], "--replicas: 'two' is not a positive"),
         (["--replicas", "4"], "--router: give the router over the replicas (choose one of "),
         (["--replicas", "4", "--router", ","], "--router: give at least one router"),

@@ -168,3 +168,13 @@ def test_a_config_files_workload_is_checked_by_the_spec(
     res = CliRunner().invoke(app, ["run", "--config", str(cfg), "--no-panel"])
     assert res.exit_code == 2
     assert f"--config {cfg}: {message}" in " ".join(res.output.split()), res.output
+
+
+def test_the_router_is_checked_on_its_field() -> None:
+    """One check of a router's name (issue 33): `EngineShape.router`, for run and simulate."""
+    from replay.fleet import router_names
+
+    assert EngineShape(router="external").router == "external"
+    assert {EngineShape(router=r).router for r in router_names()} == set(router_names())
+    with pytest.raises(SpecError, match=r"^--router best: unknown router; choose one of round_"):
+        build(EngineShape, [Layer(FLAGS, {"router": "best"})])
