@@ -15,7 +15,7 @@ priming included: a claim is a claim wherever it falls):
    enough others remain, as they queue together at the start) fit the engine's prefill
    cost of prompt tokens `c..p`: `d·(p − c) + e·(p² − c²)/2` (a cost per token, and one
    per token and position for the attention over the context before it: the step clock's
-   own form, `replay.sim.clock`), plus a constant, by least squares refitted once without
+   own form, `replay.sim.engine.clock`), plus a constant, by least squares refitted once without
    the points more than 3 robust sigmas off (queueing spikes); where a term comes out
    negative, the Theil–Sen slope (median of pairwise slopes) of TTFT against `p − c`.
    Fewer than `MIN_FIT` such requests, or no positive cost: not assessed.

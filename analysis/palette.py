@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-# The FlashState demo's three first, then the simulator's policies (replay.sim.policies).
+# The FlashState demo's three first, then the simulator's policies (replay.sim.cache.policies).
 KNOWN: dict[str, str] = {
     "flashstate": "#2a9d8f",
     "vllm": "#e76f51",

@@ -45,8 +45,8 @@ from policy_table import (
 )
 
 from replay.profiles import load_profile
-from replay.sim.cache import HybridCache
-from replay.sim.policy_base import Policy
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policy_base import Policy
 from replay.sim.runner import SimConfig, simulate
 from replay.traces.model import Trace
 

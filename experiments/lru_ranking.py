@@ -1,6 +1,6 @@
 """Issue 22, step 3: why whole-state LRU ranked below per-block LRU on the real corpus.
 
-One modelling rule toggled at a time (`replay.sim.policy_base.RULES`, applied to every
+One modelling rule toggled at a time (`replay.sim.cache.policy_base.RULES`, applied to every
 policy of the row; a rule a policy does not use leaves it unchanged), on the real corpus in
 the source's replay (trace timing, subagents left out, 2,531 blocks), printing per toggle the
 hit rate of vllm-like, asc-unit-lru and flashstate-eq7 at each load and whole-state LRU's

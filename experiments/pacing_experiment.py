@@ -208,7 +208,7 @@ def main() -> None:
     ap.add_argument(
         "--engine-rules",
         default="",
-        help="engine timing: NAME=VALUE,... over each engine's own rules (replay.sim.engine_rules)",
+        help="engine timing: NAME=VALUE,... over each engine's own rules (replay.sim.engine.rules)",
     )
     ap.add_argument("--admission", default=None, choices=("park", "schedule"))
     ap.add_argument(

@@ -1,7 +1,7 @@
 """Experiments behind the policy table: one modelling rule toggled at a time.
 
 Each variant is `POLICY` or `POLICY[KEY=VALUE,...]` (a policy option or one of the rule
-switches in `replay.sim.policy_base.RULES`); every variant runs on the same corpus, loads and
+switches in `replay.sim.cache.policy_base.RULES`); every variant runs on the same corpus, loads and
 seeds, and the script prints hit rate and the Eq. 5 miss split per variant, so the effect of
 one rule is one row against another. The default list is the set of experiments docs/policy-research.md's
 policy-table section reports.
@@ -29,7 +29,7 @@ from policy_table import (
     scale_durations,
 )
 
-from replay.sim.cache import HybridCache
+from replay.sim.cache.hybrid import HybridCache
 from replay.sim.runner import SimConfig, simulate
 from replay.traces.model import Trace
 

@@ -71,7 +71,7 @@ SOURCE_PLACEMENT = {"vllm-like": 2_200, "asc-lru": 240, "asc-unit-lru": 240}
 SOURCE_WORKING_SET = {32: 0.93, 48: 1.34}
 
 # `--rules source`, no longer the default (issue 22: the policies' own defaults read the
-# source's words, docs/policy-table.md): the rule switches (replay.sim.policy_base.RULES)
+# source's words, docs/policy-table.md): the rule switches (replay.sim.cache.policy_base.RULES)
 # under which the source's table was reproduced on the corpus before its recalibration
 # (docs/policy-research.md, "The source's policy table"): every allocation stamped when it is used or
 # written — KV blocks when the request starts, prefill checkpoints when written, a resumed

@@ -3,7 +3,7 @@
 Replays one trace with `replay.sim` for each rule variant × policy × session count × timing
 and prints one Markdown row per run: working set ÷ capacity, hit rate, TTFT p50 / p90, the
 requests measured, and whether the engine was saturated. A variant is a set of engine
-memory rules over each engine's own (`replay.sim.engine_rules`: allocation, gate,
+memory rules over each engine's own (`replay.sim.engine.rules`: allocation, gate,
 preemption, subblock_chunks) plus optionally `admission=park|schedule`, so one rule can be
 toggled at a time:
 
@@ -31,10 +31,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
-from replay.sim.clock import StepClock
-from replay.sim.engine_rules import VLLM_RULES, parse_rules
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.rules import VLLM_RULES, parse_rules
+from replay.sim.engine.scale import scaled_profile
 from replay.sim.runner import TIMINGS, SimConfig, SimResult, simulate
-from replay.sim.scale import scaled_profile
 from replay.traces import load_trace
 from replay.traces.scale import resolve_token_scale
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S

@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from replay.sim import cache as cache_mod
-from replay.sim import engine as engine_mod
-from replay.sim import engine_cache as ec
+from replay.sim.cache import hybrid as cache_mod
+from replay.sim.engine import cache as ec
+from replay.sim.engine import core as engine_mod
 from replay.sim.runner import SimConfig, SimResult, simulate
 from replay.traces import load_trace, sample_path
 from replay.traces.scale import resolve_token_scale

@@ -13,7 +13,7 @@ sessions takes a few minutes. Each of our runs takes seconds.
 
 Printed per variant: the window's hit rate, cached tokens over the whole run beside
 SGLang's, and how many requests get a different number of cached tokens than SGLang gives
-them. The variants are the shipped rules and each holding rule of `replay/sim/sglang_policy.py`
+them. The variants are the shipped rules and each holding rule of `replay/sim/cache/sglang_policy.py`
 set to its other value (rule 6: what a running request locks).
 """
 

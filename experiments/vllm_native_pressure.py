@@ -14,7 +14,7 @@ use); at 48 sessions its working set is 1.42 of the 2,531-block cache, the demo'
 
 Printed per variant: the window's hit rate, cached tokens over the whole run beside vLLM's,
 and how many requests get a different number of cached tokens than vLLM gives them. The
-variants are the shipped rules and each rule of `replay/sim/vllm_policy.py` set back to
+variants are the shipped rules and each rule of `replay/sim/cache/vllm_policy.py` set back to
 its other value (rule 4's two stamps, rule 5's copies).
 """
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     variants: dict[str, dict[str, Any]] = {} if args.no_model else {"": {}}
     for text in args.model_opts:
         opts = parse_opts(text)
-        from replay.sim.policies import make_policy
+        from replay.sim.cache.policies import make_policy
 
         try:
             make_policy("vllm", profile, **opts)

@@ -5,7 +5,7 @@ pressure clause; engine-model.md "At the demo's load").
     .venv/bin/python experiments/vllm_state_release.py --subagents concurrent --seeds 0
 
 vLLM 0.32 frees a Mamba state block once the running state moves past it, right after the
-prefill, and the request's KV only when the request ends (`replay/sim/vllm_policy.py`
+prefill, and the request's KV only when the request ends (`replay/sim/cache/vllm_policy.py`
 rule 4, `single_type_kv_cache_manager.py` MambaManager `remove_skipped_blocks`). Under
 saturation a request decodes for minutes, and its replay-boundary state waits in the free
 queue all that time. This script toggles that one rule:
@@ -33,7 +33,7 @@ if __name__ == "__main__":  # before replay.sim is imported: patchable classes (
     os.environ["REPLAY_SIM_INTERPRETED"] = "1"
 
 from replay.records import RequestRecord
-from replay.sim import vllm_policy
+from replay.sim.cache import vllm_policy
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace, sample_path
 from replay.traces.scale import resolve_token_scale

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from replay.sim.cache.policies import make_policy
 from replay.sim.native.crosscheck import WORKLOADS, compare, drive
 from replay.sim.native.worker import NativeError, Worker
-from replay.sim.policies import make_policy
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
 from replay.traces.synth import SynthConfig, write_synth

@@ -1,9 +1,9 @@
 """Where a request resumed and why it fell short: one type for the simulator's caches, the
 engine model the emulator serves, and the request record (`replay.records`).
 
-A cache's lookup works on its own scratch (`replay.sim.requests.ResumeInfo`: the tree path
+A cache's lookup works on its own scratch (`replay.sim.cache.requests.ResumeInfo`: the tree path
 and checkpoint it found, positions the policy adjusts), and what leaves the cache is this:
-`replay.sim.engine_cache.EngineCache.admit` returns it, the engine model keeps it on the
+`replay.sim.engine.cache.EngineCache.admit` returns it, the engine model keeps it on the
 sequence (`Sequence.resume`, which the emulator's responses read `cached` from), and a
 simulated request's record takes its columns (`RequestRecord.set_resume`).
 """

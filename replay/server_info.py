@@ -5,7 +5,7 @@ the emulator, the emulator never imports the client: tests/unit/test_import_grap
 Only our own emulators answer with this shape (`"emulator": true`); a real vLLM or SGLang
 server's info is its own and is kept as it came (`parse_server_info` returns None for it). The
 cache's size has one name, `engine_model.capacity_blocks`, beside where it came from
-(`replay.sim.capacity.Capacity`): the manifest's `capacity_blocks` and
+(`replay.sim.cache.capacity.Capacity`): the manifest's `capacity_blocks` and
 `requested_capacity_blocks` mean the same.
 """
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class EngineModelInfo(BaseModel):
-    """The engine model an emulator runs (`replay.sim.engine`): its clock (`StepClock.
+    """The engine model an emulator runs (`replay.sim.engine.core`): its clock (`StepClock.
     describe`, real-token units), its cache's capacity and its admission. The run's manifest
     keeps it as each engine's `engine_model`."""
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from replay.config_paths import REAL_CORPUS
 from replay.sim import compiled
-from replay.sim.policies import POLICY_NAMES
+from replay.sim.cache.policies import POLICY_NAMES
 from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_sweep
 from replay.traces import load_trace

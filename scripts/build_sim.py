@@ -1,7 +1,7 @@
 """Compile the cache model's hot modules with mypyc into `.mypyc/` (git-ignored).
 
 The modules are those in `replay.sim.compiled.MODULES`, compiled from the same source the
-interpreter runs; `replay.sim` uses the build only while its stamp matches those sources
+interpreter runs; `replay.sim.cache` uses the build only while its stamp matches those sources
 (see `replay/sim/compiled.py`), so an edit falls back to the interpreted modules until this
 runs again. `scripts/setup.sh` runs it; a second run with nothing changed only checks.
 
@@ -50,7 +50,8 @@ def build(force: bool) -> int:
             work / "replay",
             ignore=shutil.ignore_patterns("__pycache__", "*.so", "data"),
         )
-        paths = [f"replay/sim/{m}.py" for m in compiled.MODULES]
+        package = Path(*compiled.PACKAGE.split("."))
+        paths = [(package / f"{m}.py").as_posix() for m in compiled.MODULES]
         print(f"build_sim: compiling {', '.join(compiled.MODULES)} with mypyc (about a minute)")
         proc = subprocess.run(
             [sys.executable, "-m", "mypyc", *paths],
@@ -63,16 +64,16 @@ def build(force: bool) -> int:
             return fail(f"mypyc failed (exit {proc.returncode}):\n{tail}")
         out = compiled.BUILD_DIR.with_name(compiled.BUILD_DIR.name + ".new")
         shutil.rmtree(out, ignore_errors=True)
-        (out / "replay" / "sim").mkdir(parents=True)
+        (out / package).mkdir(parents=True)
         libs = list(work.glob(f"*__mypyc{compiled.EXT_SUFFIX}"))
         if len(libs) != 1:
             return fail(f"expected one shared library from mypyc, found {len(libs)}")
         shutil.copy2(libs[0], out / libs[0].name)
         for m in compiled.MODULES:
-            so = work / "replay" / "sim" / f"{m}{compiled.EXT_SUFFIX}"
+            so = work / package / f"{m}{compiled.EXT_SUFFIX}"
             if not so.is_file():
                 return fail(f"mypyc made no {so.name}")
-            shutil.copy2(so, out / "replay" / "sim" / so.name)
+            shutil.copy2(so, out / package / so.name)
         (out / "STAMP").write_text(digest + "\n")
     shutil.rmtree(compiled.BUILD_DIR, ignore_errors=True)
     out.rename(compiled.BUILD_DIR)

@@ -2,7 +2,7 @@
 
     python scripts/fit_clock.py          # prints the derivation and the fitted parameters
 
-The clock (replay.sim.clock): step = c0 + c1·decoding + k·cost(prefill chunks), cost = the
+The clock (replay.sim.engine.clock): step = c0 + c1·decoding + k·cost(prefill chunks), cost = the
 paper's D, E model by position. Inputs, all at 48 sessions, per engine (two GPUs), from the
 seed document's demo panel and the paper's figures it quotes:
 

@@ -21,9 +21,9 @@ import sys
 import numpy as np
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.policies import make_policy
 from replay.sim.native.crosscheck import WORKLOADS, compare, drive
 from replay.sim.native.worker import NativeError, Worker
-from replay.sim.policies import make_policy
 
 B = 16
 SETTINGS = {  # as in tests/unit/replay/sim/test_sim_native_vllm.py

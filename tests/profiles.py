@@ -1,4 +1,4 @@
-"""A small engine profile for the engine-model tests (`replay.sim.engine` and the emulator's
+"""A small engine profile for the engine-model tests (`replay.sim.engine.core` and the emulator's
 runner): 64-token blocks, 100 of them, a one-block state, a cheap linear prefill."""
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def _engine_entry(
         gpu_type=spec.gpu_type,
         server_version=rep.server_version,
         flags=[f"{k}={v}" for k, v in sorted(rep.server_info.items()) if k != "engine_model"],
-        # An emulator's engine model (replay.sim.engine): clock, budgets, capacity, scale.
+        # An emulator's engine model (replay.sim.engine.core): clock, budgets, capacity, scale.
         engine_model=rep.server_info.get("engine_model"),
         block_size=rep.block_size,
         hybrid=(

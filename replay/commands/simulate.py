@@ -14,7 +14,7 @@ import typer
 
 from replay.commands.common import console, err_console, fail
 from replay.runspec import flags as F
-from replay.sim.policies import POLICY_NAMES
+from replay.sim.cache.policies import POLICY_NAMES
 
 if TYPE_CHECKING:
     from replay.runspec.sweep import SweepSpec

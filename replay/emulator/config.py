@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
-from replay.sim.clock import StepClock
-from replay.sim.engine_cache import EngineCache, engine_cache
-from replay.sim.scale import scaled_profile
+from replay.sim.engine.cache import EngineCache, engine_cache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.scale import scaled_profile
 
 if TYPE_CHECKING:
-    from replay.sim.engine import Admission
+    from replay.sim.engine.core import Admission
 
 # The engine each emulator stands for, and the wire protocol it speaks.
 ENGINE_PROTOCOLS: dict[str, str] = {"flashstate": "openai", "vllm": "openai", "sglang": "sglang"}
@@ -148,7 +148,7 @@ class EmulatorConfig(BaseModel):
     def resolved_profile(self) -> ModelProfile:
         """The model profile with this emulator's overrides applied: first scaled to the
         trace's token scale, then `block_tokens` and `max_batch` as given. (`blocks` sizes
-        the cache itself: see `replay.sim.engine_cache.cache_settings`.)
+        the cache itself: see `replay.sim.engine.cache.cache_settings`.)
         """
         profile = scaled_profile(load_profile(self.model), self.token_scale)
         update: dict[str, object] = {}
@@ -161,7 +161,7 @@ class EmulatorConfig(BaseModel):
     @property
     def admission(self) -> Admission:
         # The scheduler (numpy) only when asked: `replay serve-sim --help` reads this module.
-        from replay.sim.engine import admission_for
+        from replay.sim.engine.core import admission_for
 
         return admission_for(self.engine)
 

@@ -5,7 +5,7 @@ Its own choices (engines, trace, model, time scale, blocks) live in
 (sessions, duration, window, warm-up, seed) is `replay.workload`'s defaults unless that file
 names a value. The bundled sample
 trace has its token lengths divided by `token_scale` so a laptop can replay it; the engine
-model runs it at full-size cost (`replay.sim.scale`, `replay.sim.clock`), so the 48-session
+model runs it at full-size cost (`replay.sim.engine.scale`, `replay.sim.engine.clock`), so the 48-session
 working-set pressure and step times of the paper's demo are reproduced. The trace declares
 its own scale (`replay.traces.scale`); the default's file may only agree with it.
 """

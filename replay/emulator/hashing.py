@@ -127,7 +127,7 @@ class PrefixKeys:
 
     @property
     def length(self) -> int:
-        """Tokens in the sequence (the `replay.sim.keys.Prefix` protocol)."""
+        """Tokens in the sequence (the `replay.sim.cache.keys.Prefix` protocol)."""
         return self._length
 
     def extended(self, more: np.ndarray) -> PrefixKeys:

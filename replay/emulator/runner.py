@@ -1,4 +1,4 @@
-"""The wall clock of an emulated engine: runs `replay.sim.engine.EngineCore` steps, scaled.
+"""The wall clock of an emulated engine: runs `replay.sim.engine.core.EngineCore` steps, scaled.
 
 Model time advances by each step's modelled duration; wall time = model time / time_scale.
 A step's tokens are handed to their streams when the step's end is due on the wall clock.
@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from replay.sim.engine import EngineCore, Sequence, StepResult
+from replay.sim.engine.core import EngineCore, Sequence, StepResult
 
 log = logging.getLogger(__name__)
 

@@ -51,8 +51,8 @@ from replay.emulator.shapes import (
 from replay.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
 from replay.server_info import EngineModelInfo, ServerInfo
-from replay.sim.engine import EngineCore, Sequence
-from replay.sim.engine_cache import EngineCache
+from replay.sim.engine.cache import EngineCache
+from replay.sim.engine.core import EngineCore, Sequence
 
 # The header naming the replica that answered (EmulatorConfig.replica; absent on a lone server).
 REPLICA_HEADER = "x-replay-replica"
@@ -195,7 +195,7 @@ class EmulatorServer:
     def server_info(self) -> ServerInfo:
         """What `/get_server_info` answers (`replay.server_info`, the model the client
         parses): the settings, and the engine model with its cache's capacity under one
-        name (`capacity_blocks`) beside where it came from (`replay.sim.capacity`)."""
+        name (`capacity_blocks`) beside where it came from (`replay.sim.cache.capacity`)."""
         cfg, p, cap = self.cfg, self.profile, self.cache.capacity
         return ServerInfo(
             version=f"emulator-{cfg.engine}",

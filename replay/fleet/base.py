@@ -13,7 +13,7 @@ tell it how its requests progress; `LoadBook` (replay.fleet.book) does the count
 This package imports nothing of the executors (replay.client, replay.engines,
 replay.emulator, replay.sim) nor the analysis layer: each of them builds these views from
 what it has. A prefix identity is anything with `length` and `key_at(p)`: the simulator's
-`LineagePrefix` and the emulator's `TokenPrefix` (replay.sim.keys) both are.
+`LineagePrefix` and the emulator's `TokenPrefix` (replay.sim.cache.keys) both are.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class RouterContext:
     replicas: int
     seed: int = 0
     # Prefill seconds of positions [a, b) given [0, a) cached, on the engine's step clock
-    # (replay.sim.clock.StepClock.prefill_seconds); state_aware prices in it.
+    # (replay.sim.engine.clock.StepClock.prefill_seconds); state_aware prices in it.
     prefill_seconds: Callable[[int, int], float] | None = None
 
 

@@ -5,7 +5,7 @@ can send a turn where the KV is warm but no checkpoint is, and the turn recomput
 
 The rule: for each replica i, ask it where it could resume this request (`resumable`,
 tokens: the longest prefix with a checkpoint and its KV resident), price the prefill left
-on the engine's step clock (`RouterContext.prefill_seconds`, replay.sim.clock.StepClock),
+on the engine's step clock (`RouterContext.prefill_seconds`, replay.sim.engine.clock.StepClock),
 c_i = prefill_s(resume_i, P), and estimate the request's time to first token there against
 the replica's queue. Two queue models (`queue_model`):
 
@@ -27,7 +27,7 @@ Why `sharing`: with `fcfs` one cold prefill of a long agent context (seconds on 
 clock) made every conversation on that replica look cheaper elsewhere, and they moved and
 recomputed (experiments/fleet_routers.py, the bundled sample, 8 replicas × 32 sessions,
 flashstate: hit rate 56% against session_hash's 85%, half the turns sent cold); the engine
-model does not serialise prefills that way (replay.sim.engine: running prefills share each
+model does not serialise prefills that way (replay.sim.engine.core: running prefills share each
 step's budget).
 
 What a replica must publish for it: the lookup "where would you resume this prompt"
@@ -50,10 +50,12 @@ QUEUE_MODELS = ("sharing", "fcfs")
 
 class StateAware(Router):
     name = "state_aware"
-    source = "ours (replay.fleet.state_aware); prices on replay.sim.clock.StepClock"
+    source = "ours (replay.fleet.state_aware); prices on replay.sim.engine.clock.StepClock"
     params: ClassVar[Mapping[str, Param]] = {
         "queue_model": Param(
-            "sharing", "ours: prefills share the step budget (replay.sim.engine)", "sharing | fcfs"
+            "sharing",
+            "ours: prefills share the step budget (replay.sim.engine.core)",
+            "sharing | fcfs",
         ),
     }
 

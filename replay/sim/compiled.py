@@ -21,13 +21,15 @@ import sys
 import sysconfig
 from pathlib import Path
 
-# The modules compiled together, in `replay/sim/` (everything a simulated request runs
-# through per block or per checkpoint; the rest is per request and stays interpreted).
+# The package whose modules are compiled, and those modules, compiled together (everything a
+# simulated request runs through per block or per checkpoint; the rest is per request and
+# stays interpreted).
+PACKAGE = "replay.sim.cache"
 MODULES: tuple[str, ...] = (
     "nodes",
     "keys",
     "requests",
-    "cache",
+    "hybrid",
     "materialize",
     "eviction",
     "vllm_policy",
@@ -35,13 +37,14 @@ MODULES: tuple[str, ...] = (
 )
 
 SIM_DIR = Path(__file__).resolve().parent
+SOURCE_DIR = SIM_DIR / "cache"  # PACKAGE's sources
 BUILD_DIR = SIM_DIR.parents[1] / ".mypyc"  # at the repository root, git-ignored
 STAMP = BUILD_DIR / "STAMP"
 ENV_OFF = "REPLAY_SIM_INTERPRETED"
 EXT_SUFFIX: str = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
-# How this process runs the cache model (set when `replay.sim` is imported).
-MODE = "interpreted (replay.sim not imported yet)"
+# How this process runs the cache model (set when `replay.sim.cache` is imported).
+MODE = "interpreted (replay.sim.cache not imported yet)"
 
 
 def source_digest() -> str:
@@ -50,12 +53,12 @@ def source_digest() -> str:
     h = hashlib.sha256(EXT_SUFFIX.encode())
     for name in MODULES:
         h.update(name.encode() + b"\0")
-        h.update((SIM_DIR / f"{name}.py").read_bytes())
+        h.update((SOURCE_DIR / f"{name}.py").read_bytes())
     return h.hexdigest()
 
 
 def use_build(package_path: list[str]) -> str:
-    """Put the compiled modules ahead of the sources on `replay.sim`'s search path when the
+    """Put the compiled modules ahead of the sources on `PACKAGE`'s search path when the
     build matches them; returns (and records in `MODE`) what runs and why."""
     global MODE
     MODE = _use_build(package_path)
@@ -70,7 +73,7 @@ def _use_build(package_path: list[str]) -> str:
     if STAMP.read_text().strip() != source_digest():
         return "interpreted (the compiled build is stale: run scripts/build_sim.py)"
     libs = sorted(BUILD_DIR.glob(f"*__mypyc{EXT_SUFFIX}"))
-    mods = BUILD_DIR / "replay" / "sim"
+    mods = BUILD_DIR.joinpath(*PACKAGE.split("."))
     if len(libs) != 1 or not all((mods / f"{m}{EXT_SUFFIX}").is_file() for m in MODULES):
         return "interpreted (the compiled build is incomplete: run scripts/build_sim.py)"
     # The modules' shared library is imported by its top-level name; load it from the build

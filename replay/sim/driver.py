@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from replay.sim.keys import LineagePrefix
+from replay.sim.cache.keys import LineagePrefix
 from replay.sim.lineage import Lineage, common_blocks
 from replay.traces.model import Trajectory
 from replay.workload import Assignment, Spawn, Workload

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
+from replay.sim.cache.hybrid import HybridCache
 from replay.sim.driver import EventLoop, SimRequest, api_seconds
-from replay.sim.engine import EngineCore, EngineStall, Sequence, StepResult
+from replay.sim.engine.core import EngineCore, EngineStall, Sequence, StepResult
 
 Sampler = Callable[[float], None]
 

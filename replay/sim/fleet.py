@@ -2,7 +2,7 @@
 virtual clock.
 
 Every replica is a full copy of the engine model (its own cache, scheduler and step clock,
-`replay.sim.engine.EngineCore`, or in trace timing its own `TraceExecutor`); the router
+`replay.sim.engine.core.EngineCore`, or in trace timing its own `TraceExecutor`); the router
 (`replay.fleet`, the one implementation the client and the emulator fleet use) chooses a
 replica per request when the session sends it. A router sees what it counts itself (in
 flight, queued prefill, active tokens: `replay.fleet.book.LoadBook`) and what a replica
@@ -26,10 +26,10 @@ from typing import Any
 from replay.fleet import Fleet, RouterContext, RouteRequest, Ticket, make_router
 from replay.profiles import ModelProfile
 from replay.records import RequestRecord
-from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, SimRequest
-from replay.sim.engine import EngineCore, StepResult
-from replay.sim.engine_cache import SimCache
+from replay.sim.engine.cache import SimCache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, StepResult
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.fleet_run import fleet_flags
 from replay.sim.runner import (

@@ -16,16 +16,16 @@ from replay.records import RequestRecord
 from replay.resume import Resume
 from replay.rundir import RunWriter
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
-from replay.sim.cache import ResumeInfo
-from replay.sim.capacity import Capacity
-from replay.sim.clock import StepClock
+from replay.sim.cache.capacity import Capacity
+from replay.sim.cache.hybrid import ResumeInfo
 from replay.sim.driver import EventLoop, Executor, Sessions, SimRequest
-from replay.sim.engine import EngineCore, admission_for
-from replay.sim.engine_cache import CacheSettings, SimCache, cache_settings
-from replay.sim.engine_rules import parse_rules, rules_for
+from replay.sim.engine.cache import CacheSettings, SimCache, cache_settings
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, admission_for
+from replay.sim.engine.rules import parse_rules, rules_for
+from replay.sim.engine.scale import scaled_profile
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
-from replay.sim.scale import scaled_profile
 from replay.traces.model import Trace
 from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
 

@@ -333,7 +333,7 @@ async def test_server_info_says_what_the_emulator_models(engine: str) -> None:
     assert model["token_scale"] == 16.0 and model["max_batched_tokens"] == 16384
     assert model["step_s"] > 0 and model["admission"] == "schedule"
     assert info["context_length"] == 1_048_576 // 16
-    # The cache's size under one name, with where it came from (replay.sim.capacity).
+    # The cache's size under one name, with where it came from (replay.sim.cache.capacity).
     assert "cache_blocks" not in info and "blocks" not in model
     assert model["requested_capacity_blocks"] == 400 and model["capacity_source"] == "override"
     if engine == "sglang":  # SGLang's pools from the 400 blocks, less its padding slot

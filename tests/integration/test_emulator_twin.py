@@ -1,7 +1,7 @@
 """Twin check at scale: `replay simulate --timing engine` predicts what an emulated live run
 measures, per engine, at the paper's 48 sessions.
 
-Both run the one engine model (`replay.sim.engine`: scheduler, step clock, the policy's
+Both run the one engine model (`replay.sim.engine.core`: scheduler, step clock, the policy's
 cache) on the same trace, seed and settings; they differ in how prefix identity is known (the
 simulator from trace hash ids and lineage, the emulator from the token ids the live client
 sends) and in wall-clock noise (the emulator steps on the wall clock behind HTTP). Window hit

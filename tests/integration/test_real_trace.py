@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.sim.policies import POLICY_NAMES
+from replay.sim.cache.policies import POLICY_NAMES
 from tests.child import run_child
 from tests.required import SGLANG, VLLM, missing, real_trace
 

@@ -93,9 +93,10 @@ def test_oracle_core_resumes_a_turn_and_ends_a_zero_token_output() -> None:
     prompt's replay boundary, 2,992 = floor(2,999 / 272) blocks; a recorded output of 0
     tokens ends after its prefill with the one token our engine model emits too."""
     from replay.profiles import DEFAULT_MODEL, load_profile
-    from replay.sim.clock import StepClock
-    from replay.sim.engine import Sequence
-    from replay.sim.keys import LineagePrefix
+    from replay.sim.cache.keys import LineagePrefix
+    from replay.sim.engine.clock import StepClock
+    from replay.sim.engine.core import Sequence
+    from replay.sim.engine.scale import scaled_profile
     from replay.sim.native.sched_oracle import (
         ENGINE,
         OracleCore,
@@ -104,7 +105,6 @@ def test_oracle_core_resumes_a_turn_and_ends_a_zero_token_output() -> None:
         oracle_config,
     )
     from replay.sim.native.worker import Worker
-    from replay.sim.scale import scaled_profile
 
     try:
         python = find_vllm().python

@@ -275,7 +275,7 @@ def test_the_checker_sees_a_cycle_and_a_back_arrow() -> None:
     assert _arrow_rules(Edge("replay.engines.launch", "replay.emulator.launch", 1, False))
     assert _arrow_rules(Edge("replay.emulator.server", "replay.engines.adapters", 1, False))
     assert _arrow_rules(Edge("replay.sim.native.worker", "replay.engines.configs", 1, False))
-    assert _arrow_rules(Edge("replay.fleet.cache_aware", "replay.sim.keys", 1, True))
+    assert _arrow_rules(Edge("replay.fleet.cache_aware", "replay.sim.cache.keys", 1, True))
     assert _arrow_rules(Edge("replay.fleet.base", "analysis.runs", 1, False))
     assert _arrow_rules(Edge("replay.sim.fleet", "replay.fleet.base", 1, False)) is None
     assert _arrow_rules(Edge("replay.commands.run", "analysis.runs", 1, False)) is None

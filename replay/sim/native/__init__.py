@@ -3,5 +3,5 @@
 - `vllm-native` (`replay.sim.native.vllm_cache`): vLLM's `KVCacheManager`, run in a worker
   process inside the vLLM environment (`replay.sim.native.worker` finds it), driven the way
   vLLM's scheduler drives it.
-- The policies (`replay.sim.native.policies`) register with `replay.sim.policies`' registry.
+- The policies (`replay.sim.native.policies`) register with `replay.sim.cache.policies`' registry.
 """

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.sim.cache import HybridCache
-from replay.sim.keys import LineagePrefix
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import LineagePrefix
 
 
 @dataclass(frozen=True)

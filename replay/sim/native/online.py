@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
-from replay.sim.keys import Prefix
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.requests import CacheError, Handle, ResumeInfo
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import NativeError, Worker
-from replay.sim.requests import CacheError, Handle, ResumeInfo
 
 if TYPE_CHECKING:
-    from replay.sim.policy_base import Policy
+    from replay.sim.cache.policy_base import Policy
 
 
 # No `slots=True` here: over a compiled base (`replay.sim.compiled`) it would declare the

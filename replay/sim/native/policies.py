@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.eviction import NoEviction
-from replay.sim.policy_base import NoPlacement, Placement, Policy
+from replay.sim.cache.eviction import NoEviction
+from replay.sim.cache.policy_base import NoPlacement, Placement, Policy
 
 if TYPE_CHECKING:
-    from replay.sim.cache import HybridCache
+    from replay.sim.cache.hybrid import HybridCache
     from replay.sim.native.online import NativeCache
 
 

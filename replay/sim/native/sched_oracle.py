@@ -1,6 +1,6 @@
 """vLLM 0.32's own v1 Scheduler behind the engine model's calls: the oracle of issue 22.
 
-Our engine model (`replay.sim.engine`, the `vllm` cache policy) is checked request by
+Our engine model (`replay.sim.engine.core`, the `vllm` cache policy) is checked request by
 request against vLLM's KVCacheManager, but its scheduling under pressure (admission gate,
 allocation per step, preemption, when blocks are freed) never was. `OracleCore` puts vLLM's
 real `Scheduler` (`vllm_sched_worker.py`, a worker process in `.venv-vllm`) where
@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from replay.resume import Resume
-from replay.sim.clock import StepClock
 from replay.sim.driver import EventLoop, SimRequest
-from replay.sim.engine import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
-from replay.sim.engine_cache import SimCache
-from replay.sim.engine_rules import rules_for
+from replay.sim.engine.cache import SimCache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
+from replay.sim.engine.rules import rules_for
 from replay.sim.executors import EngineExecutor
 from replay.sim.measures import summarize
 from replay.sim.native.tokens import TokenSource
@@ -322,7 +322,7 @@ def _kv_hit(requests: list[SimRequest], window: tuple[float, float]) -> float:
 
 def oracle_config(clock: StepClock, capacity: int, retention: int | None = 0) -> dict[str, Any]:
     """The worker's settings: the paper's serve command (configs/engines/vllm-glm53-b200.yaml)
-    on the token-scaled profile, as our engine model runs it (`replay.sim.clock`: the budgets
+    on the token-scaled profile, as our engine model runs it (`replay.sim.engine.clock`: the budgets
     keep their real values per scaled step; blocks and context shrink by the scale).
     `retention`: prefix_cache_retention_interval, 0 as a server resolves it; None (keep
     every state, KVCacheConfig's own default) only as an experiment."""

@@ -26,7 +26,7 @@ from replay.sim.native.online import NativeCache
 from replay.sim.native.worker import NativeError
 
 if TYPE_CHECKING:
-    from replay.sim.policy_base import Policy
+    from replay.sim.cache.policy_base import Policy
 
 # SGLang 0.5.22's defaults for what the cache reads (paths under sglang/srt/).
 RATIO_FALLBACK = 0.9  # mamba_full_memory_ratio: arg_groups/fields/schedule.py L214-219

@@ -16,7 +16,7 @@ from bisect import bisect_left
 import numpy as np
 
 from replay.prompts import TokenSpace
-from replay.sim.keys import LineagePrefix, Prefix
+from replay.sim.cache.keys import LineagePrefix, Prefix
 
 
 class TokenSource:

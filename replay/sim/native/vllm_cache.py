@@ -36,7 +36,7 @@ from replay.sim.native.online import NativeCache, NativeHandle, NativeInfo
 from replay.sim.native.worker import NativeError
 
 if TYPE_CHECKING:
-    from replay.sim.policy_base import Policy
+    from replay.sim.cache.policy_base import Policy
 
 
 def engine_config(profile: ModelProfile, opts: dict[str, Any], capacity: int) -> dict[str, Any]:

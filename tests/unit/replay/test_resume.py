@@ -6,8 +6,9 @@ from __future__ import annotations
 from replay import records
 from replay.records import RECORD_FIELDS, RequestRecord
 from replay.resume import RESUME_COLUMNS, Resume
-from replay.sim import engine_seq, requests
-from replay.sim.requests import ResumeInfo
+from replay.sim.cache import requests
+from replay.sim.cache.requests import ResumeInfo
+from replay.sim.engine import sequence as engine_seq
 
 
 def _record() -> RequestRecord:

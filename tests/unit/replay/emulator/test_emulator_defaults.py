@@ -15,9 +15,9 @@ from replay.emulator.defaults import (
     sample_token_scale,
 )
 from replay.profiles import load_profile
-from replay.sim.engine_cache import cache_settings
-from replay.sim.policies import SglangPolicy
-from replay.sim.scale import scaled_profile
+from replay.sim.cache.policies import SglangPolicy
+from replay.sim.engine.cache import cache_settings
+from replay.sim.engine.scale import scaled_profile
 
 
 def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:

@@ -10,9 +10,9 @@ import pytest
 
 from replay.emulator.hashing import PrefixKeys, generated_ids
 from replay.emulator.runner import MIN_SLEEP_S, EngineRunner
-from replay.sim.clock import StepClock
-from replay.sim.engine import EngineCore, Sequence, StepResult
-from replay.sim.kv_lru import KVLRUCache
+from replay.sim.cache.kv_lru import KVLRUCache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, Sequence, StepResult
 from tests.profiles import engine_profile
 
 # The engine tests' profile with this file's clock and batch: 20 ms steps, no per-sequence

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache, ResumeInfo
-from replay.sim.keys import LineagePrefix
+from replay.sim.cache.hybrid import HybridCache, ResumeInfo
+from replay.sim.cache.keys import LineagePrefix
 
 
 def tiny_profile(blocks: int = 40, block: int = 16, ckpt: int = 2, chunk: int = 32) -> ModelProfile:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from replay.profiles import load_profile
-from replay.sim.clock import StepClock
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.scale import scaled_profile
 from replay.sim.runner import SimConfig, simulate
-from replay.sim.scale import scaled_profile
 from replay.traces import load_trace, sample_path
 from replay.workload import TIMED_WARMUP_S
 from tests.scripts import load_experiment, load_script

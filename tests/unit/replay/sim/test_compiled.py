@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import replay.sim
-import replay.sim.cache
+import replay.sim.cache.hybrid
 from replay.sim import compiled
 from tests.required import SIM_BUILD, missing
 from tests.scripts import load_script
@@ -79,9 +79,9 @@ def test_a_fresh_build_is_the_one_in_use():
         missing(f"no up-to-date compiled build ({compiled.MODE})", SIM_BUILD)
     assert compiled.MODE.startswith("compiled") == fresh, compiled.MODE
     for name in compiled.MODULES:
-        module = importlib.import_module(f"replay.sim.{name}")
+        module = importlib.import_module(f"{compiled.PACKAGE}.{name}")
         assert compiled.is_compiled(module.__file__) == fresh, module.__file__
-    assert compiled.is_compiled(replay.sim.cache.__file__) == fresh
+    assert compiled.is_compiled(replay.sim.cache.hybrid.__file__) == fresh
 
 
 def test_the_interpreted_modules_give_the_golden_results_too():

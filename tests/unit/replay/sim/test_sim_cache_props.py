@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from replay.sim.cache import HybridCache, ResumeInfo
-from replay.sim.keys import LineagePrefix
-from replay.sim.nodes import Block, State
-from replay.sim.policies import POLICY_NAMES, make_policy
+from replay.sim.cache.hybrid import HybridCache, ResumeInfo
+from replay.sim.cache.keys import LineagePrefix
+from replay.sim.cache.nodes import Block, State
+from replay.sim.cache.policies import POLICY_NAMES, make_policy
 
 request = st.tuples(
     st.integers(min_value=-1, max_value=30),  # parent: an earlier request (or none)

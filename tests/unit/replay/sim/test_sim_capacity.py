@@ -1,4 +1,4 @@
-"""`replay.sim.capacity`: the one rule that sizes every engine cache, and the places that used
+"""`replay.sim.cache.capacity`: the one rule that sizes every engine cache, and the places that used
 to decide it themselves (the cache core, `cache_settings`, the runner, kv-lru, SGLang)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.profiles import load_profile
-from replay.sim.cache import HybridCache
-from replay.sim.capacity import CapacityError, resolve_capacity
-from replay.sim.engine_cache import cache_settings, engine_cache
+from replay.sim.cache.capacity import CapacityError, resolve_capacity
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policies import make_policy
+from replay.sim.cache.requests import CacheError
+from replay.sim.engine.cache import cache_settings, engine_cache
+from replay.sim.engine.scale import scaled_profile
 from replay.sim.native.sglang_cache import engine_config
-from replay.sim.policies import make_policy
-from replay.sim.requests import CacheError
 from replay.sim.runner import SimConfig, sim_capacity
-from replay.sim.scale import scaled_profile
 from tests.unit.replay.sim.conftest import tiny_profile
 
 GLM = load_profile("glm-5.3-flash")

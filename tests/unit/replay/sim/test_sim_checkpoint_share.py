@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from replay.sim.cache import HybridCache
-from replay.sim.policies import make_policy
-from replay.sim.policy_base import Policy
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policies import make_policy
+from replay.sim.cache.policy_base import Policy
 from tests.scripts import load_experiment
 
 

@@ -1,4 +1,4 @@
-"""The engine model (replay.sim.engine): chunked prefill, continuous batching, the step clock,
+"""The engine model (replay.sim.engine.core): chunked prefill, continuous batching, the step clock,
 token scale, each engine's admission."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 
 from replay.emulator.hashing import PrefixKeys, generated_ids, special_free_range
 from replay.profiles import ModelProfile
-from replay.sim.clock import StepClock
-from replay.sim.engine import EngineCore, Sequence
-from replay.sim.engine_cache import engine_cache
-from replay.sim.kv_lru import KVLRUCache
+from replay.sim.cache.kv_lru import KVLRUCache
+from replay.sim.engine.cache import engine_cache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, Sequence
 from tests.profiles import engine_profile
 
 
@@ -157,7 +157,7 @@ def test_the_step_budget_is_shared_and_each_request_is_capped() -> None:
 def test_a_scaled_step_stands_for_s_real_steps() -> None:
     """Token scale S: decode costs S real steps per scaled token, prefill costs its real
     positions, budgets keep their real-token values."""
-    from replay.sim.scale import scaled_profile
+    from replay.sim.engine.scale import scaled_profile
 
     base = engine_profile(prefill_cost_e=1e-6)
     s = 16.0
@@ -177,7 +177,7 @@ def test_a_scaled_step_stands_for_s_real_steps() -> None:
 
 
 def _tp(ids: list[int], out: int) -> Sequence:
-    from replay.sim.keys import TokenPrefix
+    from replay.sim.cache.keys import TokenPrefix
 
     rid = ids[0] + len(ids) * 100_000
     full = TokenPrefix(ids + [7] * out, 16)

@@ -1,4 +1,4 @@
-"""The engine model's memory rules (replay.sim.engine_rules): allocation per step, the
+"""The engine model's memory rules (replay.sim.engine.rules): allocation per step, the
 admission gate, preemption and recompute, sub-block chunks, the stall guard. Each scenario
 is small and deterministic and fails under the rule it replaces."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from replay.profiles import ModelProfile
-from replay.sim.clock import StepClock
-from replay.sim.engine import EngineCore, EngineStall, Sequence
-from replay.sim.engine_cache import engine_cache
-from replay.sim.engine_rules import (
+from replay.sim.cache.keys import TokenPrefix
+from replay.sim.engine.cache import engine_cache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.core import EngineCore, EngineStall, Sequence
+from replay.sim.engine.rules import (
     SGLANG_RULES,
     UPFRONT_RULES,
     VLLM_RULES,
@@ -18,7 +19,6 @@ from replay.sim.engine_rules import (
     parse_rules,
     rules_for,
 )
-from replay.sim.keys import TokenPrefix
 from tests.profiles import engine_profile
 
 
@@ -204,7 +204,7 @@ def test_the_executor_raises_when_steps_keep_running_nothing() -> None:
     """A core whose steps report a moved request but never run anything (a bug): the
     simulator's executor stops with the policy and the time instead of re-filing forever."""
     from replay.sim.driver import EventLoop
-    from replay.sim.engine import StepResult
+    from replay.sim.engine.core import StepResult
     from replay.sim.executors import EngineExecutor
 
     class Spinning(EngineCore):

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from replay.sim.cache import Handle
-from replay.sim.keys import LineagePrefix
-from replay.sim.policies import POLICY_NAMES, make_policy
+from replay.sim.cache.hybrid import Handle
+from replay.sim.cache.keys import LineagePrefix
+from replay.sim.cache.policies import POLICY_NAMES, make_policy
 from tests.unit.replay.sim.conftest import tiny_profile
 
 GOLDEN = Path(__file__).with_name("golden_cache_results.json")

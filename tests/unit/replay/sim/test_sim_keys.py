@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay.sim.cache import HybridCache
-from replay.sim.keys import LineagePrefix, TokenPrefix
-from replay.sim.policies import make_policy
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import LineagePrefix, TokenPrefix
+from replay.sim.cache.policies import make_policy
 
 
 def test_token_prefix_keys_identify_exact_prefixes():

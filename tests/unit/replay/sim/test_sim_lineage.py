@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policies import make_policy
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.executors import TraceExecutor
 from replay.sim.lineage import Lineage
-from replay.sim.policies import make_policy
 from replay.traces import load_trace
 from replay.traces.model import Trajectory
 from replay.workload import Workload, WorkloadConfig

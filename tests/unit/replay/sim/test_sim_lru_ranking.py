@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from replay.sim.policies import make_policy
+from replay.sim.cache.policies import make_policy
 from tests.scripts import load_experiment
 
 

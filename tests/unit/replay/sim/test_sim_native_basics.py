@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from replay.prompts import HIGH_RESERVED, LOW_RESERVED
-from replay.sim.keys import LineagePrefix, TokenPrefix
+from replay.sim.cache.keys import LineagePrefix, TokenPrefix
+from replay.sim.cache.policies import POLICY_NAMES, make_policy
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import ENV_PYTHON, NativeError, Worker, find_vllm
-from replay.sim.policies import POLICY_NAMES, make_policy
 
 
 def test_lineage_ids_agree_exactly_where_the_lineage_shares():

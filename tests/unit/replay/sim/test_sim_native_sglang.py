@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.policies import make_policy
 from replay.sim.native.crosscheck import WORKLOADS, Req, compare, drive
 from replay.sim.native.worker import NativeError, Worker
-from replay.sim.policies import make_policy
 from tests.profiles import hybrid_profile
 from tests.required import SGLANG, missing
 
@@ -185,7 +185,7 @@ def test_a_recomputed_prefix_the_tree_holds_is_kept_once(sglang_worker):
     past n − 1, so B resumes from 64 and recomputes [64, 80) while the tree holds that KV.
     After B's prefill the KV in use is still A's 80 tokens: the insert kept the tree's copy
     and freed B's duplicates (96 if both were held)."""
-    from replay.sim.keys import TokenPrefix
+    from replay.sim.cache.keys import TokenPrefix
 
     prof = tiny_profile()
     pol = make_policy("sglang-native", prof, grid=GRID, chunk=1024, track_interval=GRID)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.policies import make_policy
 from replay.sim.native.crosscheck import WORKLOADS, Req, compare, drive
 from replay.sim.native.worker import NativeError
-from replay.sim.policies import make_policy
 from tests.profiles import hybrid_profile
 
 pytestmark = pytest.mark.vllm

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from replay.sim.cache import HybridCache
-from replay.sim.policies import POLICY_NAMES, make_policy
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policies import POLICY_NAMES, make_policy
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from replay.sim.cache import HybridCache
-from replay.sim.eviction import GreedyDualSize, branches
-from replay.sim.policies import POLICY_NAMES, PolicyError, make_policy
-from replay.sim.policy_base import ArbitraryState, ChunkBoundaries, EveryN, Grid
+from replay.sim.cache.eviction import GreedyDualSize, branches
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.policies import POLICY_NAMES, PolicyError, make_policy
+from replay.sim.cache.policy_base import ArbitraryState, ChunkBoundaries, EveryN, Grid
 
 
 def cache_for(name, profile, capacity=None, **opts):

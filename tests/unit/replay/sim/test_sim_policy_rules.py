@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from replay.sim.cache import Handle, HybridCache
-from replay.sim.eviction import GreedyDualSize
-from replay.sim.keys import LineagePrefix
-from replay.sim.nodes import State
-from replay.sim.policies import make_policy
-from replay.sim.policy_base import PolicyError
+from replay.sim.cache.eviction import GreedyDualSize
+from replay.sim.cache.hybrid import Handle, HybridCache
+from replay.sim.cache.keys import LineagePrefix
+from replay.sim.cache.nodes import State
+from replay.sim.cache.policies import make_policy
+from replay.sim.cache.policy_base import PolicyError
 
 
 def cache_for(name, profile, capacity=None, **opts):

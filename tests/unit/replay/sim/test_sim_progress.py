@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from replay.sim.cache import HybridCache
-from replay.sim.eviction import GreedyDualSize
-from replay.sim.keys import LineagePrefix
-from replay.sim.policies import POLICY_NAMES, make_policy
+from replay.sim.cache.eviction import GreedyDualSize
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import LineagePrefix
+from replay.sim.cache.policies import POLICY_NAMES, make_policy
 from tests.child import run_child
 from tests.unit.replay.sim.conftest import tiny_profile
 

@@ -1,4 +1,4 @@
-"""SGLang while a request recomputes KV the tree still holds (replay/sim/sglang_policy.py,
+"""SGLang while a request recomputes KV the tree still holds (replay/sim/cache/sglang_policy.py,
 `SglangCache.prefill_done`): the hit is capped at n − 1 (or its state is gone), so the
 request computes positions whose KV is resident into slots of its own; at the chunk's
 insert SGLang keeps the tree's copy, frees the duplicates and points the request at the
@@ -8,8 +8,8 @@ position, not the resident copy and a reservation for it."""
 
 from __future__ import annotations
 
-from replay.sim.keys import TokenPrefix
-from replay.sim.policies import make_policy
+from replay.sim.cache.keys import TokenPrefix
+from replay.sim.cache.policies import make_policy
 from tests.profiles import hybrid_profile
 
 B = 16

@@ -1,4 +1,4 @@
-"""vLLM's rule 5 while a request runs (replay/sim/vllm_policy.py, `VllmCache.prefill_done`):
+"""vLLM's rule 5 while a request runs (replay/sim/cache/vllm_policy.py, `VllmCache.prefill_done`):
 a request that recomputes blocks whose cached copies are resident (its state hit stopped
 short of its KV hit) holds its own blocks only; the old copies stay evictable in the free
 queue, and evicting them leaves the request's path whole."""
@@ -6,8 +6,8 @@ queue, and evicting them leaves the request's path whole."""
 from __future__ import annotations
 
 from replay.profiles import ModelProfile
-from replay.sim.keys import TokenPrefix
-from replay.sim.policies import make_policy
+from replay.sim.cache.keys import TokenPrefix
+from replay.sim.cache.policies import make_policy
 from tests.profiles import hybrid_profile
 
 B = 16

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from replay.sim.keys import Prefix
-from replay.sim.nodes import Block, State
-from replay.sim.requests import CacheError
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.nodes import Block, State
+from replay.sim.cache.requests import CacheError
 
 if TYPE_CHECKING:
-    from replay.sim.cache import Handle, HybridCache
+    from replay.sim.cache.hybrid import Handle, HybridCache
 
 
 def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: float) -> None:

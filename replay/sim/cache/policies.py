@@ -2,9 +2,9 @@
 
 | name | placement | eviction / admission |
 | --- | --- | --- |
-| vllm | vLLM 0.32's code (`replay.sim.vllm_policy`): replay boundary ⌊(n−1)/B⌋·B + junctions | LRU by release, states before their KV |
+| vllm | vLLM 0.32's code (`replay.sim.cache.vllm_policy`): replay boundary ⌊(n−1)/B⌋·B + junctions | LRU by release, states before their KV |
 | vllm-like | the source simulation's "vLLM-like": chunk ends on block boundaries | LRU per allocation |
-| sglang | SGLang 0.5.22's code (`replay.sim.sglang_policy`): a grid state per chunk + branch + decode track | radix leaves whole, states by one LRU; two pools from memory |
+| sglang | SGLang 0.5.22's code (`replay.sim.cache.sglang_policy`): a grid state per chunk + branch + decode track | radix leaves whole, states by one LRU; two pools from memory |
 | dense | every `every` tokens of prefill | LRU per allocation |
 | asc-lru | ASC (vLLM's + exact prompt end + exact request end) | LRU per allocation |
 | asc-unit-lru | ASC | recovery units, LRU |
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.eviction import (
+from replay.sim.cache.eviction import (
     AllocationLRU,
     Eviction,
     GreedyDualSize,
@@ -30,7 +30,7 @@ from replay.sim.eviction import (
     NoEviction,
     UnitLRU,
 )
-from replay.sim.policy_base import (
+from replay.sim.cache.policy_base import (
     ArbitraryState,
     ChunkBoundaries,
     EveryN,
@@ -41,9 +41,9 @@ from replay.sim.policy_base import (
 )
 
 if TYPE_CHECKING:
-    from replay.sim.cache import HybridCache, ResumeInfo
+    from replay.sim.cache.hybrid import HybridCache, ResumeInfo
 
-# The rule switches (`replay.sim.policy_base.RULES`) as the source's words read for the
+# The rule switches (`replay.sim.cache.policy_base.RULES`) as the source's words read for the
 # policies of its simulation (seed 000, "My simulation"; issue 22, docs/policy-table.md):
 # the only things it says a running request holds are its KV blocks ("a request holds its
 # blocks for its recorded duration") and the state it resumed from ("eviction takes the
@@ -179,9 +179,9 @@ POLICY_NAMES: tuple[str, ...] = (
 
 
 # Registered here so every name above resolves (the native module imports nothing heavy).
+from replay.sim.cache.sglang_policy import SglangPolicy  # noqa: E402, F401
+from replay.sim.cache.vllm_policy import VllmPolicy  # noqa: E402, F401
 from replay.sim.native.policies import SglangNativePolicy, VllmNativePolicy  # noqa: E402, F401
-from replay.sim.sglang_policy import SglangPolicy  # noqa: E402, F401
-from replay.sim.vllm_policy import VllmPolicy  # noqa: E402, F401
 
 
 def make_policy(name: str, profile: ModelProfile, **opts: Any) -> Policy:

@@ -3,7 +3,7 @@
 One model for both executors: `replay simulate --timing engine` steps it on a virtual clock
 (`replay.sim.executors.EngineExecutor`) and `replay serve-sim` on the wall clock behind HTTP
 (`replay.emulator.runner`). Pure and synchronous: `EngineCore.step(now)` plans one
-forward pass at model time `now`, returns its duration (`replay.sim.clock.StepClock`) and what
+forward pass at model time `now`, returns its duration (`replay.sim.engine.clock.StepClock`) and what
 it produced, and applies the effects to the cache at the step's end.
 
 One step, as vLLM's v1 scheduler builds it (vllm/v1/core/sched/scheduler.py, `schedule()`):
@@ -21,7 +21,7 @@ parks the state a waiting request will resume from (the fork's eviction.py: "par
 that a waiting request is about to resume from"), so a queue does not evict it: admission
 `park`. The last prefill chunk yields the first token.
 
-Memory (`replay.sim.engine_rules`, each rule an option with the engine code it follows): a
+Memory (`replay.sim.engine.rules`, each rule an option with the engine code it follows): a
 request's blocks are taken step by step as it computes (`allocation="step"`), behind an
 admission gate (vLLM: its prompt must fit beside what running requests hold; SGLang: prompt
 plus output, beside running requests' remaining output); when a running request's next
@@ -40,17 +40,17 @@ import contextlib
 from collections import deque
 from typing import Literal
 
-from replay.sim.clock import StepClock
-from replay.sim.engine_cache import EngineCache, GrowingCache, Resume
-from replay.sim.engine_rules import EngineRules, rules_for
-from replay.sim.engine_seq import (
+from replay.sim.engine.cache import EngineCache, GrowingCache, Resume
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.rules import EngineRules, rules_for
+from replay.sim.engine.sequence import (
     EngineCounters,
     EngineStall,
     Sequence,
     StepResult,
     TokenSink,
 )
-from replay.sim.engine_step import Chunk, PerStepScheduling
+from replay.sim.engine.step import Chunk, PerStepScheduling
 
 __all__ = [
     "Admission",

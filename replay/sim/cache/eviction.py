@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr
 
-from replay.sim.nodes import Block, State
+from replay.sim.cache.nodes import Block, State
 
 if TYPE_CHECKING:
-    from replay.sim.cache import HybridCache
+    from replay.sim.cache.hybrid import HybridCache
 
 Pool = str  # "any" (one shared pool), "kv" or "state" (SGLang's two pools)
 

@@ -1,4 +1,4 @@
-"""How an engine's scheduler holds memory: the rules of `replay.sim.engine.EngineCore` that
+"""How an engine's scheduler holds memory: the rules of `replay.sim.engine.core.EngineCore` that
 differ between allocating per step and reserving up front, each a named option so that an
 experiment can toggle one at a time (`experiments/pressure_sweep.py`, docs/engine-model.md).
 

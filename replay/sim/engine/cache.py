@@ -1,12 +1,12 @@
 """The engine model's cache: one place for what an engine's prefix cache is to its scheduler.
 
-`replay.sim.engine.EngineCore` (the scheduler both `replay simulate --timing engine` and
+`replay.sim.engine.core.EngineCore` (the scheduler both `replay simulate --timing engine` and
 `replay serve-sim` run) never looks inside a cache; it admits a request (the cache finds where
 it resumes and reserves room for it), optionally parks a waiting request's resume state,
 reports prefill chunks and hands finished sequences back. `SimCache` implements that over the
-simulator's online cache core (`replay.sim.cache.HybridCache`) with a named policy, so every
-engine's policy exists once; `replay.sim.kv_lru.KVLRUCache` is a plain KV cache beside it.
-`engine_cache` is the one place that turns (policy, profile, token scale, block count) into a
+simulator's online cache core (`replay.sim.cache.hybrid.HybridCache`) with a named policy, so every
+engine's policy exists once; `replay.sim.cache.kv_lru.KVLRUCache` is a plain KV cache beside it.
+`engine_cache` (here) is the one place that turns (policy, profile, token scale, block count) into a
 cache, so an emulator and the simulator given the same settings build the same cache.
 
 Positions are token counts from the start of the sequence; times are model seconds.
@@ -19,10 +19,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from replay.profiles import ModelProfile
 from replay.resume import Resume
-from replay.sim.cache import Handle, HybridCache, ResumeInfo
-from replay.sim.capacity import Capacity, resolve_capacity
-from replay.sim.keys import Prefix
-from replay.sim.kv_lru import KVLRUCache
+from replay.sim.cache.capacity import Capacity, resolve_capacity
+from replay.sim.cache.hybrid import Handle, HybridCache, ResumeInfo
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.kv_lru import KVLRUCache
 
 
 class EngineCache(Protocol):
@@ -40,7 +40,7 @@ class EngineCache(Protocol):
 
     @property
     def capacity(self) -> Capacity:
-        """Where that block count (and any pools) came from (`replay.sim.capacity`)."""
+        """Where that block count (and any pools) came from (`replay.sim.cache.capacity`)."""
         ...
 
     def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:
@@ -88,7 +88,7 @@ class EngineCache(Protocol):
 @runtime_checkable
 class GrowingCache(Protocol):
     """A cache that can also allocate a request's blocks step by step (`allocation="step"`
-    in `replay.sim.engine_rules`): `SimCache`."""
+    in `replay.sim.engine.rules`): `SimCache`."""
 
     @property
     def can_grow(self) -> bool: ...
@@ -118,7 +118,7 @@ class CacheSettings:
     options: dict[str, object] = field(default_factory=dict)
     # The block count handed to the cache (None: the policy's own size, its pools included).
     capacity_blocks: int | None = None
-    capacity: Capacity | None = None  # the resolution it came from (`replay.sim.capacity`)
+    capacity: Capacity | None = None  # the resolution it came from (`replay.sim.cache.capacity`)
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
@@ -137,11 +137,11 @@ def cache_settings(
 
     Token-valued options (SGLang's 256-token grid and chunk, dense's spacing, a KV pool
     given in tokens) shrink by the token scale, so a scaled prompt gets as many checkpoints
-    as its full-size original. The capacity is `replay.sim.capacity.resolve_capacity`'s: a
+    as its full-size original. The capacity is `replay.sim.cache.capacity.resolve_capacity`'s: a
     policy with pools of its own (SGLang's state slots beside its KV pool) gets them as
     options, sized from `capacity_blocks` (or the profile's memory) as SGLang sizes them; any other
     policy gets the resolved block count."""
-    from replay.sim.policies import Policy
+    from replay.sim.cache.policies import Policy
 
     cls = Policy.registry.get(policy)
     opts: dict[str, object] = dict(options or {})
@@ -191,7 +191,7 @@ class SimCache:
     """One `HybridCache` with the named policy, driven request by request."""
 
     def __init__(self, settings: CacheSettings) -> None:
-        from replay.sim.policies import make_policy
+        from replay.sim.cache.policies import make_policy
 
         policy = make_policy(settings.policy, settings.profile, **settings.options)
         self.cache = policy.make_cache(settings.profile, settings.capacity_blocks)
@@ -269,7 +269,7 @@ class SimCache:
         self._handles[rid] = h
         self._resume[rid] = info.resume_pos
 
-    # allocation per step (`replay.sim.engine_rules`, allocation="step") ----------------
+    # allocation per step (`replay.sim.engine.rules`, allocation="step") ----------------
     @property
     def can_grow(self) -> bool:
         """Whether this cache allocates a request's blocks step by step: the simulator's own

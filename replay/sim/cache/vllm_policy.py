@@ -53,15 +53,15 @@ import itertools
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
-from replay.sim.eviction import AllocationLRU, Pool
-from replay.sim.keys import Prefix
-from replay.sim.nodes import Block, State
-from replay.sim.policy_base import Placement, Policy
-from replay.sim.requests import CacheError, Handle
+from replay.sim.cache.eviction import AllocationLRU, Pool
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.nodes import Block, State
+from replay.sim.cache.policy_base import Placement, Policy
+from replay.sim.cache.requests import CacheError, Handle
 
 if TYPE_CHECKING:
-    from replay.sim.requests import ResumeInfo
+    from replay.sim.cache.requests import ResumeInfo
 
 
 class ReplayBoundary(Placement):

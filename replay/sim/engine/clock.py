@@ -33,7 +33,7 @@ class StepClock:
     """Step durations and scheduler budgets of one engine on a (possibly scaled) profile.
 
     `profile` is the profile the cache uses (positions in the trace's tokens: for a scaled
-    trace, `replay.sim.scale.scaled_profile`); `token_scale` is S."""
+    trace, `replay.sim.engine.scale.scaled_profile`); `token_scale` is S."""
 
     profile: ModelProfile
     token_scale: float = 1.0

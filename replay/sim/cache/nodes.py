@@ -6,7 +6,7 @@ per hash id: a full-size replay touches tens of thousands of them, not millions.
 
 from __future__ import annotations
 
-from replay.sim.keys import Prefix
+from replay.sim.cache.keys import Prefix
 
 
 class Block:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from replay.resume import Resume
-from replay.sim.capacity import Capacity
-from replay.sim.keys import Prefix
+from replay.sim.cache.capacity import Capacity
+from replay.sim.cache.keys import Prefix
 
 
 class KVLRUCache:
     """Per-block LRU prefix cache over `blocks` blocks of `block_tokens` tokens; `capacity`:
-    where that count came from (`replay.sim.capacity.resolve_capacity("kv-lru", ...)`)."""
+    where that count came from (`replay.sim.cache.capacity.resolve_capacity("kv-lru", ...)`)."""
 
     def __init__(self, block_tokens: int, blocks: int, capacity: Capacity | None = None) -> None:
         self._bt = block_tokens

@@ -1,18 +1,18 @@
 """The engine model's scheduling when blocks are allocated step by step
-(`replay.sim.engine_rules`, allocation="step"): running requests take the blocks each step
+(`replay.sim.engine.rules`, allocation="step"): running requests take the blocks each step
 needs, a request short of them preempts (vLLM: the newest running; SGLang: the decoding one
 with the fewest outputs), and waiting requests pass the engine's admission gate. A mixin of
-`replay.sim.engine.EngineCore`; the rules and their engine code are in `engine_rules`."""
+`replay.sim.engine.core.EngineCore`; the rules and their engine code are in `replay.sim.engine.rules`."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import TYPE_CHECKING
 
-from replay.sim.clock import StepClock
-from replay.sim.engine_cache import EngineCache, GrowingCache
-from replay.sim.engine_rules import SGLANG_CLIP_MAX_NEW_TOKENS, EngineRules
-from replay.sim.engine_seq import EngineCounters, Resume, Sequence, StepResult
+from replay.sim.engine.cache import EngineCache, GrowingCache
+from replay.sim.engine.clock import StepClock
+from replay.sim.engine.rules import SGLANG_CLIP_MAX_NEW_TOKENS, EngineRules
+from replay.sim.engine.sequence import EngineCounters, Resume, Sequence, StepResult
 
 Chunk = tuple[Sequence, int, int]  # a prefill chunk [a, b) of a sequence
 

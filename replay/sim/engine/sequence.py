@@ -1,4 +1,4 @@
-"""What the engine model (`replay.sim.engine.EngineCore`) works on and hands back: one
+"""What the engine model (`replay.sim.engine.core.EngineCore`) works on and hands back: one
 request inside the engine (`Sequence`), one step's result, the running counters, the error
 for an engine that can do nothing."""
 
@@ -9,8 +9,8 @@ from typing import Protocol
 
 import numpy as np
 
-from replay.sim.keys import Prefix
-from replay.sim.requests import Resume
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.requests import Resume
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
 

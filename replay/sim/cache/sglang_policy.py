@@ -30,7 +30,7 @@ with the SGLang 0.5.22 source they come from (paths under `sglang/srt/`; the wor
    state: components/mamba.py `refresh_lru`).
 6. Pools and rows. From memory (replay.sim.native.sglang_cache.pool_sizes: kv_cache_configurator.py
    L2978-3083), the profile's blocks_per_engine or a block override alike
-   (`replay.sim.capacity.resolve_capacity`): GLM-5.3-Flash's 2,531 blocks give 238 state
+   (`replay.sim.cache.capacity.resolve_capacity`): GLM-5.3-Flash's 2,531 blocks give 238 state
    slots and 1,336 blocks of KV. A running request holds three state slots (its own and the
    two ping-pong track slots: HybridReqToTokenPool.alloc with the extra buffer), and its
    latest prefill state stays
@@ -59,15 +59,15 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
-from replay.sim.eviction import Eviction, Pool
-from replay.sim.keys import Prefix
-from replay.sim.nodes import State
-from replay.sim.policy_base import Placement, Policy, PolicyError
-from replay.sim.requests import CacheError, Handle
+from replay.sim.cache.eviction import Eviction, Pool
+from replay.sim.cache.hybrid import HybridCache
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.nodes import State
+from replay.sim.cache.policy_base import Placement, Policy, PolicyError
+from replay.sim.cache.requests import CacheError, Handle
 
 if TYPE_CHECKING:
-    from replay.sim.requests import ResumeInfo
+    from replay.sim.cache.requests import ResumeInfo
 
 RUNNING_STATES = 3  # a running request's slot + 2 ping-pong track slots (overlap scheduling)
 
@@ -270,7 +270,7 @@ class SglangPolicy(Policy):
         super().__init__(profile, **opts)
         if given != {"state_slots", "kv_tokens"}:  # rule 6: the rest from the memory
             # (the profile's; a block override is resolved to both pools before the policy
-            # is built: replay.sim.capacity.resolve_capacity, by this same pool_sizes)
+            # is built: replay.sim.cache.capacity.resolve_capacity, by this same pool_sizes)
             from replay.sim.native.sglang_cache import pool_sizes
 
             try:

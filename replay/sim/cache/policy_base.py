@@ -1,6 +1,6 @@
 """The pieces a cache policy is made of: where checkpoints go (placement), what is evicted
-(an `Eviction`, in `replay.sim.eviction`), and a few switches. Concrete policies and their
-registry live in `replay.sim.policies`.
+(an `Eviction`, in `replay.sim.cache.eviction`), and a few switches. Concrete policies and their
+registry live in `replay.sim.cache.policies`.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from replay.profiles import ModelProfile
-from replay.sim.cache import HybridCache
+from replay.sim.cache.hybrid import HybridCache
 
 if TYPE_CHECKING:
-    from replay.sim.eviction import Eviction
-    from replay.sim.requests import ResumeInfo
+    from replay.sim.cache.eviction import Eviction
+    from replay.sim.cache.requests import ResumeInfo
 
 
 class PolicyError(ValueError):

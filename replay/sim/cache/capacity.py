@@ -1,10 +1,10 @@
 """An engine cache's capacity, resolved once: the blocks it holds, how they split into pools,
 and where each number came from.
 
-Every builder of a cache asks `resolve_capacity` (through `replay.sim.engine_cache.
+Every builder of a cache asks `resolve_capacity` (through `replay.sim.engine.cache.
 cache_settings`: the simulator's runner, the emulator, `replay serve-sim`), and the cache
 core checks a block count handed to it directly with the same rule (`bounded`, which is
-`replay.sim.requests.bounded_capacity`: the core may not import the policies). The rules:
+`replay.sim.cache.requests.bounded_capacity`: the core may not import the policies). The rules:
 
 1. Memory: the override (`replay simulate --capacity-blocks`, the emulator's `--blocks`) or
    the profile's `blocks_per_engine` (per engine: under tensor parallelism each block is
@@ -79,8 +79,8 @@ class CapacityError(ValueError):
 def bounded(policy: str, own: int | None, capacity_blocks: int | None, pooled: bool) -> int | None:
     """Rules 2-4 for a block count `capacity_blocks` handed to a cache whose policy holds `own`
     blocks by itself (None: unbounded); the cache core applies the same function
-    (`replay.sim.requests.bounded_capacity`, kept there so the core imports no policy)."""
-    from replay.sim.requests import CacheError, bounded_capacity
+    (`replay.sim.cache.requests.bounded_capacity`, kept there so the core imports no policy)."""
+    from replay.sim.cache.requests import CacheError, bounded_capacity
 
     try:
         return bounded_capacity(policy, own, capacity_blocks, pooled)
@@ -131,7 +131,7 @@ def resolve_capacity(
     """The capacity of `policy` (a `replay.sim` policy name or `kv-lru`) on `profile` (already
     token-scaled), with the block count `capacity_blocks` if given and the policy's `options` (token
     options already scaled). Unknown policies and options are refused by `make_policy`."""
-    from replay.sim.policies import Policy, make_policy
+    from replay.sim.cache.policies import Policy, make_policy
 
     if capacity_blocks is not None and capacity_blocks < 1:
         raise CapacityError(f"the cache's block count must be at least 1, not {capacity_blocks}")

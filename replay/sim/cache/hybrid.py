@@ -5,7 +5,7 @@ exactly p; a request can resume only at a position where both are resident. Memo
 the engine's units (`ModelProfile`): KV blocks of `block_tokens` tokens (a terminal partial
 block counted in full) and checkpoints of `checkpoint_blocks` blocks each. The cache knows
 nothing about traces, sessions or event loops: a caller passes a clock (`now`, seconds) and
-`Prefix` objects (`replay.sim.keys`), and everything is deterministic.
+`Prefix` objects (`replay.sim.cache.keys`), and everything is deterministic.
 
 How to drive the cache online (the emulator and the simulator both do exactly this)
 -------------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ cache.finish(h, full, total_len, now)                 # checkpoints placed, exac
 `lookup` is pure (it changes nothing), so a caller may look up without sending. Between
 `begin` and `finish` the request holds its blocks; what it computes becomes visible to other
 requests at `finish`. `cache.used_blocks`, `cache.resident_states` and `cache.capacity`
-describe occupancy at any moment. Policies: `replay.sim.policies.make_policy(name, profile)`.
+describe occupancy at any moment. Policies: `replay.sim.cache.policies.make_policy(name, profile)`.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING
 from mypy_extensions import mypyc_attr
 
 from replay.profiles import ModelProfile
-from replay.sim.keys import Prefix, common_prefix_length
-from replay.sim.materialize import finish_request
-from replay.sim.materialize import prefill_done as materialize_prompt
-from replay.sim.nodes import Block, State
-from replay.sim.requests import CacheError, Handle, ResumeInfo, bounded_capacity
+from replay.sim.cache.keys import Prefix, common_prefix_length
+from replay.sim.cache.materialize import finish_request
+from replay.sim.cache.materialize import prefill_done as materialize_prompt
+from replay.sim.cache.nodes import Block, State
+from replay.sim.cache.requests import CacheError, Handle, ResumeInfo, bounded_capacity
 
 if TYPE_CHECKING:
-    from replay.sim.policy_base import Policy
+    from replay.sim.cache.policy_base import Policy
 
 __all__ = ["CacheError", "Handle", "HybridCache", "ResumeInfo"]
 
@@ -64,7 +64,7 @@ class HybridCache:
         self.B = profile.block_tokens
         self.C = profile.checkpoint_blocks
         # `capacity_blocks` overrides the policy's (what-ifs, tests) by the one rule of
-        # `replay.sim.capacity` (an unbounded policy stays unbounded; pools are sized before).
+        # `replay.sim.cache.capacity` (an unbounded policy stays unbounded; pools are sized before).
         self.state_slots: int | None = policy.state_slots(profile)
         self.capacity: int | None = bounded_capacity(
             policy.name,
@@ -87,7 +87,7 @@ class HybridCache:
         self.evictions = 0  # evictions made to fit something (a unit or an allocation each)
         self.admission_refusals = 0
         rules = policy.rules
-        # Rule switches read on hot paths (`replay.sim.policy_base.RULES`).
+        # Rule switches read on hot paths (`replay.sim.cache.policy_base.RULES`).
         self.pin_resumed = bool(rules.get("pin_resumed_state", True))
         self.ancestor_stamp = bool(rules.get("ancestor_stamp", False))
         self.state_buffer = 1 if rules.get("live_state_buffer", True) else 0

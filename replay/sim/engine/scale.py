@@ -8,7 +8,7 @@ cache blocks and costs as much modelled time as the full-size context it stands 
 - the prefill cost coefficients grow so a scaled span costs what the full span costs:
   D' = D·S and, with positions in the quadratic term also shrunk, E' = E·S²;
 - the scheduler's budgets (`max_batched_tokens`, `prefill_cap_tokens`) and the decode costs
-  keep their real values: `replay.sim.clock.StepClock` runs one scaled step as S real steps.
+  keep their real values: `replay.sim.engine.clock.StepClock` runs one scaled step as S real steps.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from mypy_extensions import mypyc_attr
 
 from replay.resume import Resume
-from replay.sim.keys import Prefix
-from replay.sim.nodes import Block, State
+from replay.sim.cache.keys import Prefix
+from replay.sim.cache.nodes import Block, State
 
 __all__ = ["CacheError", "Handle", "Resume", "ResumeInfo", "bounded_capacity"]
 
@@ -123,7 +123,7 @@ def bounded_capacity(
     policy: str, own: int | None, override: int | None, pooled: bool
 ) -> int | None:
     """The blocks a cache holds when handed the block count `override` while its policy holds
-    `own` by itself (None: unbounded): `replay.sim.capacity`'s rules 2-4, here so that the
+    `own` by itself (None: unbounded): `replay.sim.cache.capacity`'s rules 2-4, here so that the
     cache core applies them without importing the resolver (which imports the policies)."""
     if own is None:
         return None  # rule 2: an unbounded policy stays unbounded
@@ -132,7 +132,7 @@ def bounded_capacity(
     if pooled:  # rule 4: the pools are sized before the cache is built
         raise CacheError(
             f"policy '{policy}' sizes its state and KV pools from the engine's memory: pass "
-            f"the block count ({override}) to replay.sim.capacity.resolve_capacity (the "
+            f"the block count ({override}) to replay.sim.cache.capacity.resolve_capacity (the "
             "--capacity-blocks / --blocks setting), not to the cache"
         )
     return override
