@@ -16,16 +16,19 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from replay.band import DEFAULT_SEEDS
+from replay.commands import run_spec
 from replay.commands.common import console, err_console, fail
 from replay.runspec import flags as F
 
 if TYPE_CHECKING:
+    import asyncio
+
     from replay.client.orchestrate import RunOutcome, RunPlan
     from replay.commands.run_stop import HardStop
     from replay.runspec.live import Resolved, RunFlags
@@ -103,23 +106,10 @@ def _print_reports(reports: list[Any], plan: RunPlan) -> None:
             )
 
 
-async def _drive(
-    plan: RunPlan,
-    show_panel: bool,
-    user_time_scale: float | None = None,
-    hard: HardStop | None = None,
-) -> RunOutcome | None:
+def _stop_on_signals(hard: HardStop | None) -> asyncio.Event:
+    """SIGINT and SIGTERM set the returned event (the clean stop); a second one cancels the
+    running task outright (records already flushed are still kept)."""
     import asyncio
-
-    from rich.live import Live
-
-    from replay.client.orchestrate import (
-        adopt_announced_clock,
-        check_engines,
-        run_live,
-    )
-    from replay.client.panel import panel, progress_line
-    from replay.redact import redact_url
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -141,6 +131,27 @@ async def _drive(
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_raw_signal)
+    return stop
+
+
+async def _drive(
+    plan: RunPlan,
+    show_panel: bool,
+    user_time_scale: float | None = None,
+    hard: HardStop | None = None,
+) -> RunOutcome | None:
+
+    from rich.live import Live
+
+    from replay.client.orchestrate import (
+        adopt_announced_clock,
+        check_engines,
+        run_live,
+    )
+    from replay.client.panel import panel, progress_line
+    from replay.redact import redact_url
+
+    stop = _stop_on_signals(hard)
     names = ", ".join(f"{e.name} ({e.kind} at {redact_url(e.url)})" for e in plan.engines)
     err_console.print(f"preflight: {escape(names)}", highlight=False)
     reports = await check_engines(plan)
@@ -165,56 +176,6 @@ async def _drive(
             err_console.print(progress_line(stats, elapsed, duration), highlight=False)
 
     return await run_live(plan, stop=stop, on_tick=line, reports=reports)
-
-
-def _resumed(flags: RunFlags) -> Resolved:
-    """The stored spec of the run to resume, plus the flags that may change (engine URLs,
-    limits, SLO)."""
-    from replay.rundir import RunDirError, read_manifest, schema_note
-    from replay.rundir_models import MANIFEST_SCHEMA_VERSION
-    from replay.runspec import live
-    from replay.runspec.live import Resolved
-    from replay.runspec.model import RunSpec
-
-    run_dir = flags.resume
-    assert run_dir is not None
-    try:
-        man = read_manifest(run_dir)
-    except RunDirError as e:
-        fail(f"--resume: {e}")
-    if note := schema_note(run_dir / "manifest.json", man.schema_version, MANIFEST_SCHEMA_VERSION):
-        err_console.print(f"[bold yellow]warning:[/] {escape(note)}", highlight=False)
-    if man.executor == "simulator":  # its spec is a simulated point's, not a live run's
-        fail(
-            f"--resume {run_dir}: a simulated run (replay simulate), not a live one; run its "
-            f"sweep again: {man.command or 'replay simulate'}"
-        )
-    if man.status in ("completed", "degraded"):
-        how = "completed" if man.status == "completed" else "ended (degraded)"
-        fail(f"--resume {run_dir}: that run {how}; nothing to resume")
-    if man.spec is None or not man.spec.get("engines"):
-        fail(
-            f"--resume {run_dir}: manifest.json lacks the run's spec (engines, trace); cannot resume"
-        )
-    spec = RunSpec.model_validate(man.spec)
-    spec = live.resume_limits(live.with_urls(spec, flags.endpoint, run_dir), flags)
-    settings = live.embedded_layer()[1] if spec.emulated else None
-    return Resolved(spec, [], settings, spec.workload.time_scale)
-
-
-def _resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
-    """The run's spec, new or resumed; a refused setting fails naming its flag or field."""
-    from replay.runspec import live
-    from replay.runspec.resolve import SpecError
-
-    try:
-        if flags.resume is not None:
-            live.refuse_workload_flags(flags, given)
-            return _resumed(flags)
-        res = live.resolve_new(flags)
-    except SpecError as e:
-        fail(str(e))
-    return res
 
 
 def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
@@ -400,47 +361,6 @@ def _report(outcome: RunOutcome | None, band: Any = None) -> None:
         raise typer.Exit(1)
 
 
-def _fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
-    """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
-    from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags
-    from replay.runspec.live import Resolved
-
-    if flags.resume is not None:
-        named = [f for f, v in fleet.items() if v is not None]
-        if named:
-            fail(
-                f"--resume continues {flags.resume} with its own replicas, router and client "
-                f"workers; drop {', '.join(named)}"
-            )
-        return res
-    try:
-        spec = apply_fleet_flags(
-            res.spec, router=fleet["--router"], replicas=fleet["--replicas"],
-            workers=fleet["--workers"], ray=fleet["--ray"],
-        )  # fmt: skip
-    except FleetFlagError as e:
-        fail(str(e))
-    return Resolved(spec, res.notes, res.settings, res.user_time_scale)
-
-
-def _engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
-    """--engine-log NAME=PATH, each naming an engine of the run and a file that exists."""
-    names = [e.name for e in spec.engines]
-    out: dict[str, Path] = {}
-    for item in given:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            fail(f"--engine-log {item!r}: expected NAME=PATH (e.g. vllm=runs/engines/vllm.log)")
-        if name not in names:
-            fail(f"--engine-log {item!r}: no engine {name!r} in this run (its engines: "
-                 f"{', '.join(names)})")  # fmt: skip
-        if not Path(path).is_file():
-            fail(f"--engine-log {item!r}: {path} is not a file (the log `replay engines "
-                 "launch` printed, or the server's own)")  # fmt: skip
-        out[name] = Path(path)
-    return out
-
-
 def replay_run(
     flags: RunFlags,
     given: dict[str, Any],
@@ -453,7 +373,9 @@ def replay_run(
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
     from replay.client.config import shared_url_warnings
 
-    res = _fleet(_resolve(flags, given), flags, fleet or dict.fromkeys(FLEET_FLAGS))
+    res = run_spec.with_fleet(
+        run_spec.resolve(flags, given), flags, fleet or dict.fromkeys(run_spec.FLEET_FLAGS)
+    )
     for w in shared_url_warnings([e.engine for e in res.spec.engines]):
         err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     for line in res.notes:
@@ -461,25 +383,76 @@ def replay_run(
     spec, loaded, run_dir = _load(res, flags)
     plan = _plan(spec, loaded, run_dir, flags.resume is not None)
     if engine_log:
-        plan = dataclasses.replace(plan, engine_logs=_engine_logs(engine_log, spec))
+        plan = dataclasses.replace(plan, engine_logs=run_spec.engine_logs(engine_log, spec))
     if reset_cache:
         plan = dataclasses.replace(plan, reset_cache=True)
     outcome = _execute(plan, spec, show_panel, res.user_time_scale)
     _report(outcome, _band(outcome, spec, loaded, band_seeds))
 
 
+SLO_HELP = (
+    "SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 (seconds; slowdown "
+    "= task time ÷ the trace's); 'none' drops one."
+)
+# `replay run`'s own options (the settings it shares with other commands are the spec's
+# fields' flags: replay.runspec.flags).
+_Engines = Annotated[
+    str | None, typer.Option("--engines", help="Engines to compare, e.g. flashstate,vllm,sglang.")
+]
+_Endpoint = Annotated[
+    list[str] | None,
+    typer.Option("--endpoint", help="NAME=URL (or NAME=KIND@URL) per engine; repeat."),
+]
+_Config = Annotated[
+    Path | None,
+    typer.Option("--config", help="YAML listing engines (url, model, gpus, gpu_type, kind)."),
+]
+_Resume = Annotated[
+    Path | None, typer.Option("--resume", help="Continue an interrupted run directory.")
+]
+_Panel = Annotated[bool, typer.Option("--panel/--no-panel", help="Live panel.")]
+_Slo = Annotated[str | None, typer.Option("--slo", help=SLO_HELP)]
+_Workers = Annotated[
+    int | None,
+    typer.Option("--workers", help="Client processes, each owning every K-th session (1)."),
+]
+_Ray = Annotated[
+    str | None,
+    typer.Option("--ray", help="Run the client workers on this Ray cluster ('local': here)."),
+]
+_EngineLog = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-log",
+        help="NAME=PATH: the server log of an engine you started (replay engines launch "
+        "prints it); an engine that goes down gets its last error line in the run. Repeat.",
+    ),
+]
+_ResetCache = Annotated[
+    bool,
+    typer.Option(
+        "--reset-cache",
+        help="Reset each engine's prefix cache after preflight, before the first replay "
+        "request (vLLM: VLLM_SERVER_DEV_MODE=1; SGLang: /flush_cache).",
+    ),
+]
+_BandSeeds = Annotated[
+    int,
+    typer.Option(
+        "--band-seeds",
+        min=0,
+        help="Emulated runs: simulate the same point over this many seeds after the run "
+        "(the seed band beside the final table; band.json). 0: none.",
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
-        engines: str | None = typer.Option(
-            None, "--engines", help="Engines to compare, e.g. flashstate,vllm,sglang."
-        ),
-        endpoint: list[str] = typer.Option(  # noqa: B008
-            [], "--endpoint", help="NAME=URL (or NAME=KIND@URL) per engine; repeat."
-        ),
-        config: Path | None = typer.Option(  # noqa: B008
-            None, "--config", help="YAML listing engines (url, model, gpus, gpu_type, kind)."
-        ),
+        engines: _Engines = None,
+        endpoint: _Endpoint = None,
+        config: _Config = None,
         trace: F.Trace = None,
         sessions: F.Sessions = None,
         duration_min: F.DurationMin = None,
@@ -491,41 +464,19 @@ def register(app: typer.Typer) -> None:
         subagents: F.Subagents = None,
         token_scale: F.TokenScale = None,
         out: F.Out = None,
-        resume: Path | None = typer.Option(  # noqa: B008
-            None, "--resume", help="Continue an interrupted run directory."
-        ),
+        resume: _Resume = None,
         retries: F.Retries = None,
         stall_s: F.StallTimeoutS = None,
         request_timeout_s: F.RequestTimeoutS = None,
-        show_panel: bool = typer.Option(True, "--panel/--no-panel", help="Live panel."),
-        slo: str | None = typer.Option(None, "--slo", help=SLO_HELP),
+        show_panel: _Panel = True,
+        slo: _Slo = None,
         router: F.Router = None,
         replicas: F.Replicas = None,
-        workers: int | None = typer.Option(
-            None, "--workers", help="Client processes, each owning every K-th session (1)."
-        ),
-        ray: str | None = typer.Option(
-            None, "--ray", help="Run the client workers on this Ray cluster ('local': here)."
-        ),
-        engine_log: list[str] = typer.Option(  # noqa: B008
-            [],
-            "--engine-log",
-            help="NAME=PATH: the server log of an engine you started (replay engines launch "
-            "prints it); an engine that goes down gets its last error line in the run. Repeat.",
-        ),
-        reset_cache: bool = typer.Option(
-            False,
-            "--reset-cache",
-            help="Reset each engine's prefix cache after preflight, before the first replay "
-            "request (vLLM: VLLM_SERVER_DEV_MODE=1; SGLang: /flush_cache).",
-        ),
-        band_seeds: int = typer.Option(
-            DEFAULT_SEEDS,
-            "--band-seeds",
-            min=0,
-            help="Emulated runs: simulate the same point over this many seeds after the run "
-            "(the seed band beside the final table; band.json). 0: none.",
-        ),
+        workers: _Workers = None,
+        ray: _Ray = None,
+        engine_log: _EngineLog = None,
+        reset_cache: _ResetCache = False,
+        band_seeds: _BandSeeds = DEFAULT_SEEDS,
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         from replay.runspec.live import RunFlags
@@ -534,14 +485,7 @@ def register(app: typer.Typer) -> None:
                   time_scale=time_scale, seed=seed, gap_cap_s=gap_cap_s, warmup_s=warmup_s,
                   subagents=subagents, token_scale=token_scale)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
-        flags = RunFlags(engines, endpoint, config, resume, wl, limits, slo, out)
+        flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
-        fleet = dict(zip(FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
+        fleet = dict(zip(run_spec.FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)
-
-
-FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")
-SLO_HELP = (
-    "SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 (seconds; slowdown "
-    "= task time ÷ the trace's); 'none' drops one."
-)

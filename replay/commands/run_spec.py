@@ -1,0 +1,113 @@
+"""`replay run`'s spec from its flags, before anything starts: a new run's (resolved by
+`replay.runspec.live`) or a resumed one's (its manifest's, with the flags that may change),
+its fleet and process flags, and the engine logs it was given. Each refusal fails naming the
+flag or the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from replay.commands.common import err_console, fail
+
+if TYPE_CHECKING:
+    from replay.runspec.live import Resolved, RunFlags
+    from replay.runspec.model import RunSpec
+
+FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")
+
+
+def resumed(flags: RunFlags) -> Resolved:
+    """The stored spec of the run to resume, plus the flags that may change (engine URLs,
+    limits, SLO)."""
+    from replay.rundir import RunDirError, read_manifest, schema_note
+    from replay.rundir_models import MANIFEST_SCHEMA_VERSION
+    from replay.runspec import live
+    from replay.runspec.live import Resolved
+    from replay.runspec.model import RunSpec
+
+    run_dir = flags.resume
+    assert run_dir is not None
+    try:
+        man = read_manifest(run_dir)
+    except RunDirError as e:
+        fail(f"--resume: {e}")
+    if note := schema_note(run_dir / "manifest.json", man.schema_version, MANIFEST_SCHEMA_VERSION):
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}", highlight=False)
+    if man.executor == "simulator":  # its spec is a simulated point's, not a live run's
+        fail(
+            f"--resume {run_dir}: a simulated run (replay simulate), not a live one; run its "
+            f"sweep again: {man.command or 'replay simulate'}"
+        )
+    if man.status in ("completed", "degraded"):
+        how = "completed" if man.status == "completed" else "ended (degraded)"
+        fail(f"--resume {run_dir}: that run {how}; nothing to resume")
+    if man.spec is None or not man.spec.get("engines"):
+        fail(
+            f"--resume {run_dir}: manifest.json lacks the run's spec (engines, trace); cannot resume"
+        )
+    spec = RunSpec.model_validate(man.spec)
+    spec = live.resume_limits(live.with_urls(spec, flags.endpoint, run_dir), flags)
+    settings = live.embedded_layer()[1] if spec.emulated else None
+    return Resolved(spec, [], settings, spec.workload.time_scale)
+
+
+def resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
+    """The run's spec, new or resumed; a refused setting fails naming its flag or field."""
+    from replay.runspec import live
+    from replay.runspec.resolve import SpecError
+
+    try:
+        if flags.resume is not None:
+            live.refuse_workload_flags(flags, given)
+            return resumed(flags)
+        res = live.resolve_new(flags)
+    except SpecError as e:
+        fail(str(e))
+    return res
+
+
+def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
+    """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
+    from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags
+    from replay.runspec.live import Resolved
+
+    if flags.resume is not None:
+        named = [f for f, v in fleet.items() if v is not None]
+        if named:
+            fail(
+                f"--resume continues {flags.resume} with its own replicas, router and client "
+                f"workers; drop {', '.join(named)}"
+            )
+        return res
+    try:
+        spec = apply_fleet_flags(
+            res.spec, router=fleet["--router"], replicas=fleet["--replicas"],
+            workers=fleet["--workers"], ray=fleet["--ray"],
+        )  # fmt: skip
+    except FleetFlagError as e:
+        fail(str(e))
+    return Resolved(spec, res.notes, res.settings, res.user_time_scale)
+
+
+def engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
+    """--engine-log NAME=PATH, each naming an engine of the run and a file that exists."""
+    names = [e.name for e in spec.engines]
+    out: dict[str, Path] = {}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            fail(f"--engine-log {item!r}: expected NAME=PATH (e.g. vllm=runs/engines/vllm.log)")
+        if name not in names:
+            fail(f"--engine-log {item!r}: no engine {name!r} in this run (its engines: "
+                 f"{', '.join(names)})")  # fmt: skip
+        if not Path(path).is_file():
+            fail(f"--engine-log {item!r}: {path} is not a file (the log `replay engines "
+                 "launch` printed, or the server's own)")  # fmt: skip
+        out[name] = Path(path)
+    return out
+
+
+__all__ = ["FLEET_FLAGS", "engine_logs", "resolve", "resumed", "with_fleet"]
