@@ -79,7 +79,7 @@ def _need(err: Any) -> str:
 
 
 # Why an upper bound is what it is (replay.runspec.fields), said after it.
-_LIMITS = {
+_LIMITS: dict[object, str] = {
     INT64_MAX: " (2^63 - 1: a run's files hold 64-bit whole numbers)",
     MAX_DURATION_MIN: " (a year of the trace's clock)",
 }
