@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replay.client.plan import RunPlan
 from replay.client.pool import PartTail, Timing, WorkerPool
 from replay.client.session import LiveStats, SessionPolicy
 from replay.client.workers import PARTS, WorkerEngine, WorkerSpec
@@ -26,7 +27,6 @@ from replay.rundir_models import WorkloadCounts
 from replay.workload import Workload
 
 if TYPE_CHECKING:
-    from replay.client.orchestrate import RunPlan
     from replay.engines.preflight import PreflightReport
 
 
