@@ -69,6 +69,7 @@ def stats(
     from replay.traces.reference import ReferenceError, compare, load_reference
     from replay.traces.scale import TraceScaleError, declared_scale
     from replay.traces.stats import trace_stats
+    from replay.workload import DEFAULT_WORKLOAD
 
     ref = None
     if compare_to is not None:
@@ -77,7 +78,7 @@ def stats(
         except ReferenceError as e:
             fail(f"--compare: {e}")
     trace = _load(src, strict, fmt)
-    figures = trace_stats(trace)
+    figures = trace_stats(trace, DEFAULT_WORKLOAD.gap_cap_s)  # what a replay waits at most
     try:
         figures["token_scale"] = declared_scale(trace)  # None: not declared (full size)
     except TraceScaleError as e:

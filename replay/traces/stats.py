@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 
 from replay.traces.model import Trace, Trajectory
-from replay.workload import DEFAULT_WORKLOAD
 
-GAP_CAP_S = DEFAULT_WORKLOAD.gap_cap_s  # the replay's cap, so the stats say what a replay waits
 GAP_PERCENTILES = (50, 90, 99)
 
 
@@ -54,8 +52,10 @@ def _depth(tr: Trajectory) -> int:
     return 1 + max((_depth(s) for s in tr.subagents), default=0)
 
 
-def trace_stats(trace: Trace, gap_cap_s: float = GAP_CAP_S) -> dict[str, Any]:
-    """One flat dict of figures (JSON-ready); shares are fractions, token counts are tokens."""
+def trace_stats(trace: Trace, gap_cap_s: float) -> dict[str, Any]:
+    """One flat dict of figures (JSON-ready); shares are fractions, token counts are tokens.
+    `gap_cap_s`: the longest tool gap a replay waits (the workload's rule, which the caller
+    knows: the traces layer sits below the replay rules of `replay.workload`)."""
     trs = list(trace.walk())
     sub = [tr for tr in trs if tr.is_subagent]
     inp = np.concatenate([tr.input_tokens for tr in trs])

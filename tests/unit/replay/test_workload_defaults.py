@@ -11,6 +11,7 @@ captured instead of executed: nothing is started, nothing is timed.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,9 @@ def test_replay_simulate_takes_the_workload_config(
 
 
 def test_trace_stats_cap_gaps_as_the_replay_does() -> None:
-    from replay.traces.stats import GAP_CAP_S
-
-    assert W.gap_cap_s == GAP_CAP_S
+    res = CliRunner().invoke(app, ["traces", "stats", str(sample_path()), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["tool_gap_cap_s"] == W.gap_cap_s
 
 
 def test_sim_config_defaults_are_the_workload_configs() -> None:

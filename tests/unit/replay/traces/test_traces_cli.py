@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from replay.cli import app
 from replay.traces import load_trace, sample_path
 from replay.traces.stats import trace_stats
+from replay.workload import DEFAULT_WORKLOAD
 
 runner = CliRunner()
 REQUIRED_KEYS = {
@@ -40,7 +41,7 @@ def test_stats_json_on_the_sample() -> None:
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
     assert set(figures) >= REQUIRED_KEYS
-    expected = trace_stats(load_trace(sample_path()))
+    expected = trace_stats(load_trace(sample_path()), DEFAULT_WORKLOAD.gap_cap_s)
     assert {k: figures[k] for k in REQUIRED_KEYS} == {k: expected[k] for k in REQUIRED_KEYS}
     assert figures["load_issues"] == 0 and figures["load_issue_examples"] == []
     assert figures["token_scale"] == 16

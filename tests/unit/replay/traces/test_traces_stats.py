@@ -88,7 +88,7 @@ def test_tool_gaps_follow_gap_before() -> None:
 
 
 def test_trace_stats_known_answers() -> None:
-    s = trace_stats(TRACE)
+    s = trace_stats(TRACE, 300.0)
     assert s["trajectories"] == 1 and s["subagents"] == 1 and s["max_subagent_depth"] == 1
     assert s["requests"] == 7 and s["top_level_requests"] == 5 and s["subagent_requests"] == 2
     prompts = [150, 256, 300, 100, 120, 128, 150]
