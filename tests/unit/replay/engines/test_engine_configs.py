@@ -165,7 +165,8 @@ def test_cpu_tiny_config_is_the_recipe() -> None:
         assert flags[f] == []
     assert flags["--load-format"] == ["dummy"]
     assert flags["--max-model-len"] == ["16384"]
-    assert cmd.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    # dev mode serves /reset_prefix_cache, which `replay run --reset-cache` calls (issue 35)
+    assert cmd.env == {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_SERVER_DEV_MODE": "1"}
     assert cmd.argv[0].endswith(".venv-vllm/bin/python") and Path(cmd.argv[0]).is_absolute()
     model = json.loads((Path(cfg.resolved_model()) / "config.json").read_text())
     assert model["architectures"] == ["LlamaForCausalLM"]
