@@ -208,7 +208,7 @@ def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int) -
 
 
 def _check_capacity(configs: list[Any]) -> None:
-    """Each policy's cache can be sized as asked (replay.sim.capacity), before any run."""
+    """Each policy's cache can be sized as asked (replay.sim.cache.capacity), before any run."""
     from replay.sim.runner import sim_capacity
 
     for c in {(c.policy, c.capacity_blocks): c for c in configs}.values():

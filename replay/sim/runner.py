@@ -59,7 +59,7 @@ class SimConfig:
     warmup_s: float = DEFAULT_WORKLOAD.warmup_s  # first priming requests spread over this
     gap_cap_s: float = DEFAULT_WORKLOAD.gap_cap_s  # tool gaps capped at this (replay.workload)
     # Engine timing: the engine's memory rules with these changes, "NAME=VALUE,..."
-    # (`replay.sim.engine_rules.parse_rules`), and its admission ("park" | "schedule";
+    # (`replay.sim.engine.rules.parse_rules`), and its admission ("park" | "schedule";
     # None: the engine's own). Experiments (experiments/pressure_sweep.py) toggle them.
     engine_rules: str = ""
     admission: str | None = None
@@ -143,7 +143,7 @@ class SimResult:
 
 
 def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacity:
-    """The capacity `cfg` runs with (`replay.sim.capacity.resolve_capacity`, as `simulate`
+    """The capacity `cfg` runs with (`replay.sim.cache.capacity.resolve_capacity`, as `simulate`
     resolves it), so a command can refuse one that cannot be honoured before any run starts:
     raises `CapacityError` (or `PolicyError`, a ValueError too) with the reason."""
     settings = scaled_settings(cfg, profile)[1]
@@ -154,7 +154,7 @@ def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacit
 def scaled_settings(
     cfg: SimConfig, profile: ModelProfile | None = None
 ) -> tuple[ModelProfile, CacheSettings]:
-    """The profile `cfg` runs on, scaled to its trace's tokens (`replay.sim.scale`; `profile`:
+    """The profile `cfg` runs on, scaled to its trace's tokens (`replay.sim.engine.scale`; `profile`:
     the full-size one, default `cfg.model`'s), and the settings of the cache its policy gets
     there (each replica's, in a fleet)."""
     profile = scaled_profile(profile or load_profile(cfg.model), cfg.token_scale)
@@ -166,7 +166,7 @@ def scaled_settings(
 
 def engine_core(cfg: SimConfig, clock: StepClock, cache: SimCache) -> EngineCore:
     """The engine model `cfg`'s policy runs in with engine timing: its engine's memory rules
-    with `cfg.engine_rules`' changes (`replay.sim.engine_rules`) and its admission
+    with `cfg.engine_rules`' changes (`replay.sim.engine.rules`) and its admission
     (`cfg.admission`, else the engine's own)."""
     rules = parse_rules(cfg.engine_rules, rules_for(cfg.policy))
     admission = cfg.admission or admission_for(cfg.policy)
@@ -247,7 +247,7 @@ def run_summary(
 
 def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) -> SimResult:
     """Replay `trace` under `cfg` on a virtual clock. `profile`: the full-size profile
-    (default: `cfg.model`'s); a token-scaled trace gets it scaled (`replay.sim.scale`).
+    (default: `cfg.model`'s); a token-scaled trace gets it scaled (`replay.sim.engine.scale`).
 
     Python's cyclic garbage collector is paused for the run and restored after: a run
     allocates hundreds of thousands of heap entries and keeps its tree nodes to the end, so
@@ -292,7 +292,7 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         profile,
         sessions,
         wall_seconds=wall,
-        capacity=settings.capacity.reported_blocks,  # replay.sim.capacity: the one rule
+        capacity=settings.capacity.reported_blocks,  # replay.sim.cache.capacity: the one rule
         evictions=cache.evictions,
         refusals=cache.admission_refusals,
     )
