@@ -73,6 +73,13 @@ class RequestRecord:
     route_branch: str | None = None
     route_scores: str | None = None
     route_overlap: int | None = None
+    # aiperf's theoretical prefix-cache accounting for this turn (issue 35, point 2; the
+    # workload's `Workload.prefix_blocks`, replay.traces.prefix): of the trace request's hash
+    # blocks, the leading run its trace (the root session and its subagents, one seen-set)
+    # had already sent earlier in the trace's clock, and how many blocks it has. A property
+    # of the trace, not of the engine; null where the executor did not fill them.
+    theoretical_hit_blocks: int | None = None
+    theoretical_blocks: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +134,8 @@ REQUEST_SCHEMA = pa.schema(
         ("route_branch", _S),
         ("route_scores", _S),
         ("route_overlap", _INT),
+        ("theoretical_hit_blocks", _INT),
+        ("theoretical_blocks", _INT),
     ]
 )
 assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"
