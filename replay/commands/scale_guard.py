@@ -18,6 +18,22 @@ memory, and a Ray address where nothing answers.
   480 sessions, 466 MB at 4,800: ~18 KB a session). A sweep estimated at more than
   `SIM_WARN_S` is announced with its estimate; one whose largest run would not fit in the
   available memory is refused.
+- A sweep's points (issue 36): every point's spec and config is built before the first run,
+  ~8.3 KB and ~2.5 ms a point (`SIM_BYTES_PER_POINT`, `SIM_S_PER_POINT`, measured on
+  `--seeds` sweeps), so `--seeds 100000000` grew by ~50 MB/s and printed nothing; the points
+  are counted first and a sweep whose points alone pass the available memory is refused,
+  naming `--seeds` and how many fit. A run holds its request records until its run directory
+  is written, ~2.5 KB a record (`SIM_BYTES_PER_RECORD`), so the largest run's memory is its
+  sessions × `SIM_BYTES_PER_SESSION` plus its requests (sessions × duration ÷ the trace's
+  mean gap) × that; a fork-pool worker costs `SIM_WORKER_BYTES` (330 MB each, measured by
+  issue 36's probe), and no more workers than runs are started.
+- Processes a live run starts (issue 36): an emulator costs `EMULATOR_BYTES` (~70 MB RSS,
+  measured: the vllm emulator of a 4-session run), a client worker `RUN_WORKER_BYTES`
+  (~160 MB RSS, measured: each spawned worker of `replay run --workers 2`); engines ×
+  `--replicas` emulators and `--workers` workers are refused when they alone pass the
+  available memory, naming the flag and how many fit. A Ray cluster's workers run on its
+  machines, so only `--ray local` counts them here.
+- The available memory is the kernel's MemAvailable (/proc/meminfo); every refusal says so.
 - Ray: `--ray host:port` must accept a TCP connection within `RAY_CONNECT_S`, or Ray itself
   retries for minutes.
 """
@@ -40,6 +56,13 @@ RAY_CONNECT_S = 3.0
 SIM_REQUESTS_PER_S = 1_000.0  # measured (module docstring); the compiled build is ~2x faster
 SIM_BYTES_PER_SESSION = 18_000  # measured (module docstring)
 SIM_WARN_S = 600.0
+SIM_BYTES_PER_POINT = 8_300  # measured (module docstring)
+SIM_S_PER_POINT = 0.0025  # measured (module docstring)
+SIM_BYTES_PER_RECORD = 2_500  # measured (module docstring)
+SIM_WORKER_BYTES = 330 * 2**20  # measured (module docstring)
+EMULATOR_BYTES = 70 * 2**20  # measured (module docstring)
+RUN_WORKER_BYTES = 160 * 2**20  # measured (module docstring)
+AVAILABLE = "available memory (MemAvailable, /proc/meminfo)"
 
 
 class ScaleError(ValueError):
@@ -97,9 +120,36 @@ def available_bytes() -> int | None:
     return None
 
 
-def check_live_memory(trace: Trace, sessions: int, engines: int) -> None:
-    """ScaleError naming --sessions and the most sessions that fit, when the run's prompts
-    alone would pass the available memory."""
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def check_processes(flag: str, value: int, count: int, each: int, what: str) -> None:
+    """ScaleError naming `flag` and how many fit, when `count` processes of `each` bytes
+    (what `flag` = `value` starts: `what`) alone pass the available memory."""
+    avail = available_bytes()
+    if avail is None or count * each <= avail:
+        return
+    per_value = count * each / max(value, 1)
+    fits = int(avail // per_value) if per_value else value
+    raise ScaleError(
+        f"{flag} {value:,}: starts {count:,} {what} of about {each / 2**20:,.0f} MB each "
+        f"(measured), about {_gib(count * each)}, over the {_gib(avail)} of {AVAILABLE}; "
+        f"the limit here is about {fits:,}"
+    )
+
+
+def check_live_memory(
+    trace: Trace, sessions: int, engines: int, emulators: int = 0, workers: int = 1
+) -> None:
+    """ScaleError naming the flag and the most that fit: `--replicas` when the run's
+    `emulators` (engines × replicas, 0: none) alone pass the available memory, `--workers`
+    when its client workers do, `--sessions` when its prompts do."""
+    if emulators:
+        replicas = max(emulators // max(engines, 1), 1)
+        check_processes("--replicas", replicas, emulators, EMULATOR_BYTES, "emulators")
+    if workers > 1:
+        check_processes("--workers", workers, workers, RUN_WORKER_BYTES, "client workers")
     avail = available_bytes()
     if avail is None:
         return
@@ -111,7 +161,7 @@ def check_live_memory(trace: Trace, sessions: int, engines: int) -> None:
             f"--sessions {sessions:,}: the run would need about {need / 2**30:,.1f} GiB for its "
             f"prompts alone ({engines} engine(s) × {sessions:,} sessions × the trace's mean "
             f"prompt of {mean_prompt_tokens(trace):,.0f} tokens × {LIVE_BYTES_PER_TOKEN} bytes), "
-            f"over the {avail / 2**30:,.1f} GiB available; the limit here is about {fits:,} "
+            f"over the {_gib(avail)} of {AVAILABLE}; the limit here is about {fits:,} "
             "sessions"
         )
 
@@ -128,32 +178,80 @@ def mean_request_gap_s(trace: Trace) -> float:
 
 
 def check_sim_work(
-    trace: Trace, sessions: list[int], runs: int, duration_s: float, workers: int
+    trace: Trace,
+    sessions: list[int],
+    runs: int,
+    duration_s: float,
+    workers: int,
+    seeds: int = 1,
 ) -> str | None:
-    """ScaleError naming --sessions when the largest run (one per worker at once) would not
-    fit in the available memory; otherwise the note announcing a long sweep (None: short)."""
+    """Before a sweep's points are built: ScaleError naming `--seeds` when its `runs` points
+    alone, `--workers` when its pool, or `--sessions` when its largest runs (one per worker
+    at once: sessions and request records) would pass the available memory; otherwise the
+    note announcing a long sweep (None: short)."""
     avail = available_bytes()
-    at_once = max(sessions) * SIM_BYTES_PER_SESSION * max(1, min(workers, runs))
-    if avail is not None and at_once > avail:
-        fits = int(avail // (SIM_BYTES_PER_SESSION * max(1, min(workers, runs))))
-        raise ScaleError(
-            f"--sessions {max(sessions):,}: the simulation would need about "
-            f"{at_once / 2**30:,.1f} GiB ({SIM_BYTES_PER_SESSION / 1000:g} KB a session, "
-            f"measured; × {max(1, min(workers, runs))} worker(s)), over the "
-            f"{avail / 2**30:,.1f} GiB available; the limit here is about {fits:,} sessions"
-        )
+    at_once = max(1, min(workers, runs))
     gap = mean_request_gap_s(trace)
+    per_session = SIM_BYTES_PER_SESSION + (
+        duration_s / gap * SIM_BYTES_PER_RECORD if gap > 0 else 0.0
+    )
+    points = runs * SIM_BYTES_PER_POINT
+    pool = at_once * SIM_WORKER_BYTES if at_once > 1 else 0
+    if avail is not None:
+        if points > avail:
+            per_seed = runs / max(seeds, 1) * SIM_BYTES_PER_POINT
+            raise ScaleError(
+                f"--seeds {seeds:,}: the sweep has {runs:,} points (policies × fleets × "
+                f"session counts × seeds), whose specs alone need about {_gib(points)} "
+                f"({SIM_BYTES_PER_POINT / 1000:g} KB a point, measured), over the "
+                f"{_gib(avail)} of {AVAILABLE}; the limit here is about "
+                f"{int(avail // per_seed):,} seeds"
+            )
+        if pool > avail:
+            raise ScaleError(
+                f"--workers {workers:,}: starts {at_once:,} simulator workers of about "
+                f"{SIM_WORKER_BYTES / 2**20:,.0f} MB each (measured), about {_gib(pool)}, over "
+                f"the {_gib(avail)} of {AVAILABLE}; the limit here is about "
+                f"{int(avail // SIM_WORKER_BYTES):,}"
+            )
+        largest = max(sessions) * per_session * at_once
+        if points + pool + largest > avail:
+            fits = int(max(avail - points - pool, 0) // (per_session * at_once))
+            records = (
+                f" and {duration_s / gap:,.0f} request records of "
+                f"{SIM_BYTES_PER_RECORD / 1000:g} KB (--duration-min ÷ the trace's mean "
+                f"{gap:.1f} s between requests)"
+                if gap > 0
+                else ""
+            )
+            raise ScaleError(
+                f"--sessions {max(sessions):,}: the simulation would need about "
+                f"{_gib(largest)} ({SIM_BYTES_PER_SESSION / 1000:g} KB a session{records}, "
+                f"measured; × {at_once} worker(s)), over the {_gib(avail)} of {AVAILABLE}; "
+                f"the limit here is about {fits:,} sessions at this --duration-min"
+            )
+    building = runs * SIM_S_PER_POINT
     if gap <= 0:
-        return None
+        return None if building <= SIM_WARN_S else _long_note(runs, None, building)
     requests = sum(sessions) * (runs // max(len(sessions), 1)) * duration_s / gap
-    seconds = requests / SIM_REQUESTS_PER_S / max(1, min(workers, runs))
+    seconds = building + requests / SIM_REQUESTS_PER_S / at_once
     if seconds <= SIM_WARN_S:
         return None
+    return _long_note(runs, (requests, gap), seconds)
+
+
+def _long_note(runs: int, work: tuple[float, float] | None, seconds: float) -> str:
+    what = f"{runs:,} runs"
+    if work is not None:
+        requests, gap = work
+        what = (
+            f"about {requests:,.0f} requests (sessions × --duration-min ÷ the trace's mean "
+            f"{gap:.1f} s between requests, over {runs:,} runs)"
+        )
     return (
-        f"this sweep simulates about {requests:,.0f} requests (sessions × --duration-min ÷ the "
-        f"trace's mean {gap:.1f} s between requests, over {runs} runs): about "
-        f"{_human(seconds)} at ~{SIM_REQUESTS_PER_S:,.0f} requests/s a worker (measured); "
-        "Ctrl-C stops it, keeping the runs that finished"
+        f"this sweep simulates {what}: about {_human(seconds)} at "
+        f"~{SIM_REQUESTS_PER_S:,.0f} requests/s a worker and ~{SIM_S_PER_POINT * 1000:g} ms "
+        "to build each run (measured); Ctrl-C stops it, keeping the runs that finished"
     )
 
 
@@ -195,6 +293,7 @@ __all__ = [
     "RayAddressError",
     "ScaleError",
     "check_live_memory",
+    "check_processes",
     "check_prompts",
     "check_ray_address",
     "check_sim_work",

@@ -189,20 +189,24 @@ def _out_dir(path: Path) -> Path:
     return path
 
 
-def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int) -> list[Any]:
+def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
+             ray: str | None) -> list[Any]:  # fmt: skip
     """Every point of the sweep: its spec (`SweepSpec.points`), the config the simulator
-    runs built from it (`config_of`)."""
+    runs built from it (`config_of`). The points are counted and checked against the
+    machine first (`check_sim_work`): `--seeds 100000000` used to build specs until memory
+    ran out (issue 36). A Ray cluster runs the points, not this machine's pool."""
     from replay.commands.scale_guard import ScaleError, check_sim_work
     from replay.sim.sweep import config_of
 
-    configs = [config_of(p) for p in spec.points(scale, trace)]
     duration_s = spec.workload.duration_min * 60
+    pool = workers if ray is None else 1
     try:
-        long = check_sim_work(tr, spec.sessions, len(configs), duration_s, workers)
+        long = check_sim_work(tr, spec.sessions, spec.size(), duration_s, pool, spec.seeds)
     except ScaleError as e:
         fail(str(e))
     if long:
         err_console.print(f"[yellow]note:[/] {long}", highlight=False)
+    configs = [config_of(p) for p in spec.points(scale, trace)]
     _check_capacity(configs)
     return configs
 
@@ -368,7 +372,7 @@ def register(app: typer.Typer) -> None:
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)
         trace_text = spec.workload.trace or str(sample_path())
-        configs = _configs(spec, scale, tr, trace_text, workers)
+        configs = _configs(spec, scale, tr, trace_text, workers, ray)
         out_dir = _out_dir(out or Path("runs") / new_run_id("sim"))
         rows = _sweep(tr, trace_text, configs, out_dir, workers, ray, as_json)
         _show(rows, tr, spec, scale, out_dir, as_json)

@@ -36,6 +36,16 @@ class SweepSpec(BaseModel):
     replicas: list[int] = Field(default_factory=list)
     routers: list[str] = Field(default_factory=list)
 
+    def size(self) -> int:
+        """How many points `points` builds, counted without building them (a sweep is checked
+        against the memory its points need before they exist: replay.commands.scale_guard)."""
+        fleets = (
+            max(len(self.replicas), 1) * max(len(self.routers), 1)
+            if self.replicas or self.routers
+            else 1
+        )
+        return len(self.policies) * fleets * len(self.sessions) * self.seeds
+
     def points(self, token_scale: float, trace: str) -> list[RunSpec]:
         """Every point's spec, policies outermost (the runs of one policy finish together),
         then each fleet (replica count × router), session count and seed (`workload.seed`

@@ -122,7 +122,8 @@ def _local(trace: Trace, configs: list[SimConfig], workers: int) -> Iterator[Sim
     _WORKER_TRACE = trace
     try:
         ctx = mp.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        # No more processes than runs: a forked pool starts all of max_workers at once.
+        with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx) as pool:
             futures = [pool.submit(_simulate_in_worker, cfg) for cfg in configs]
             for fut in as_completed(futures):
                 yield fut.result()

@@ -68,12 +68,66 @@ def test_a_long_sweep_is_announced_and_one_too_big_refused(
     from replay.traces import load_trace
 
     tr = load_trace(_trace(tmp_path / "t.jsonl", 640))
+    monkeypatch.setattr(scale_guard, "available_bytes", lambda: 10**15)
     note = scale_guard.check_sim_work(tr, [100_000], 2, 2700.0, 1)
     assert note is not None and "simulates about 108,000,000 requests" in note
     assert scale_guard.check_sim_work(tr, [4], 1, 60.0, 1) is None
     monkeypatch.setattr(scale_guard, "available_bytes", lambda: 10**9)
-    with pytest.raises(scale_guard.ScaleError, match=r"--sessions 1,000,000: .* about 55,555"):
+    # 18 KB a session + 12 request records (60 s ÷ the trace's 5 s gap) of 2.5 KB each
+    with pytest.raises(scale_guard.ScaleError, match=r"--sessions 1,000,000: .* about 20,833"):
         scale_guard.check_sim_work(tr, [1_000_000], 1, 60.0, 1)
+
+
+def test_simulate_seeds_past_memory_is_refused_before_any_point(tmp_path: Path) -> None:
+    """Issue 36: --seeds 100000000 built specs at ~50 MB/s and printed nothing."""
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    t = time.monotonic()
+    res = CliRunner().invoke(app, ["simulate", "--trace", trace, "--policies", "vllm,sglang",
+                                   "--sessions", "2", "--seeds", "100000000", "--token-scale",
+                                   "1", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2, said(res)
+    assert time.monotonic() - t < 30
+    text = said(res)
+    assert "--seeds 100,000,000: the sweep has 200,000,000 points" in text
+    assert "the limit here is about" in text and "MemAvailable, /proc/meminfo" in text
+    assert "Traceback" not in text and not (tmp_path / "o").exists()
+
+
+def test_a_sweep_whose_request_records_cannot_fit_is_refused(tmp_path: Path) -> None:
+    """Sessions × duration: a year of 2,000 sessions' records (a request every 5 s) is
+    ~12.6 billion records, past any machine's memory."""
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    res = CliRunner().invoke(app, ["simulate", "--trace", trace, "--policies", "vllm",
+                                   "--sessions", "2000", "--duration-min", "525600",
+                                   "--token-scale", "1", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2, said(res)
+    text = said(res)
+    assert "--sessions 2,000: the simulation would need about" in text
+    assert "request records of 2.5 KB" in text and "the limit here is about" in text
+    assert not (tmp_path / "o").exists()
+
+
+def test_simulator_workers_past_memory_are_refused_and_idle_ones_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replay.traces import load_trace
+
+    tr = load_trace(_trace(tmp_path / "t.jsonl", 640))
+    monkeypatch.setattr(scale_guard, "available_bytes", lambda: 10 * 2**30)
+    with pytest.raises(scale_guard.ScaleError, match=r"--workers 100,000: starts 1,000 simul"):
+        scale_guard.check_sim_work(tr, [2], 1_000, 60.0, 100_000, 1_000)
+    # One run: one process, whatever --workers says (the pool starts no more than runs).
+    assert scale_guard.check_sim_work(tr, [2], 1, 60.0, 100_000) is None
+
+
+def test_simulate_workers_past_memory_is_an_error_naming_the_flag(tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    res = CliRunner().invoke(app, ["simulate", "--trace", trace, "--policies", "vllm",
+                                   "--sessions", "2", "--seeds", "100000", "--workers", "100000",
+                                   "--token-scale", "1", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2, said(res)
+    assert "--workers 100,000: starts 100,000 simulator workers" in said(res)
+    assert "the limit here is about" in said(res) and not (tmp_path / "o").exists()
 
 
 def test_a_ray_address_that_does_not_answer_fails_in_seconds() -> None:
