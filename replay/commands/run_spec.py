@@ -89,7 +89,23 @@ def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolve
         )  # fmt: skip
     except FleetFlagError as e:
         fail(str(e))
+    _check_processes(spec)
     return Resolved(spec, res.notes, res.settings, res.user_time_scale)
+
+
+def _check_processes(spec: RunSpec) -> None:
+    """The emulators (engines × --replicas) and client workers the run starts here fit in
+    the machine's memory (a Ray cluster's workers run on its machines), before any starts:
+    `--replicas 100000` used to spawn emulators until memory ran out, `--workers 100000`
+    workers until the run was OOM-killed (issue 36)."""
+    from replay.commands.scale_guard import ScaleError, check_live_processes
+
+    emulators = sum(e.replicas for e in spec.engines) if spec.emulated else 0
+    workers = spec.workers if spec.ray in (None, "local") else 1
+    try:
+        check_live_processes(len(spec.engines), emulators, workers)
+    except ScaleError as e:
+        fail(str(e))
 
 
 def engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:

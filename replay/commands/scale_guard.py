@@ -139,17 +139,20 @@ def check_processes(flag: str, value: int, count: int, each: int, what: str) -> 
     )
 
 
-def check_live_memory(
-    trace: Trace, sessions: int, engines: int, emulators: int = 0, workers: int = 1
-) -> None:
-    """ScaleError naming the flag and the most that fit: `--replicas` when the run's
-    `emulators` (engines × replicas, 0: none) alone pass the available memory, `--workers`
-    when its client workers do, `--sessions` when its prompts do."""
+def check_live_processes(engines: int, emulators: int, workers: int) -> None:
+    """ScaleError naming the flag and the most that fit, when a live run's `emulators`
+    (engines × --replicas; 0: none) or its `workers` client processes alone would pass the
+    available memory."""
     if emulators:
         replicas = max(emulators // max(engines, 1), 1)
         check_processes("--replicas", replicas, emulators, EMULATOR_BYTES, "emulators")
     if workers > 1:
         check_processes("--workers", workers, workers, RUN_WORKER_BYTES, "client workers")
+
+
+def check_live_memory(trace: Trace, sessions: int, engines: int) -> None:
+    """ScaleError naming --sessions and the most sessions that fit, when the run's prompts
+    alone would pass the available memory."""
     avail = available_bytes()
     if avail is None:
         return
@@ -293,6 +296,7 @@ __all__ = [
     "RayAddressError",
     "ScaleError",
     "check_live_memory",
+    "check_live_processes",
     "check_processes",
     "check_prompts",
     "check_ray_address",

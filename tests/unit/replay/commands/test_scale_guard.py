@@ -149,3 +149,21 @@ def test_simulate_ray_bogus_is_an_error_naming_the_flag(tmp_path: Path) -> None:
                                    "--sessions", "2", "--ray", "bogus.invalid:1234", "--token-scale", "1",
                                    "--out", str(tmp_path / "o")])  # fmt: skip
     assert res.exit_code == 2 and "--ray bogus.invalid:1234: nothing answers at" in said(res)
+
+
+def test_run_emulators_and_workers_past_memory_are_refused_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    base = ["run", "--engines", "vllm,sglang", "--trace", trace, "--sessions", "2",
+            "--no-panel", "--out", str(tmp_path / "o")]  # fmt: skip
+    monkeypatch.setattr(scale_guard, "available_bytes", lambda: 8 * 2**30)
+    res = CliRunner().invoke(app, [*base, "--replicas", "1000", "--router", "round_robin"])
+    assert res.exit_code == 2, said(res)
+    text = said(res)
+    assert "--replicas 1,000: starts 2,000 emulators of about 70 MB each" in text
+    assert "MemAvailable, /proc/meminfo); the limit here is about 58" in text
+    res = CliRunner().invoke(app, [*base, "--workers", "100000"])
+    assert res.exit_code == 2, said(res)
+    assert "--workers 100,000: starts 100,000 client workers of about 160 MB" in said(res)
+    assert "the limit here is about 51" in said(res) and not (tmp_path / "o").exists()
