@@ -30,6 +30,15 @@ GPUS_FILE = "gpus.yaml"
 
 Status = Literal["published", "reported", "illustrative"]
 
+# Upper bounds of a sheet's prices and a GPU's rate (issue 36: a rate of 1e308 passed and the
+# formulas, exact decimals of 28 digits, failed with `decimal.InvalidOperation`). A million
+# dollars per 1M tokens, or per GPU-hour, is thousands of times any list; with token rates
+# bounded too (`MAX_TOKEN_RATE`) every figure fits the decimals with room to spare.
+MAX_PRICE = 1_000_000
+MAX_GPU_RATE = 1_000_000
+# Tokens per minute per GPU: 10^12 is a million times the fastest engine measured.
+MAX_TOKEN_RATE = 10**12
+
 
 class PricingError(ValueError):
     """Bad pricing input: a malformed file, an unknown name, a value out of range."""
@@ -83,16 +92,22 @@ class PriceSheet(_Described):
     label: str = Field("", description="a human name for the list")
     model: str = Field("", description="the model (class) the list prices")
     input: Decimal = Field(
-        description="USD per 1M uncached prompt tokens", ge=0, allow_inf_nan=False
+        description="USD per 1M uncached prompt tokens", ge=0, le=MAX_PRICE, allow_inf_nan=False
     )
     cached: Decimal = Field(
-        description="USD per 1M prompt tokens read from cache", ge=0, allow_inf_nan=False
+        description="USD per 1M prompt tokens read from cache",
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
     )
-    output: Decimal = Field(description="USD per 1M generated tokens", ge=0, allow_inf_nan=False)
+    output: Decimal = Field(
+        description="USD per 1M generated tokens", ge=0, le=MAX_PRICE, allow_inf_nan=False
+    )
     cache_write: Decimal | None = Field(
         None,
         description="USD per 1M prompt tokens written to cache; None: same as input",
         ge=0,
+        le=MAX_PRICE,
         allow_inf_nan=False,
     )
 
@@ -117,7 +132,9 @@ class GpuRate(_Described):
 
     gpu: str = Field(min_length=1, description="GPU model as profiles and manifests name it")
     provider: str = Field("", description="who rents it at this rate")
-    rate_per_gpu_hour: Decimal = Field(description="USD per GPU-hour", ge=0, allow_inf_nan=False)
+    rate_per_gpu_hour: Decimal = Field(
+        description="USD per GPU-hour", ge=0, le=MAX_GPU_RATE, allow_inf_nan=False
+    )
 
 
 class _SheetsFile(BaseModel):
@@ -188,6 +205,17 @@ def _explain(
         what = f"unknown key ({hint})"
     elif first["type"] == "missing":
         what = "required key is missing"
+    elif first["type"] == "less_than_equal":
+        le = (first.get("ctx") or {}).get("le")
+        unit = (
+            "US dollars per GPU-hour"
+            if loc.endswith("rate_per_gpu_hour")
+            else ("US dollars per 1M tokens")
+        )
+        what = (
+            f"must be at most {le:,} {unit}, thousands of times any list's (got "
+            f"{first.get('input')!r}); fix the value"
+        )
     else:
         what = f"{first['msg']} (got {first.get('input')!r})"
     more = len(errors) - 1

@@ -46,8 +46,15 @@ def _check_fraction(value: float, flag: str) -> None:
 
 
 def _check_rate(value: float, flag: str) -> None:
+    from pricing.sheets import MAX_TOKEN_RATE
+
     if not (math.isfinite(value) and value >= 0.0):
         fail(f"{flag}: must be a token rate ≥ 0 (tokens per minute per GPU), got {value:g}")
+    if value > MAX_TOKEN_RATE:
+        fail(
+            f"{flag}: must be at most {MAX_TOKEN_RATE:,} tokens per minute per GPU (a million "
+            f"times the fastest engine measured), got {value:g}"
+        )
 
 
 def _label(status: str) -> str:

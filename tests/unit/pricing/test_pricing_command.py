@@ -261,3 +261,53 @@ def test_a_run_at_the_demo_operating_point_prices_like_the_demo(tmp_path: Path) 
     table = invoke(str(run)).stdout
     for shown in ("$0.0456", "$0.1140", "$0.1428", "$5.29", "$2.26", "$2.68", "50.41%"):
         assert shown in table
+
+
+def _rates(tmp_path: Path, file: str, key: str, value: str) -> Path:
+    """The shipped pricing folder with every `key:` of `file` set to `value`."""
+    import re
+
+    folder = tmp_path / "pricing"
+    shutil.copytree(SHIPPED, folder)
+    path = folder / file
+    path.write_text(re.sub(rf"(?m)^(\s*{key}:\s*).*$", rf"\g<1>{value}", path.read_text()))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("file", "key", "field"),
+    [
+        ("sheets.yaml", "input", "sheets.zai-glm.input"),
+        ("sheets.yaml", "output", "sheets.zai-glm.output"),
+        ("gpus.yaml", "rate_per_gpu_hour", "gpus.b200.rate_per_gpu_hour"),
+    ],
+)
+def test_an_absurd_rate_in_a_pricing_file_names_its_field(
+    tmp_path: Path, file: str, key: str, field: str
+) -> None:
+    """Issue 36: rates of 1e308 ended in a `decimal.InvalidOperation` traceback."""
+    folder = _rates(tmp_path, file, key, "1.0e+308")
+    result = invoke(*DEMO_POINT, "--pricing-dir", str(folder))
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{file}: field '{field}': must be at most 1,000,000 US dollars per" in text
+    assert "Traceback" not in text
+
+
+def test_an_absurd_token_rate_names_its_flag_and_the_largest_still_prices() -> None:
+    for flag in ("--prompt-tokens-per-min-per-gpu", "--output-tokens-per-min-per-gpu"):
+        args = list(DEMO_POINT)
+        args[args.index(flag) + 1] = "1e308"
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert f"{flag}: must be at most 1,000,000,000,000 tokens per minute" in result.output
+    big = ["--hit-rate", "0.5", "--prompt-tokens-per-min-per-gpu", "1e12",
+           "--output-tokens-per-min-per-gpu", "1e12"]  # fmt: skip
+    assert invoke(*big).exit_code == 0
+
+
+def test_the_largest_rates_of_a_file_still_price(tmp_path: Path) -> None:
+    folder = _rates(tmp_path, "sheets.yaml", "(?:input|cached|output)", "1000000")
+    result = invoke("--hit-rate", "0.5", "--prompt-tokens-per-min-per-gpu", "1e12",
+                    "--output-tokens-per-min-per-gpu", "1e12", "--pricing-dir", str(folder))  # fmt: skip
+    assert result.exit_code == 0, result.output
