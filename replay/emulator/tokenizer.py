@@ -129,6 +129,20 @@ def chatml(messages: list[dict[str, str]]) -> str:
     return "".join(parts)
 
 
+def _from_file(tokenizer: Any, file: Path, given: str) -> Any:
+    """`tokenizers.Tokenizer.from_file`, a file it cannot read (not a tokenizer.json: e.g.
+    /etc/passwd, issue 36) said as a ValueError naming --tokenizer instead of its bare
+    `Exception` traceback."""
+    try:
+        return tokenizer.from_file(str(file))
+    except Exception as e:  # tokenizers raises plain Exception for a bad file
+        raise ValueError(
+            f"--tokenizer {given}: {file} is not a Hugging Face tokenizer.json "
+            f"({str(e).strip() or type(e).__name__}); give a tokenizer.json, a folder holding "
+            "one, a hub name, or leave --tokenizer out for the built-in one"
+        ) from None
+
+
 class HFTokenizer:
     """A Hugging Face `tokenizer.json` (local folder, file, or hub name) via `tokenizers`."""
 
@@ -149,7 +163,7 @@ class HFTokenizer:
                     f"--tokenizer {name_or_path}: the folder has no tokenizer.json "
                     "(save one with tokenizers' Tokenizer.save or transformers' save_pretrained)"
                 )
-            self._tok = Tokenizer.from_file(str(file))
+            self._tok = _from_file(Tokenizer, file, name_or_path)
             cfg_file = path / "tokenizer_config.json"
             if cfg_file.is_file():
                 try:
@@ -157,7 +171,7 @@ class HFTokenizer:
                 except (OSError, json.JSONDecodeError) as e:
                     raise ValueError(f"{cfg_file}: not readable JSON: {e}") from e
         elif path.is_file():
-            self._tok = Tokenizer.from_file(str(path))
+            self._tok = _from_file(Tokenizer, path, name_or_path)
         else:
             try:
                 self._tok = Tokenizer.from_pretrained(name_or_path)

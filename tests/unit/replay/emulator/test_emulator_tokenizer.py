@@ -104,3 +104,28 @@ def test_bad_tokenizers_fail_naming_the_flag(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"--tokenizer .*vocabulary \(5001 ids\) is larger"):
         load_tokenizer(str(big), 4096)
     assert load_tokenizer(None, VOCAB).name == "builtin"
+
+
+def test_a_file_that_is_no_tokenizer_fails_naming_the_flag(tmp_path: Path) -> None:
+    """Issue 36: `replay serve-sim --tokenizer /etc/passwd` was a bare `Exception` traceback
+    from `tokenizers`; a folder whose tokenizer.json is junk likewise."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("tokenizers")
+    junk = tmp_path / "passwd"
+    junk.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(ValueError, match=r"--tokenizer .*passwd is not a Hugging Face tokeni"):
+        load_tokenizer(str(junk), VOCAB)
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"--tokenizer .*tokenizer\.json is not a Hugging"):
+        load_tokenizer(str(tmp_path / "tok"), VOCAB)
+    res = subprocess.run(
+        [sys.executable, "-m", "replay", "serve-sim", "--engine", "vllm", "--port", "0",
+         "--tokenizer", str(junk)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert f"--tokenizer {junk}: {junk} is not a Hugging Face tokenizer.json" in res.stderr
+    assert "Traceback" not in res.stderr
