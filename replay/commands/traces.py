@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,14 +193,15 @@ def synth(
     scale: float = typer.Option(1.0, "--scale", help="Divide every token length by this (>= 1)."),
 ) -> None:
     """Generate a Weka-format trace calibrated to the published cc-traces corpus."""
+    from replay.traces.scale import TraceScaleError, check_scale
     from replay.traces.synth import SynthConfig, write_synth
 
     if trajectories < 1:
         fail(f"--trajectories must be at least 1, got {trajectories}")
-    if not math.isfinite(scale) or scale < 1:
-        fail(
-            f"--scale must be a finite number of at least 1 (it divides token lengths), got {scale}"
-        )
+    try:
+        check_scale(scale, "--scale")
+    except TraceScaleError as e:
+        fail(str(e))
     _check_out(out)
     t0 = time.perf_counter()
     try:

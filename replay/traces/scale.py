@@ -25,9 +25,28 @@ from replay.traces.model import Trace, Trajectory
 FULL_SIZE_FIRST_PROMPT_TOKENS = 4_096
 
 
+# The largest token scale: 2^20, the longest context of any model profile (configs/models:
+# 1,048,576 tokens). Past it every length of every trace is 1 token (nothing of the trace is
+# left to replay), and a synthetic trace's times, drawn from the full-size lengths (length ×
+# scale), overflow: `traces synth --scale 1e200` wrote `"t": null` and exited 0 (issue 36).
+MAX_TOKEN_SCALE = 1_048_576
+
+
 class TraceScaleError(ValueError):
     """A token scale that is missing, inconsistent or contradicted; the message says what
     to pass."""
+
+
+def check_scale(value: float, what: str) -> float:
+    """`value` as a token scale: finite, 1..MAX_TOKEN_SCALE; TraceScaleError naming `what`
+    (a flag, or a trace's field) otherwise. The one check of a scale, wherever it is given."""
+    if not (value == value and 1 <= value <= MAX_TOKEN_SCALE):  # NaN fails both
+        raise TraceScaleError(
+            f"{what} must be a finite number of at least 1 and at most {MAX_TOKEN_SCALE:,} "
+            "(it divides token lengths; past the longest context of any model profile every "
+            f"length is 1 token), got {value:g}"
+        )
+    return value
 
 
 def declared_scale(trace: Trace) -> float | None:
@@ -39,6 +58,8 @@ def declared_scale(trace: Trace) -> float | None:
     }
     if not scales:
         return None
+    for s in scales:
+        check_scale(s, f"trace {trace.source}: token_scale")
     if len(scales) > 1:
         listed = ", ".join(f"{s:g}" for s in sorted(scales))
         raise TraceScaleError(
@@ -59,9 +80,9 @@ def looks_scaled(trace: Trace) -> bool:
 def resolve_token_scale(trace: Trace, given: float | None, flag: str = "--token-scale") -> float:
     """The scale to replay `trace` at: the trace's own, which `given` (a flag or config
     value, None: not given) must agree with; `given` for a trace that declares none."""
+    if given is not None:
+        check_scale(given, flag)
     declared = declared_scale(trace)
-    if given is not None and given < 1:
-        raise TraceScaleError(f"{flag}: must be at least 1 (got {given:g})")
     if declared is not None:
         if given is not None and abs(given - declared) > 1e-9:
             raise TraceScaleError(
@@ -126,6 +147,7 @@ def scale_trace(trace: Trace, by: int) -> Trace:
     tokens), as `replay traces synth --scale` writes its traces."""
     if by < 1:
         raise TraceScaleError(f"--scale must be a whole number of at least 1 (got {by})")
+    check_scale(by, "--scale")
     if trace.format != "weka":
         raise TraceScaleError(
             f"trace {trace.source} is {trace.format}: only Weka traces can be scaled (their "

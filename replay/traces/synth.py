@@ -384,8 +384,11 @@ def synth_lines(
     cfg: SynthConfig, knobs: Knobs | None = None, limit: int | None = None
 ) -> Iterator[bytes]:
     """One Weka JSON line per session; `limit` overrides `cfg.n_trajectories` (None: as cfg)."""
-    if cfg.scale < 1 or cfg.block_size < 1:
-        raise ValueError("scale must be >= 1 and block_size >= 1")
+    from replay.traces.scale import check_scale
+
+    check_scale(cfg.scale, "scale")
+    if cfg.block_size < 1:
+        raise ValueError("block_size must be >= 1")
     rng = np.random.default_rng(cfg.seed)
     count = cfg.n_trajectories if limit is None else limit
     for i in range(count):

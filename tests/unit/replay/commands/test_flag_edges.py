@@ -93,3 +93,27 @@ def test_a_manifest_of_an_unknown_schema_version_is_warned_about(tmp_path: Path)
                for n in notes), notes  # fmt: skip
     res = invoke("price", str(run_dir), "--gpu", "b200")
     assert "schema_version 2, but this harness reads version 1" in said(res)
+
+
+def test_a_token_scale_past_the_longest_context_is_refused_wherever_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: `traces synth --scale 1e200` wrote `"t": null` and exited 0; the same bound
+    holds for `--token-scale` and for a trace's declared token_scale."""
+    res = invoke("traces", "synth", "--scale", "1e200", "--out", str(tmp_path / "t.jsonl"))
+    assert res.exit_code == 2 and "--scale must be a finite number of at least 1 and at most " \
+        "1,048,576" in said(res)  # fmt: skip
+    assert not (tmp_path / "t.jsonl").exists()
+    req = {"t": 0, "type": "n", "in": 64, "out": 1, "hash_ids": [1]}
+    line = {"id": "s", "block_size": 64, "hash_id_scope": "local", "requests": [req]}
+    plain, declared = tmp_path / "plain.jsonl", tmp_path / "declared.jsonl"
+    plain.write_text(json.dumps(line) + "\n")
+    declared.write_text(json.dumps({**line, "token_scale": 1e200}) + "\n")
+    for trace, extra, named in [
+        (plain, ["--token-scale", "1e200"], "--token-scale must be a finite number"),
+        (declared, [], f"trace {declared}: token_scale must be a finite number"),
+    ]:
+        res = invoke("simulate", "--policies", "vllm", "--sessions", "1", "--trace",
+                     str(trace), *extra, "--out", str(tmp_path / "o"))  # fmt: skip
+        assert res.exit_code == 2, said(res)
+        assert named in said(res) and "at most 1,048,576" in said(res)

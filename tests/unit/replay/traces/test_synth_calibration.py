@@ -92,5 +92,7 @@ def test_min_bytes_and_gzip(tmp_path: Path) -> None:
 
 
 def test_bad_config() -> None:
-    with pytest.raises(ValueError, match="scale must be >= 1"):
+    with pytest.raises(ValueError, match="scale must be a finite number of at least 1"):
         next(synth_lines(SynthConfig(scale=0.5)))
+    with pytest.raises(ValueError, match="at most 1,048,576"):  # issue 36: 1e200 wrote "t": null
+        next(synth_lines(SynthConfig(scale=1e200)))

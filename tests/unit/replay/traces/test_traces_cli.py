@@ -127,12 +127,16 @@ def test_synth_bad_flags(tmp_path: Path) -> None:
     for args, message in [
         (
             ["--scale", "0.5"],
-            "--scale must be a finite number of at least 1 (it divides token lengths), got 0.5",
+            "--scale must be a finite number of at least 1 and at most 1,048,576 (it divides "
+            "token lengths; past the longest context of any model profile every length is 1 "
+            "token), got 0.5",
         ),
+        (["--scale", "1e200"], "at most 1,048,576 (it divides token lengths"),
         (["--trajectories", "0"], "--trajectories must be at least 1, got 0"),
     ]:
         result = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path / "x.jsonl"), *args])
-        assert result.exit_code == 2 and message in result.stderr
+        assert result.exit_code == 2 and message in " ".join(result.stderr.split())
+        assert not (tmp_path / "x.jsonl").exists()
     folder = runner.invoke(app, ["traces", "synth", "--out", str(tmp_path)])
     assert folder.exit_code == 2 and "is a folder; give a file name" in folder.stderr
 

@@ -53,7 +53,7 @@ def test_an_undeclared_scaled_looking_trace_says_what_to_pass(tmp_path: Path) ->
     with pytest.raises(TraceScaleError, match=r"pass --token-scale N .* or --token-scale 1"):
         resolve_token_scale(trace, None)
     assert resolve_token_scale(trace, 16) == 16
-    with pytest.raises(TraceScaleError, match="must be at least 1"):
+    with pytest.raises(TraceScaleError, match="must be a finite number of at least 1"):
         resolve_token_scale(trace, 0.5)
 
 
