@@ -105,6 +105,45 @@ class FileConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def replica_key(url: str) -> str:
+    """What makes two spellings of a URL one server: scheme, host and port (the scheme's
+    default when none; `localhost`, `127.0.0.1` and `::1` are one loopback) and the path
+    without its trailing slash, case-insensitive in the scheme and host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        host = (parts.hostname or "").lower()
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:  # a bad port or bracket: the adapter names it when it connects
+        return url.strip().rstrip("/")
+    if host in _LOOPBACK:
+        host = "loopback"
+    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+def refuse_repeated_replicas(urls: list[str], where: str) -> None:
+    """ConfigError naming both spellings when two of an engine's replica URLs are one server
+    (issue 36: the same URL with a trailing slash, or as localhost and 127.0.0.1, became two
+    replicas and halved every per-GPU figure)."""
+    seen: dict[str, str] = {}
+    for u in urls:
+        key = replica_key(u)
+        if key in seen:
+            first = redact_url(seen[key])
+            again = redact_url(u)
+            same = "given twice" if first == again else f"and {again} are one server"
+            raise ConfigError(
+                f"{where}: replica {first} {same} (the same host, port and path); list each "
+                "replica once"
+            )
+        seen[key] = u
+
+
 def _check_kind(spec: EngineSpec, where: str) -> None:
     if spec.kind not in adapter_kinds():
         raise ConfigError(
@@ -151,6 +190,7 @@ def load_config_file(path: Path) -> FileConfig:
                     f"--config {path}: engines[{i}]: field 'urls' lists the replicas (url, if "
                     "given, must be the first of them); give at least one"
                 )
+            refuse_repeated_replicas(spec.urls, f"--config {path}: engines[{i}]: field 'urls'")
             spec.url = spec.urls[0]
         if spec.url and "${" in spec.url:
             try:
@@ -184,10 +224,7 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
                     f"--endpoint '{redact_url(ep)}': {what} must start with http:// or https://"
                     + (" (replicas: NAME=URL1,URL2,...)" if len(replicas) > 1 else "")
                 )
-        if len(set(replicas)) != len(replicas):
-            raise ConfigError(
-                f"--endpoint '{redact_url(ep)}': a replica URL is given twice; each replica once"
-            )
+        refuse_repeated_replicas(replicas, f"--endpoint '{redact_url(ep)}'")
         if name.strip() in urls:
             raise ConfigError(
                 f"--endpoint {name.strip()} is given twice; one endpoint per engine name (name "

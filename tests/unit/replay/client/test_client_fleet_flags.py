@@ -33,7 +33,17 @@ A, B = "http://127.0.0.1:9", "http://127.0.0.1:10"
         (["--endpoint", f"vllm={A}", "--replicas", "2"], "--replicas 2 starts that many emulators"),
         (["--endpoint", f"vllm={A}", "--router", "session_hash"], "no engine has replicas"),
         (["--endpoint", f"vllm={A},{B}", "--router", "external"], "give the router's one URL"),
-        (["--endpoint", f"vllm={A},{A}"], "a replica URL is given twice"),
+        (["--endpoint", f"vllm={A},{A}"], f"replica {A} given twice"),
+        # Issue 36: two spellings of one server became two replicas (each per-GPU figure halved).
+        (["--endpoint", f"vllm={A},{A}/"], f"replica {A} and {A}/ are one server"),
+        (
+            ["--endpoint", "vllm=http://localhost:9,http://127.0.0.1:9"],
+            "replica http://localhost:9 and http://127.0.0.1:9 are one server",
+        ),
+        (
+            ["--endpoint", "vllm=http://[::1]:80/,http://localhost"],
+            "replica http://[::1]:80/ and http://localhost are one server",
+        ),
         (["--endpoint", f"vllm={A},ftp://x"], "replica URL 'ftp://x' must start with http://"),
     ],
 )
@@ -60,3 +70,17 @@ def test_replica_urls_and_flags_land_in_the_spec() -> None:
     assert fleets_of(apply_fleet_flags(one)) == {}
     ext = apply_fleet_flags(one, router="external")
     assert fleets_of(ext)["vllm"].router == "external"
+
+
+def test_a_config_listing_one_server_twice_in_urls_is_refused(tmp_path: Any) -> None:
+    from replay.client.config import ConfigError, load_config_file, replica_key
+
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "engines:\n  - name: vllm\n    urls: [http://127.0.0.1:9000, http://localhost:9000/]\n"
+    )
+    with pytest.raises(ConfigError, match=r"engines\[0\]: field 'urls': replica http://127.0.0"
+                       r".1:9000 and http://localhost:9000/ are one server"):  # fmt: skip
+        load_config_file(path)
+    # Different ports, paths or hosts stay different replicas.
+    assert len({replica_key(u) for u in (A, B, f"{A}/v2", "http://10.0.0.1:9")}) == 4
