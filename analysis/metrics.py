@@ -82,9 +82,16 @@ class EngineData:
     session: np.ndarray
     status: np.ndarray
     finish_times: np.ndarray  # when each finished trajectory ended
+    # When the request was sent (NaN where the executor did not record it), and aiperf's
+    # theoretical prefix-cache counts of its turn (NaN where the records lack them).
+    sent: np.ndarray | None = None
+    theory_hit: np.ndarray | None = None
+    theory_total: np.ndarray | None = None
 
 
 def _floats(df: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in df.columns:  # a column an older run's records do not have
+        return np.full(len(df), np.nan)
     return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
@@ -135,6 +142,9 @@ def engine_data(run: Run, engine: str) -> EngineData:
         session=_floats(measured, "session"),
         status=measured["status"].fillna("ok").astype(str).to_numpy(),
         finish_times=finished,
+        sent=_floats(measured, "sent_s"),
+        theory_hit=_floats(measured, "theoretical_hit_blocks"),
+        theory_total=_floats(measured, "theoretical_blocks"),
     )
 
 
@@ -174,6 +184,44 @@ def redundant_tokens(d: EngineData, mask: np.ndarray) -> tuple[np.ndarray, str]:
     known = ~np.isnan(resume)
     source = "simulated" if known.all() else ("ideal − reported" if not known.any() else "mixed")
     return red, source
+
+
+def inferencex_total_tok_s_per_gpu(
+    d: EngineData, mask: np.ndarray, gpus: int, token_scale: float = 1.0
+) -> float:
+    """InferenceX's tok/s/GPU over the requests in `mask` (issue 35, point 2): every prompt
+    token (cached ones included) plus every output token of those requests, over the span
+    from the first one's start (sent; scheduled where not recorded) to the last one's end,
+    per GPU, at full size. InferenceX (github SemiAnalysisAI/InferenceX,
+    utils/agentic/aggregation/request_metrics.py `compute_throughput_stats`, and
+    process_agentic_result.py `build_agg`, which divides by the GPUs) computes it over
+    aiperf's profiling-phase records without an error: (Σ input_sequence_length +
+    Σ output_sequence_length) ÷ (max request_end − min request_start) ÷ GPUs; aiperf's
+    input_sequence_length is the whole prompt. Our profiling phase is the measured window's
+    requests (`measured_mask`: first token in the window, finished ok, priming left out)."""
+    if not mask.any():
+        return math.nan
+    sent = d.sent if d.sent is not None else np.full(len(d.first), np.nan)
+    start = np.where(np.isnan(sent[mask]), d.scheduled[mask], sent[mask])
+    end = d.done[mask]
+    if np.isnan(start).all() or np.isnan(end).all():
+        return math.nan
+    span = float(np.nanmax(end) - np.nanmin(start))
+    tokens = float(np.nansum(d.prompt[mask]) + np.nansum(d.output[mask]))
+    return tokens * token_scale / span / gpus if span > 0 else math.nan
+
+
+def theoretical_hit_rate_aiperf(d: EngineData, mask: np.ndarray) -> float:
+    """aiperf's theoretical prefix-cache hit rate over the requests in `mask`: Σ hit blocks
+    ÷ Σ blocks of their turns (`replay.traces.prefix`: per trace, one seen-set over the root
+    and its subagents in the trace's clock; aiperf/metrics/theoretical_prefix_cache.py sums
+    the same two counts over the profiling phase's valid records). NaN where the records
+    carry no counts (a run before issue 35)."""
+    if d.theory_hit is None or d.theory_total is None:
+        return math.nan
+    hit, total = d.theory_hit[mask], d.theory_total[mask]
+    known = ~np.isnan(hit) & ~np.isnan(total)
+    return _ratio(float(np.clip(hit[known], 0, total[known]).sum()), float(total[known].sum()))
 
 
 def measured_mask(d: EngineData, window: Window) -> np.ndarray:
@@ -220,6 +268,10 @@ def engine_metrics(
         "prefill_tokens_per_min_per_gpu": prefill * token_scale / minutes / gpus,
         "hit_rate": _ratio(float(cached[has_cached].sum()), float(prompt[has_cached].sum())),
         "ideal_hit_rate": _ratio(float(d.ideal[measured].sum()), float(prompt.sum())),
+        "theoretical_hit_rate_aiperf": theoretical_hit_rate_aiperf(d, measured),
+        "inferencex_total_tok_s_per_gpu": inferencex_total_tok_s_per_gpu(
+            d, measured, gpus, token_scale
+        ),
         "ttft_p50": _pct(ttft, 50),
         "ttft_p90": _pct(ttft, 90),
         "ttft_p99": _pct(ttft, 99),
@@ -313,7 +365,9 @@ __all__ = [
     "EngineData",
     "engine_data",
     "engine_metrics",
+    "inferencex_total_tok_s_per_gpu",
     "measured_mask",
     "resolve_window",
+    "theoretical_hit_rate_aiperf",
     "window_metrics",
 ]

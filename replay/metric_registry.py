@@ -146,6 +146,17 @@ METRICS: tuple[Metric, ...] = (
        description="prompt tokens (cached and computed) per minute per GPU", unknown=_TRACE,
        views=_v("final", "comparison", "compare", "compare.figure", "pricing", "sweep",
                 "report.throughput", "report.significance")),
+    # InferenceX's tok/s/GPU (issue 35, point 2; docs/field-numbers.md): github
+    # SemiAnalysisAI/InferenceX utils/agentic/aggregation/request_metrics.py
+    # `compute_throughput_stats` (Σ input + Σ output tokens over max request end − min
+    # request start, aiperf's profiling-phase records without an error) and
+    # process_agentic_result.py `build_agg` (÷ GPUs). Per second, cached input included.
+    _M("inferencex_total_tok_s_per_gpu", "InferenceX tok/s/GPU", "tok/s/GPU", better="higher",
+       unknown=_TRACE, short="InferenceX tok/s/GPU",
+       description="InferenceX's total tok/s/GPU (SemiAnalysisAI/InferenceX "
+       "request_metrics.py compute_throughput_stats ÷ GPUs): prompt tokens (cached included) "
+       "+ output tokens of the measured requests ÷ (last end − first start) ÷ GPUs",
+       views=_v("compare", "report.throughput")),
     # hit rates
     _M("hit_rate", "Hit rate", "%", "pct", 1, better="higher", se=True,
        description="reported cached ÷ prompt tokens", plain_in=_v("report.fidelity"),
@@ -155,6 +166,17 @@ METRICS: tuple[Metric, ...] = (
     _M("ideal_hit_rate", "Ideal hit", "%", "pct", 1, better="higher", se=True,
        description="ideal cached ÷ prompt tokens", plain_in=_v("report.throughput"),
        views=_v("final", "sweep", "report.throughput", "report.sweep", "report.rollup")),
+    # aiperf's theoretical prefix-cache hit rate, as InferenceX publishes it (issue 35, point
+    # 2; docs/field-numbers.md): aiperf dataset/loader/weka_metric_prepass.py
+    # `compute_shared_prefix_cache_metrics` and metrics/theoretical_prefix_cache.py. Per
+    # trace (root + subagents, one seen-set, trace clock), in hash blocks; ours,
+    # ideal_hit_rate, is engine-wide over what this run computed, in tokens.
+    _M("theoretical_hit_rate_aiperf", "Theoretical hit (aiperf)", "%", "pct", 1,
+       better="higher", short="aiperf theoretical",
+       description="aiperf's theoretical prefix-cache hit rate (weka_metric_prepass.py "
+       "compute_shared_prefix_cache_metrics): Σ leading hash blocks already sent by the same "
+       "trace (root + subagents, trace clock) ÷ Σ blocks, over the measured requests",
+       views=_v("compare", "report.throughput")),
     _M("counter_hit_rate", "Counter hit", "%", "pct", 1, better="higher",
        description="engine counters' hits ÷ queries over the window",
        views=_v("final", "sweep", "report.throughput")),

@@ -217,6 +217,25 @@ class Workload:
         self.trajectories = [tr for tr in trace.trajectories if tr.num_requests > 0]
         if not self.trajectories:
             raise WorkloadError(f"trace {trace.source} has no trajectory with a request to replay")
+        # aiperf's theoretical prefix-cache counts, computed per root trajectory when one
+        # of its requests is first asked for (`prefix_blocks`).
+        self._root_of = {t.id: root for root in self.trajectories for t in root.walk()}
+        self._prefix: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def prefix_blocks(self, trajectory: Trajectory, index: int) -> tuple[int, int] | None:
+        """aiperf's theoretical prefix-cache counts of request `index` of `trajectory`:
+        (the leading hash blocks its trace had already sent, its blocks), per trace with one
+        seen-set over the root and its subagents in the trace's clock
+        (`replay.traces.prefix`); None for a trajectory this workload does not hold."""
+        if trajectory.id not in self._prefix:
+            root = self._root_of.get(trajectory.id)
+            if root is None:
+                return None
+            from replay.traces.prefix import prefix_blocks
+
+            self._prefix.update(prefix_blocks(root))
+        hits, totals = self._prefix[trajectory.id]
+        return int(hits[index]), int(totals[index])
 
     @cache  # noqa: B019 - one small permutation per epoch, bounded by the run's length
     def _epoch(self, epoch: int) -> np.ndarray:

@@ -250,6 +250,7 @@ class EngineSessions:
         prep = await asyncio.to_thread(self._prepare, ctx, i, out) if big else None
         prompt, ideal, body, extends, rule = prep or self._prepare(ctx, i, out)
         api = float(tr.api_time[i])
+        blocks = self.workload.prefix_blocks(tr, i)  # aiperf's theoretical counts
         attempt = 0
         while True:
             rec = RequestRecord(
@@ -269,6 +270,8 @@ class EngineSessions:
                 trace_prompt_tokens=int(tr.input_tokens[i]),
                 trace_latency_s=api if math.isfinite(api) else None,
                 extends_previous=extends,
+                theoretical_hit_blocks=blocks[0] if blocks is not None else None,
+                theoretical_blocks=blocks[1] if blocks is not None else None,
             )
             if body is None:
                 rec.status = "overflow"

@@ -43,6 +43,7 @@ from replay.sim.runner import (
     to_record,
 )
 from replay.traces.model import Trace
+from replay.workload import Workload
 
 OnFirst = Callable[[SimRequest], None]
 
@@ -207,7 +208,9 @@ def simulate_fleet(
             )
     sessions = replay_sessions(trace, cfg, loop, ex, meter)
     records = [
-        _record(r, cfg, ex.routed.get(id(r))) for r in sessions.requests if r.sent_s is not None
+        _record(r, cfg, ex.routed.get(id(r)), sessions.workload)
+        for r in sessions.requests
+        if r.sent_s is not None
     ]
     wall = time.perf_counter() - t0
     assert settings.capacity is not None
@@ -241,8 +244,10 @@ def simulate_fleet(
     return SimResult(cfg, records, summary, wall, engine)
 
 
-def _record(r: SimRequest, cfg: FleetConfig, ticket: Ticket | None) -> RequestRecord:
-    rec = to_record(r, cfg.policy)
+def _record(
+    r: SimRequest, cfg: FleetConfig, ticket: Ticket | None, workload: Workload
+) -> RequestRecord:
+    rec = to_record(r, cfg.policy, workload)
     if ticket is not None:
         d = ticket.decision
         rec.replica = d.replica

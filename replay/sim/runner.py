@@ -282,7 +282,11 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         close = getattr(cache, "close", None)  # a native cache's worker process
         if close is not None:
             close()
-    records = [to_record(r, cfg.policy) for r in sessions.requests if r.sent_s is not None]
+    records = [
+        to_record(r, cfg.policy, sessions.workload)
+        for r in sessions.requests
+        if r.sent_s is not None
+    ]
     wall = time.perf_counter() - t0
     assert settings.capacity is not None
     summary = run_summary(
@@ -302,7 +306,9 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
     return SimResult(cfg, records, summary, wall, engine)
 
 
-def to_record(r: SimRequest, engine: str) -> RequestRecord:
+def to_record(r: SimRequest, engine: str, workload: Workload | None = None) -> RequestRecord:
+    """The request record of `r`; `workload` (the run's) fills aiperf's theoretical
+    prefix-cache counts (`Workload.prefix_blocks`)."""
     info = r.info
     rec = RequestRecord(
         engine=engine,
@@ -323,6 +329,9 @@ def to_record(r: SimRequest, engine: str) -> RequestRecord:
         tool_gap_s=r.gap_s,
         priming=r.priming,
     )
+    blocks = workload.prefix_blocks(r.trajectory, r.index) if workload is not None else None
+    if blocks is not None:
+        rec.theoretical_hit_blocks, rec.theoretical_blocks = blocks
     if r.status == "ok" and r.done_s is None:  # still running at the end of the run
         rec.status, rec.error = "cancelled", "the run ended before it completed"
     if isinstance(info, ResumeInfo):  # trace timing: the cache's lookup at send time

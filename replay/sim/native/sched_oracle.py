@@ -381,7 +381,9 @@ def replay(
         if worker is not None:
             worker.close()
     name = ENGINE if oracle else cfg.policy
-    records = [to_record(r, name) for r in sessions.requests if r.sent_s is not None]
+    records = [
+        to_record(r, name, sessions.workload) for r in sessions.requests if r.sent_s is not None
+    ]
     summary = summarize(
         records,
         meter.occ,

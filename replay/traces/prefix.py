@@ -1,0 +1,86 @@
+"""aiperf's theoretical prefix-cache hits of a trace, per request (issue 35, point 2).
+
+aiperf (the client InferenceX's AgentX runs on) reports a "theoretical prefix cache hit"
+rate for a Weka trace: an infinite cache per trace file. Its loader walks each trace's
+requests (the root session, its subagents and any flat chains) in the trace's global time
+order over ONE seen-set of hash ids; a request's hit blocks are the leading run of its
+hash ids already in that set, its total its number of hash ids, and then all its ids join
+the set (aiperf 0.x: `aiperf/dataset/loader/weka_metric_prepass.py`,
+`compute_shared_prefix_cache_metrics`, fed by `weka_trace.py` `_build_shared_metric_values`).
+Each turn carries the two counts, and `aiperf/metrics/theoretical_prefix_cache.py` sums
+them over the profiling phase's valid records: rate = Σ hit blocks ÷ Σ total blocks.
+
+`prefix_blocks` computes the same two counts for every request of one of our root
+trajectories (our model of a trace file: the root and its subagents, `Trajectory.walk`),
+with the times put on one clock (a subagent's `t` counts from its own start, which is
+`spawn_t` after its parent's) and ties broken by walk order then request index (aiperf
+breaks them by the request's position in the file; ties are rare). Written from the
+definition, vectorised: an id counts as seen for a request when it first occurred in an
+earlier request of the order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay.traces.model import Trajectory
+
+
+def _absolute_starts(root: Trajectory) -> dict[str, float]:
+    """{trajectory id: its start on the root's clock}."""
+    out = {root.id: 0.0}
+
+    def visit(tr: Trajectory, base: float) -> None:
+        for sub in tr.subagents:
+            start = base + float(sub.spawn_t)
+            out[sub.id] = start
+            visit(sub, start)
+
+    visit(root, 0.0)
+    return out
+
+
+def prefix_blocks(root: Trajectory) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{trajectory id: (hit blocks, total blocks)} for the root and every subagent below
+    it, one entry per request (int64 arrays), under aiperf's per-trace rule (module
+    docstring)."""
+    trajs = list(root.walk())
+    starts = _absolute_starts(root)
+    times = np.concatenate([starts[tr.id] + tr.t.astype(float) for tr in trajs])
+    walk_pos = np.concatenate(
+        [np.full(tr.num_requests, k, dtype=np.int64) for k, tr in enumerate(trajs)]
+    )
+    index = np.concatenate([np.arange(tr.num_requests, dtype=np.int64) for tr in trajs])
+    lengths = np.concatenate([np.diff(tr.hash_offsets).astype(np.int64) for tr in trajs])
+    # Requests in aiperf's order: time, then walk order, then index.
+    order = np.lexsort((index, walk_pos, times))
+    ids = [trajs[int(walk_pos[r])].blocks(int(index[r])) for r in order]
+    n = len(order)
+    hits_sorted = np.zeros(n, dtype=np.int64)
+    sorted_len = lengths[order]
+    if n and int(sorted_len.sum()):
+        flat = np.concatenate([np.asarray(a, dtype=np.int64) for a in ids])
+        owner = np.repeat(np.arange(n, dtype=np.int64), sorted_len)
+        # The request (in the order) where each id first occurs.
+        _, first_pos, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        seen_before = owner[first_pos][inverse] < owner
+        # Leading run per request: up to its first id not seen before (or its end).
+        pos = np.arange(len(flat), dtype=np.int64)
+        unseen_at = np.where(seen_before, len(flat), pos)
+        bounds = np.concatenate(([0], np.cumsum(sorted_len)))
+        nonempty = sorted_len > 0
+        first_unseen = np.minimum.reduceat(unseen_at, bounds[:-1][nonempty])
+        ends = bounds[1:][nonempty]
+        hits_sorted[nonempty] = np.minimum(first_unseen, ends) - bounds[:-1][nonempty]
+    hits = np.empty(n, dtype=np.int64)
+    hits[order] = hits_sorted
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    at = 0
+    for tr in trajs:
+        k = tr.num_requests
+        out[tr.id] = (hits[at : at + k], lengths[at : at + k])
+        at += k
+    return out
+
+
+__all__ = ["prefix_blocks"]
