@@ -46,6 +46,14 @@ class ModelProfile(BaseModel):
     checkpoint_blocks: int = Field(
         gt=0, description="blocks one recurrent-state checkpoint occupies"
     )
+    cache_gib_per_gpu: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "GiB of KV cache on each GPU (its share of blocks_per_engine): turns host memory "
+            "in GB into blocks (replay.sim.cache.tiers; None: no host tier on this profile)"
+        ),
+    )
     prefill_cost_d: float = Field(gt=0, description="D: seconds per prefilled token (linear term)")
     prefill_cost_e: float = Field(
         ge=0, description="E: quadratic attention term, see cost_unit_tokens"

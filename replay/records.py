@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from replay.resume import RESUME_COLUMNS, Resume
+from replay.resume import RESUME_COLUMNS, TIER_COLUMNS, Resume
 
 SCHEMA_VERSION = 1
 
@@ -80,18 +80,34 @@ class RequestRecord:
     # of the trace, not of the engine; null where the executor did not fill them.
     theoretical_hit_blocks: int | None = None
     theoretical_blocks: int | None = None
+    # Cache tiers (issue 34): of `cached_tokens`, those served from host memory and from an
+    # external store (the GPU's share is the rest). Only a run whose engine has tiers knows
+    # them, and only such a run writes the columns (`TIER_COLUMNS`, `records_to_table`).
+    cached_tokens_host: int | None = None
+    cached_tokens_external: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record's row; the tier columns only where the run has tiers (so a run without
+        them writes the rows it wrote before them)."""
+        row = asdict(self)
+        if self.cached_tokens_host is None and self.cached_tokens_external is None:
+            del row["cached_tokens_host"], row["cached_tokens_external"]
+        return row
 
     def set_resume(self, resume: Resume) -> None:
         """Where the request resumed and why not further (`replay.resume.Resume`, the type
         the simulator's caches and the engine model hand over): its columns."""
         for name, value in resume.columns().items():
             setattr(self, name, value)
+        if resume.cached_host is not None or resume.cached_external is not None:
+            for name, value in resume.tier_columns().items():
+                setattr(self, name, value)
 
 
-RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+# The columns every run writes; the tier columns follow where a run has them.
+RECORD_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(RequestRecord) if f.name not in TIER_COLUMNS
+)
 assert set(RESUME_COLUMNS) <= set(RECORD_FIELDS), "a resume column is not a record column"
 
 _INT = pa.int64()
@@ -139,6 +155,9 @@ REQUEST_SCHEMA = pa.schema(
     ]
 )
 assert tuple(REQUEST_SCHEMA.names) == RECORD_FIELDS, "schema and record drifted apart"
+# Written only by a run whose cache has tiers, so a run without them keeps the columns above.
+TIER_SCHEMA = pa.schema([(name, _INT) for name in TIER_COLUMNS])
+assert {f.name for f in fields(RequestRecord)} == set(RECORD_FIELDS) | set(TIER_COLUMNS)
 
 # The most tokens one count in a record may hold: 16 x the longest context of any model
 # profile, the bound a run puts on a trace's prompts and on every count an engine reports.
@@ -150,7 +169,7 @@ def row_problem(row: dict[str, Any]) -> str | None:
     """What is wrong with a journal row's values for the request schema (None: nothing):
     the first field of the wrong type, or a token count outside 0..MAX_TOKEN_COUNT. Checked
     where the journal is read, so a damaged line is named there, not as an Arrow error."""
-    for f in REQUEST_SCHEMA:
+    for f in (*REQUEST_SCHEMA, *TIER_SCHEMA):
         v = row.get(f.name)
         if v is None:
             continue
@@ -170,6 +189,13 @@ def row_problem(row: dict[str, Any]) -> str | None:
 
 
 def records_to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (dicts with the record's keys) to an Arrow table with the request schema."""
+    """Rows (dicts with the record's keys) to an Arrow table with the request schema, and
+    the tier columns where any row has them."""
     cols = {name: [r.get(name) for r in rows] for name in RECORD_FIELDS}
-    return pa.Table.from_pydict(cols, schema=REQUEST_SCHEMA)
+    schema = REQUEST_SCHEMA
+    for f in TIER_SCHEMA:
+        values = [r.get(f.name) for r in rows]
+        if any(v is not None for v in values):
+            cols[f.name] = values
+            schema = schema.append(f)
+    return pa.Table.from_pydict(cols, schema=schema)

@@ -23,6 +23,9 @@ RESUME_COLUMNS: tuple[str, ...] = (
     "dependency_miss",
     "capacity_miss",
 )
+# The record's columns of a tiered cache (issue 34): of the cached tokens, those host memory
+# and an external store served. Written only by a run that has tiers (`replay.records`).
+TIER_COLUMNS: tuple[str, ...] = ("cached_tokens_host", "cached_tokens_external")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +45,20 @@ class Resume:
     placement_miss: int | None = None
     dependency_miss: int | None = None
     capacity_miss: int | None = None
+    # Of `cached`, the tokens served from host memory and from an external store (issue 34;
+    # the GPU's share is the rest). Null where the cache has no such tier.
+    cached_host: int | None = None
+    cached_external: int | None = None
 
     def capped(self, cached: int) -> Resume:
-        """The same lookup, resuming at `cached` instead (the engine recomputes the rest)."""
+        """The same lookup, resuming at `cached` instead (the engine recomputes the rest):
+        the tokens cut are the prefix's last, so they come off the outer tiers first."""
+        host, ext = self.cached_host, self.cached_external
+        cut = max(self.cached - cached, 0)
+        if ext is not None and cut:
+            ext, cut = max(ext - cut, 0), max(cut - ext, 0)
+        if host is not None and cut:
+            host = max(host - cut, 0)
         return Resume(
             cached,
             self.ideal,
@@ -53,6 +67,8 @@ class Resume:
             self.placement_miss,
             self.dependency_miss,
             self.capacity_miss,
+            host,
+            ext,
         )
 
     def columns(self) -> dict[str, int | None]:
@@ -67,4 +83,11 @@ class Resume:
             "placement_miss": self.placement_miss,
             "dependency_miss": self.dependency_miss,
             "capacity_miss": self.capacity_miss,
+        }
+
+    def tier_columns(self) -> dict[str, int | None]:
+        """The record's columns of the tiers (`TIER_COLUMNS`): null without tiers."""
+        return {
+            "cached_tokens_host": self.cached_host,
+            "cached_tokens_external": self.cached_external,
         }

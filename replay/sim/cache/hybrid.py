@@ -31,7 +31,7 @@ describe occupancy at any moment. Policies: `replay.sim.cache.policies.make_poli
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr
 
@@ -94,6 +94,9 @@ class HybridCache:
         self.free_stranded = bool(rules.get("free_stranded_states", False))
         self.free_dependent = bool(policy.frees_dependent_states)
         self.eviction = policy.make_eviction(self)
+        # The host-memory tier (`replay.sim.cache.tiers.HostTier`, issue 34), None without
+        # one: every hook below is a single test of it then.
+        self.host: Any = None
 
     # memory ------------------------------------------------------------------------------
     @property
@@ -242,6 +245,9 @@ class HybridCache:
         resident_chain = [b for b in chain if b.resident]
         info = ResumeInfo(n, ideal, ckpt, res, resume, kv_pos, state, resident_chain, chain)
         self.policy.adjust(info)
+        if self.host is not None:
+            info.tiered = True
+            self.host.extend(info, prefix, n)
         return info
 
     # request lifecycle -------------------------------------------------------------------
@@ -265,6 +271,8 @@ class HybridCache:
                 self.eviction.on_state_released(st, now)
                 st = None
         placements = self.policy.prefill_positions(info, prompt_len, self.B)
+        if info.host_state is not None:  # loaded from host memory: cached again at its place
+            placements = [info.resume_pos, *placements]
         full_end = (prompt_len // self.B) * self.B
         return Handle(
             prefix,
@@ -276,6 +284,8 @@ class HybridCache:
             placements=[p for p in placements if p <= full_end],
             late_placements=[p for p in placements if p > full_end],
             start_s=now,
+            host_blocks=info.host_blocks,
+            host_state=info.host_state,
         )
 
     def reserve(self, h: Handle, total_len: int, now: float) -> bool:
@@ -298,6 +308,8 @@ class HybridCache:
         """The prompt is computed: its full blocks join the tree (pinned by the request) and
         the checkpoints placed in them are cached now, evictable like any other."""
         self.clock = now
+        if self.host is not None and (h.host_blocks or h.host_state is not None):
+            self.host.loaded(h.host_blocks, h.host_state)
         materialize_prompt(self, h, now)
 
     def abort(self, h: Handle, now: float) -> None:
@@ -355,6 +367,8 @@ class HybridCache:
             return
         b.resident = False
         self.resident_blocks -= 1
+        if self.host is not None:
+            self.host.evicted_block(b)
         if self.free_dependent:
             for s in list(b.rstates):
                 if s.live == 0:
@@ -392,6 +406,8 @@ class HybridCache:
         s.block.rstates.remove(s)
         for b in s.block.up:
             b.deps -= 1
+        if self.host is not None:
+            self.host.evicted_state(s)
 
     def exclusive_blocks(self, s: State) -> list[Block]:
         """Blocks only `s` needs: its terminal block and ancestors up to the first one that

@@ -38,6 +38,14 @@ class ResumeInfo:
     state: State | None = None  # the checkpoint resumed from
     chain: list[Block] = field(default_factory=list)  # resident blocks of the prompt's path
     path: list[Block] = field(default_factory=list)  # every known full block of that path
+    # A cache with a host tier (`replay.sim.cache.tiers`, issue 34): whether it has one, the
+    # prompt tokens served from host memory, the blocks a load moves (KV and state), and
+    # what it loads (host-only entries that are GPU-resident again once the prompt is in).
+    tiered: bool = False
+    host_tokens: int = 0
+    load_blocks: int = 0
+    host_blocks: list[Block] = field(default_factory=list)
+    host_state: State | None = None
 
     @property
     def redundant(self) -> int:
@@ -87,6 +95,8 @@ class ResumeInfo:
             self.placement_miss,
             self.dependency_miss,
             self.capacity_miss,
+            cached_host=self.host_tokens if self.tiered else None,
+            cached_external=0 if self.tiered else None,
         )
 
 
@@ -112,6 +122,9 @@ class Handle:
     start_s: float = 0.0  # when it began (the `block_stamp="start"` rule stamps blocks so)
     reserved: bool = False
     prefilled: bool = False
+    # What it loads from host memory (`ResumeInfo.host_blocks` / `host_state`).
+    host_blocks: list[Block] = field(default_factory=list)
+    host_state: State | None = None
 
 
 @mypyc_attr(native_class=False)  # mypyc compiles no subclass of a built-in exception

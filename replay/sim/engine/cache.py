@@ -23,6 +23,7 @@ from replay.sim.cache.capacity import Capacity, resolve_capacity
 from replay.sim.cache.hybrid import Handle, HybridCache, ResumeInfo
 from replay.sim.cache.keys import Prefix
 from replay.sim.cache.kv_lru import KVLRUCache
+from replay.sim.cache.tiers import DEFAULT_BANDWIDTH_GBS, HostTier, attach_host_tier
 
 
 class EngineCache(Protocol):
@@ -119,6 +120,10 @@ class CacheSettings:
     # The block count handed to the cache (None: the policy's own size, its pools included).
     capacity_blocks: int | None = None
     capacity: Capacity | None = None  # the resolution it came from (`replay.sim.cache.capacity`)
+    # A host-memory tier (`replay.sim.cache.tiers`, issue 34): its GiB (0: none) and the
+    # host-to-GPU bandwidth per GPU in GB/s (None: the tier's default).
+    host_memory_gb: float = 0.0
+    host_bandwidth_gbs: float | None = None
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
@@ -199,6 +204,13 @@ class SimCache:
         self._capacity = settings.capacity or resolve_capacity(
             settings.policy, settings.profile, settings.capacity_blocks, settings.options
         )
+        self.host: HostTier | None = None
+        if settings.host_memory_gb > 0:
+            bw = settings.host_bandwidth_gbs or DEFAULT_BANDWIDTH_GBS
+            self.host = attach_host_tier(
+                self.cache, settings.policy, settings.profile, settings.host_memory_gb, bw
+            )
+        self._load: dict[int, float] = {}  # request -> seconds its host load takes
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
         self._handles: dict[int, Handle] = {}
         self._resume: dict[int, int] = {}  # request -> resume position (what it keeps)
@@ -268,6 +280,13 @@ class SimCache:
         """Request `rid` was admitted as `h`, resuming where `info` says."""
         self._handles[rid] = h
         self._resume[rid] = info.resume_pos
+        if info.load_blocks and self.host is not None:
+            self._load[rid] = self.host.seconds(info.load_blocks)
+
+    def load_seconds(self, rid: int) -> float:
+        """Seconds the admitted request `rid` waits for its host-memory load (0: none);
+        asked once, when it is scheduled."""
+        return self._load.pop(rid, 0.0)
 
     # allocation per step (`replay.sim.engine.rules`, allocation="step") ----------------
     @property
@@ -364,6 +383,7 @@ class SimCache:
             self.cache.abort(h, now)
 
     def _forget(self, rid: int) -> None:
+        self._load.pop(rid, None)
         self._tokens.pop(rid, None)
         self._base.pop(rid, None)
         self._infos.pop(rid, None)

@@ -106,6 +106,14 @@ class EngineCore(PerStepScheduling):
         # After a failed admission, retry only once memory may have been freed (a request
         # finished or left): a cache that evicts while trying must not churn every step.
         self._blocked = False
+        # A cache with a host tier (issue 34) says how long a request's load takes
+        # (`SimCache.load_seconds`); None: no tier, and nothing below changes a step.
+        self._loads = (
+            getattr(cache, "load_seconds", None)
+            if getattr(cache, "host", None) is not None
+            else None
+        )
+        self._step_load = 0.0  # the longest load an `in-step` engine runs in this step
 
     def add(self, seq: Sequence) -> None:
         if self.admission == "park":
@@ -188,6 +196,8 @@ class EngineCore(PerStepScheduling):
             return None
         self.waiting.popleft()
         self._started(seq, resume)
+        if self._loads is not None:  # up front: every load runs in the step (`in-step`)
+            self._step_load = max(self._step_load, self._loads(seq.rid))
         return seq
 
     def _reject(self, seq: Sequence, now: float, result: StepResult) -> None:
@@ -201,6 +211,7 @@ class EngineCore(PerStepScheduling):
     def step(self, now: float) -> StepResult:
         """Plan and apply one forward pass starting at model time `now`."""
         result = StepResult(0.0)
+        self._step_load = 0.0
         if self._grower is not None:
             decoding, chunks, budget = self._schedule_running_per_step(now, result)
         else:
@@ -211,6 +222,10 @@ class EngineCore(PerStepScheduling):
             else:
                 self._schedule_waiting(now, budget, chunks, result)
         if not decoding and not chunks:
+            wait = self._load_wait(now) if self._loads is not None else 0.0
+            if wait > 0:  # only requests waiting for their loads: the engine idles until one is in
+                result.duration = wait
+                return result
             if self.has_work() and not result.changed:
                 head = (self.running or list(self.waiting))[0]
                 raise EngineStall(
@@ -222,6 +237,8 @@ class EngineCore(PerStepScheduling):
                 )
             return result
         duration = self.clock.step_seconds(len(decoding), [(a, b) for _, a, b in chunks])
+        if self._step_load > duration:  # rule host_load `in-step`: the loads run with it
+            duration = self._step_load
         end_t = now + duration
         result.duration = duration
         result.decoding = len(decoding)
@@ -238,6 +255,12 @@ class EngineCore(PerStepScheduling):
         self.counters.steps += 1
         self.counters.busy_s += duration
         return result
+
+    def _load_wait(self, now: float) -> float:
+        """Seconds until the first running request waiting for its host load has it (0:
+        none waits)."""
+        ready = [s.ready_t for s in self.running if s.ready_t > now]
+        return min(ready) - now if ready else 0.0
 
     # up front (allocation="upfront") -------------------------------------------------------
     def _schedule_running(self, now: float) -> tuple[list[Sequence], list[Chunk], int]:

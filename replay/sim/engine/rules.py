@@ -38,6 +38,15 @@ PyPI wheel; paths inside the packages):
   `break` for a waiting one, `:1180-1181`). The model before issue 22 ran the remainder as
   an unaligned chunk. (The same function also stops a final chunk at the prompt's last block
   boundary, `last_cache_position`; not modelled: it costs one more step per request.)
+- host load (a cache with a host tier, issue 34: `replay.sim.cache.tiers`). vLLM's offloading
+  connector loads asynchronously: a request with an external hit gets its blocks and waits
+  in `WAITING_FOR_REMOTE_KVS` while other requests run (`scheduler.py:1320-1323`;
+  the connector answers `load_kv_async` true for any hit,
+  `distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:1097`), and is scheduled
+  once its load is in: `async`. SGLang loads a prefill batch's host hits back when it forms
+  the batch (`PrefillAdder`, `srt/managers/schedule_policy.py:1440`, `init_load_back`), layer
+  by layer ahead of that batch's forward (`srt/mem_cache/unified_radix_cache.py:3579-3586`,
+  the load's layer events): the step lasts at least as long as its loads, `in-step`.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import Literal
 Allocation = Literal["step", "upfront"]
 Gate = Literal["prompt", "prompt+output"]
 Preemption = Literal["newest", "fewest-output", "none"]
+HostLoad = Literal["async", "in-step"]
 
 # SGLang's CLIP_MAX_NEW_TOKENS (srt/managers/schedule_policy.py:85): the most output tokens
 # its admission budget charges per request.
@@ -62,6 +72,7 @@ class EngineRules:
     gate: Gate = "prompt"
     preemption: Preemption = "newest"
     subblock_chunks: bool = False
+    host_load: HostLoad = "async"
 
     def with_(self, **changes: object) -> EngineRules:
         """These rules with `changes` (an experiment's one toggle)."""
@@ -69,11 +80,11 @@ class EngineRules:
 
 
 VLLM_RULES = EngineRules()
-SGLANG_RULES = EngineRules(gate="prompt+output", preemption="fewest-output")
+SGLANG_RULES = EngineRules(gate="prompt+output", preemption="fewest-output", host_load="in-step")
 # The engine model before issue 22: everything reserved at admission, nothing preempted.
 UPFRONT_RULES = EngineRules(allocation="upfront", preemption="none", subblock_chunks=True)
 
-RULE_NAMES = ("allocation", "gate", "preemption", "subblock_chunks")
+RULE_NAMES = ("allocation", "gate", "preemption", "subblock_chunks", "host_load")
 
 
 def rules_for(name: str) -> EngineRules:
@@ -91,6 +102,7 @@ def parse_rules(text: str, base: EngineRules) -> EngineRules:
         "gate": ("prompt", "prompt+output"),
         "preemption": ("newest", "fewest-output", "none"),
         "subblock_chunks": ("true", "false"),
+        "host_load": ("async", "in-step"),
     }
     for item in filter(None, (x.strip() for x in text.split(","))):
         key, sep, value = item.partition("=")

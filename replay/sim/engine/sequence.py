@@ -48,6 +48,7 @@ class Sequence:
     target: int = -1
     preemptions: int = 0
     room: int = 0  # positions its blocks cover (allocation per step)
+    ready_t: float = 0.0  # until then it waits for its host-memory load (rule host_load)
 
     def __post_init__(self) -> None:
         if self.prompt_len < 0:

@@ -7,6 +7,7 @@ with the fewest outputs), and waiting requests pass the engine's admission gate.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from replay.sim.engine.cache import EngineCache, GrowingCache
@@ -30,6 +31,8 @@ class PerStepScheduling:
     counters: EngineCounters
     _grower: GrowingCache | None
     _blocked: bool
+    _loads: Callable[[int], float] | None
+    _step_load: float
 
     if TYPE_CHECKING:  # EngineCore's, shared by both allocations
 
@@ -52,6 +55,8 @@ class PerStepScheduling:
         for seq, pre in zip(list(self.running), prefilling, strict=True):
             if gone and id(seq) in gone:
                 continue
+            if pre and seq.ready_t > now:
+                continue  # rule host_load `async`: its blocks are still loading
             if pre:
                 end = self._chunk_end(seq.computed, budget, seq.target)
                 if budget <= 0 or end <= seq.computed:
@@ -137,6 +142,33 @@ class PerStepScheduling:
         own = min(seq.max_tokens - seq.generated, clip)
         return prompt_tokens + own, left + -(-out // bt)
 
+    def _await_load(
+        self,
+        seq: Sequence,
+        resume: Resume,
+        start: int,
+        now: float,
+        ready_t: float,
+        result: StepResult,
+    ) -> bool:
+        """Rule host_load `async` (vLLM): the admitted head of the queue takes the blocks of
+        what it loads (the positions up to `start`) and runs once they are in, at `ready_t`;
+        the next waiting request may be scheduled meanwhile. False (it was given back and
+        waits) when those blocks cannot be had."""
+        grower = self._grower
+        assert grower is not None
+        room = grower.grow(seq.rid, start, now)
+        if room is None:
+            grower.unadmit(seq.rid, now)
+            self._blocked = True
+            return False
+        self.waiting.popleft()
+        seq.room = room
+        seq.ready_t = ready_t
+        if self._started(seq, resume):
+            result.started.append(seq)
+        return True
+
     def _schedule_waiting_per_step(
         self, now: float, budget: int, chunks: list[Chunk], result: StepResult
     ) -> None:
@@ -160,6 +192,15 @@ class PerStepScheduling:
                 self._blocked = True
                 break  # FCFS: later requests wait behind the head
             start = min(resume.cached, max(seq.target - 1, 0))
+            load = self._loads(seq.rid) if self._loads is not None else 0.0
+            if load > 0 and self.rules.host_load == "async":
+                if self._await_load(seq, resume, start, now, now + load, result):
+                    continue
+                if not self.running:
+                    self._reject(self.waiting.popleft(), now, result)
+                    continue
+                break
+            self._step_load = max(self._step_load, load)
             end = self._chunk_end(start, budget, seq.target)
             if end <= start:  # vLLM: no block-aligned chunk fits the budget: `break`
                 grower.unadmit(seq.rid, now)

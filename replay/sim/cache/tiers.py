@@ -1,0 +1,278 @@
+"""The host-memory tier of an engine's cache (issue 34, point 1): what the GPU cache drops
+is kept in host memory while it fits, a later request loads it back instead of recomputing
+it, and the load's bytes are charged on the step clock (`replay.sim.engine.core`).
+
+The rules, per engine, with the code they come from (vLLM 0.32.0 and SGLang 0.5.22 as
+installed in `.venv-vllm`, the versions the GPU tier models; paths inside the packages):
+
+1. What is written, and when: everything the GPU cache keeps, as it is computed (write-
+   through). vLLM's offloading connector stores each request's newly computed blocks every
+   step (`distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:1570-1612`,
+   `_build_store_jobs` over `num_scheduled_tokens`), Mamba states only at the boundaries the
+   GPU cache keeps too (`:1603-1606` passes `(num_prompt_tokens - 1,)` and the shared-prefix
+   boundary to `reachable_block_mask`, `:1517-1554`). SGLang's HiCache backs a radix node
+   up to the host when it is inserted (`--hicache-write-policy write_through`, its default:
+   `arg_groups/fields/memory.py:118-124`; threshold 1: `mem_cache/unified_radix_cache.py:
+   525-527`; `unified_cache/unified_tree_core.py:1099-1117` and `:1353`), the node's Mamba
+   state with it. So the host holds a copy of what the GPU holds; what it adds is what the
+   GPU dropped. Modelled lazily: a block or state enters the host-only set when the GPU
+   cache drops it (`HybridCache.drop_block` / `drop_state`), as it would be found there.
+2. Room. The host's copies of GPU-resident entries are not evictable (SGLang's host LRU
+   holds only nodes evicted from the device: `unified_cache/components/mamba.py:348-355`,
+   `unified_tree_core.py:1759-1790` demotes a backed-up device leaf to the host); the rest
+   of the host pool holds host-only entries, least recently stored or used first out (vLLM's
+   CPU manager: `eviction_policy` "lru" by default, `v1/kv_offload/cpu/spec.py:134`).
+   One pool (vLLM, FlashState): KV blocks and states (`checkpoint_blocks` each) share the
+   host's blocks, as the connector offloads every KV group's pages of a block together.
+   Two pools (SGLang): `--hicache-size` is split between the host KV pool and the host
+   Mamba pool in proportion to the device pools' bytes
+   (`mem_cache/hybrid_cache/hybrid_pool_assembler.py:183-200`, applied at `:1242-1246`).
+3. What resolves a hit across tiers. vLLM ("connector"): the GPU hit comes first
+   (`get_computed_blocks`); the connector then looks up the blocks from there on in the
+   host and needs the Mamba state of the hit's end there too (`offloading/scheduler.py:
+   147-149`: "Mamba depends on a single state", a window of one chunk; `:752-880`,
+   `_lookup_complete_chunks`). So a KV hit in host memory whose state is only on the GPU
+   is no hit, and neither is a state in host memory without the KV before it. SGLang
+   ("tree"): a node matches when its KV is on the device or backed up
+   (`unified_cache/components/full.py:107-118`) and its Mamba state is on the device or in
+   the host pool (`components/mamba.py:147-158`); `mamba_host_hit_length` triggers the load
+   back (`:183-188`). So either may be in either tier.
+4. What is loaded back: the host-only blocks of the prefix and the state if it is host-only;
+   they become GPU-resident again (the request holds room for them as for computed blocks).
+   Tokens served from the host are the prefix past the GPU-resident run.
+
+FlashState with host memory: the source (seed 000) reports a 512 GiB host cache (Table 4)
+and a fork built on vLLM with a Mooncake fork, nothing of its tier rules; so it is modelled
+with vLLM's connector rules (an assumption docs/cache-tiers.md names).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from replay.profiles import ModelProfile
+from replay.sim.cache.keys import Prefix, common_prefix_length
+from replay.sim.cache.nodes import Block, State
+
+if TYPE_CHECKING:
+    from replay.sim.cache.hybrid import HybridCache
+    from replay.sim.cache.requests import ResumeInfo
+
+HitRule = Literal["connector", "tree"]
+GIB = 1 << 30
+
+
+def hit_rule_for(policy: str) -> HitRule:
+    """Rule 3's reading for `policy`: SGLang's tree, else vLLM's connector (FlashState too)."""
+    return "tree" if policy.startswith("sglang") else "connector"
+
+
+class HostTier:
+    """The host-only blocks and states of one engine's cache, in least-recent-first order.
+
+    `kv_blocks`: the host's KV blocks (one pool: its whole capacity in blocks, states
+    counting `C` blocks each); `state_slots`: the host's state slots (two pools), None for
+    one pool. `block_bytes` and `bandwidth` (bytes per second) price a load."""
+
+    def __init__(
+        self,
+        cache: HybridCache,
+        kv_blocks: int,
+        state_slots: int | None,
+        rule: HitRule,
+        block_bytes: float,
+        bandwidth: float,
+    ) -> None:
+        self.cache = cache
+        self.kv_cap = kv_blocks
+        self.state_cap = state_slots
+        self.rule = rule
+        self.block_bytes = block_bytes
+        self.bandwidth = bandwidth
+        self.C = cache.C
+        # host-only entries -> when they became host-only (insertion order: oldest first)
+        self.blocks: dict[Block, int] = {}
+        self.states: dict[State, int] = {}
+        self._tick = 0
+        self.evictions = 0
+        self.loads = 0
+
+    # what the host holds ------------------------------------------------------------
+    def _fit(self) -> None:
+        """Rule 2: host-only entries beyond the host's room go, oldest first."""
+        c, blocks, states, C = self.cache, self.blocks, self.states, self.C
+        if self.state_cap is None:  # one pool: the host's blocks less the GPU's copies
+            room = self.kv_cap - (c.resident_blocks + C * c.resident_states)
+            while (blocks or states) and len(blocks) + C * len(states) > room:
+                b = next(iter(blocks), None)
+                s = next(iter(states), None)
+                if s is None or (b is not None and blocks[b] <= states[s]):
+                    del blocks[b]  # type: ignore[arg-type]
+                else:
+                    del states[s]
+                self.evictions += 1
+            return
+        room = self.kv_cap - c.resident_blocks
+        while blocks and len(blocks) > room:
+            del blocks[next(iter(blocks))]
+            self.evictions += 1
+        slots = self.state_cap - c.resident_states
+        while states and len(states) > slots:
+            del states[next(iter(states))]
+            self.evictions += 1
+
+    def evicted_block(self, b: Block) -> None:
+        """The GPU dropped `b` (rule 1): its host copy is now host-only, the most recent."""
+        self._tick += 1
+        self.blocks.pop(b, None)
+        self.blocks[b] = self._tick
+        self._fit()
+
+    def evicted_state(self, s: State) -> None:
+        self._tick += 1
+        self.states.pop(s, None)
+        self.states[s] = self._tick
+        self._fit()
+
+    # a request's view ---------------------------------------------------------------
+    def extend(self, info: ResumeInfo, prefix: Prefix, n: int) -> None:
+        """Rule 3: the deepest resume position past the GPU's that host memory makes usable
+        (at most n − 1: the last prompt token is recomputed for its logits, as both engines
+        cap a hit), and what loading it takes (rule 4). Changes `info` only (a lookup is
+        pure); `loaded` takes the loaded entries out of the host-only set once they are in."""
+        if not self.blocks and not self.states:
+            return
+        cap = max(n - 1, 0)
+        r = info.resume_pos
+        if r >= min(info.ideal_pos, cap):
+            return
+        hb, hs, B = self.blocks, self.states, self.cache.B
+        best, best_state, tail = r, None, None
+        last: Block | None = None
+        complete = True
+        for b in info.path:
+            if not b.resident and b not in hb:
+                complete = False
+                break
+            last = b
+            for s in b.states:
+                p = s.pos
+                if best < p <= cap and (s.resident or s in hs):
+                    best, best_state = p, s
+        if complete:  # states inside a child block the prompt ends or diverges in
+            parent = last if last is not None else self.cache.root
+            for c in parent.related(prefix):
+                if c.src is None or not (c.resident or c in hb):
+                    continue
+                lcp = _common(prefix, c.src, parent.end, min(c.end, n))
+                if lcp <= parent.end:
+                    continue
+                for s in c.states:
+                    p = s.pos
+                    if best < p <= min(lcp, cap) and (s.resident or s in hs):
+                        best, best_state, tail = p, s, c
+        if best_state is None:
+            return
+        p = best
+        covered = [*info.path[: -(-p // B)], *((tail,) if tail is not None else ())]
+        if self.rule == "tree":  # SGLang: device nodes reused, host-only ones loaded back
+            info.chain = [b for b in info.path[: p // B] if b.resident]
+            state_load = not best_state.resident
+            load = [b for b in covered if not b.resident]
+            info.load_blocks = len(load)
+            info.host_tokens = sum(min(b.end, p) - b.index * B for b in load)
+        else:  # vLLM: the connector loads [r, p) and the state at p from the host
+            state_load = True
+            load = [b for b in covered[r // B :] if not b.resident]
+            info.load_blocks = len(covered) - r // B
+            info.host_tokens = p - r
+        info.load_blocks += self.C if state_load else 0
+        info.host_blocks = load
+        info.host_state = best_state if state_load else None
+        info.state = None if state_load else best_state
+        info.resume_pos = p
+        info.resident_pos = max(info.resident_pos, p)
+        info.checkpoint_pos = max(info.checkpoint_pos, info.resident_pos)
+
+    def loaded(self, blocks: list[Block], state: State | None) -> None:
+        """A request's prompt is in: what it loaded is GPU-resident again (rule 4)."""
+        for b in blocks:
+            self.blocks.pop(b, None)
+        if state is not None:
+            self.states.pop(state, None)
+        self.loads += 1
+
+    def seconds(self, blocks: int) -> float:
+        """Seconds to load `blocks` blocks from host memory over the link."""
+        return blocks * self.block_bytes / self.bandwidth if self.bandwidth > 0 else 0.0
+
+
+def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
+    """Length of the common prefix of `q` and `src` within [lo, hi], given they share lo."""
+    hi = min(hi, q.length, src.length)
+    if hi <= lo:
+        return lo
+    if q.key_at(hi) == src.key_at(hi):
+        return hi
+    return common_prefix_length(q, src, lo, hi - 1)
+
+
+# Host-to-GPU bandwidth per GPU, bytes per second: PCIe Gen5 x16 as measured host to device
+# (about 54 GB/s; a vLLM CPU-offload microbenchmark, docs/cache-tiers.md names it). An
+# assumption for B200 hosts, which the source does not give; `--host-bandwidth-gbs` sets it.
+DEFAULT_BANDWIDTH_GBS = 54.0
+
+
+class TierError(ValueError):
+    """A host tier that cannot be built; the message names the setting."""
+
+
+def block_bytes(profile: ModelProfile) -> float:
+    """Bytes of one cache block of the whole engine: the GPU cache's bytes per GPU times the
+    GPUs (under tensor parallelism each block is split across them) over the blocks."""
+    gib = profile.cache_gib_per_gpu
+    if gib is None:
+        raise TierError(
+            f"profile {profile.name} gives no cache_gib_per_gpu, so host memory in GB cannot "
+            "be turned into its blocks; add it to the profile's YAML"
+        )
+    return gib * GIB * profile.gpus / profile.blocks_per_engine
+
+
+def attach_host_tier(
+    cache: HybridCache,
+    policy: str,
+    profile: ModelProfile,
+    host_memory_gb: float,
+    bandwidth_gbs: float = DEFAULT_BANDWIDTH_GBS,
+) -> HostTier:
+    """Give `cache` (policy `policy` on `profile`) a host tier of `host_memory_gb` GiB,
+    loaded at `bandwidth_gbs` GB/s per GPU (the engine's GPUs each load their shard), sized
+    by rule 2: one pool of blocks, or SGLang's two pools split as its device pools."""
+    if host_memory_gb <= 0:
+        raise TierError(f"host memory must be positive, not {host_memory_gb}")
+    if policy.endswith("-native"):
+        raise TierError(
+            f"policy '{policy}' runs the engine's own GPU cache code, which is driven without "
+            "a host tier so far; use the modelled policy (vllm, sglang)"
+        )
+    if bandwidth_gbs <= 0:
+        raise TierError(f"--host-bandwidth-gbs must be positive, not {bandwidth_gbs}")
+    per_block = block_bytes(profile)
+    blocks = int(host_memory_gb * GIB // per_block)
+    slots: int | None = None
+    if cache.state_slots is not None and cache.capacity is not None:
+        kv_dev = cache.capacity - cache.C * cache.state_slots
+        share = kv_dev / cache.capacity  # the device pools' bytes (rule 2, SGLang)
+        slots = int(blocks * (1 - share)) // cache.C
+        blocks = int(blocks * share)
+    tier = HostTier(
+        cache,
+        blocks,
+        slots,
+        hit_rule_for(policy),
+        per_block,
+        bandwidth_gbs * 1e9 * profile.gpus,
+    )
+    cache.host = tier
+    return tier
