@@ -10,7 +10,7 @@ def first_field_error(e: ValidationError) -> str:
     """`field 'engines.0.port': Input should be a valid integer` for the first error."""
     err = e.errors()[0]
     loc = ".".join(str(x) for x in err["loc"])
-    return f"field '{loc}': {err['msg']}"
+    return f"field '{loc}': {str(err['msg']).removeprefix('Value error, ')}"
 
 
 __all__ = ["first_field_error"]

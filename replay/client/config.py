@@ -24,11 +24,12 @@ credentials may be an environment reference, `url: http://${REPLAY_AUTH_VLLM}@ho
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
@@ -44,12 +45,35 @@ class ConfigError(ValueError):
     """A bad engine list or run config; the message names the flag or file and field."""
 
 
+def engine_name_problem(name: str) -> str | None:
+    """Why `name` cannot name an engine (None: it can): an empty name or one holding a
+    control character (a newline, a tab, an escape) breaks the tables, reports and run
+    directories it names (issue 36: `''` and `'a\\nb'` were accepted)."""
+    if not name.strip():
+        return "an engine name must not be empty (it names the engine in records and reports)"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if bad is not None:
+        return (
+            f"engine name {name!r} holds the control character {bad!r}, which breaks tables "
+            "and records; use letters, digits, '-', '_' or '.'"
+        )
+    return None
+
+
+def _engine_name(name: str) -> str:
+    if (problem := engine_name_problem(name)) is not None:
+        raise ValueError(problem)
+    return name
+
+
 class EngineSpec(BaseModel):
     """One engine under test."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="engine name in records and reports")
+    name: Annotated[str, AfterValidator(_engine_name)] = Field(
+        description="engine name in records and reports"
+    )
     kind: str = Field(
         default="vllm", description="adapter kind: vllm, flashstate, sglang or openai"
     )
@@ -225,6 +249,8 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
                     + (" (replicas: NAME=URL1,URL2,...)" if len(replicas) > 1 else "")
                 )
         refuse_repeated_replicas(replicas, f"--endpoint '{redact_url(ep)}'")
+        if (problem := engine_name_problem(name)) is not None:
+            raise ConfigError(f"--endpoint {redact_url(ep)!r}: {problem}")
         if name.strip() in urls:
             raise ConfigError(
                 f"--endpoint {name.strip()} is given twice; one endpoint per engine name (name "
@@ -239,6 +265,9 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
             f"--engines {engines!r}: names no engine; give e.g. --engines flashstate,vllm "
             "(or leave --engines out for all three)"
         )
+    for n in names:
+        if (problem := engine_name_problem(n)) is not None:
+            raise ConfigError(f"--engines {engines!r}: {problem}")
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ConfigError(

@@ -76,3 +76,32 @@ def test_bad_config_files_name_the_file_and_field(tmp_path: Path, text: str, mes
 def test_missing_config_file() -> None:
     with pytest.raises(ConfigError, match="file not found"):
         load_config_file(Path("/nonexistent/engines.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("engines", "endpoints", "config_name", "message"),
+    [
+        (None, [" =vllm@http://h:1"], "''", "an engine name must not be empty"),
+        (
+            None,
+            ["a\nb=vllm@http://h:1"],
+            '"a\\nb"',
+            r"engine name 'a\\nb' holds the control "
+            r"character '\\n'",
+        ),
+        ("vllm,\x1b[31m", [], '"\\e[31m"', r"holds the control character '\\x1b'"),
+        ("vllm,a\tb", [], '"a\\tb"', r"holds the control character '\\t'"),
+    ],
+)
+def test_an_empty_or_control_character_engine_name_is_refused(
+    tmp_path: Path, engines: str | None, endpoints: list[str], config_name: str, message: str
+) -> None:
+    """Issue 36: an engine named '' or holding a newline was accepted and broke the tables;
+    it is refused where engine names are parsed, from flags and from a config file."""
+    with pytest.raises(ConfigError, match=message) as e:
+        engines_from_flags(engines, endpoints)
+    assert str(e.value).startswith(("--endpoint", "--engines"))
+    p = tmp_path / "bad.yaml"
+    p.write_text(f"engines:\n  - {{name: {config_name}, kind: vllm, url: 'http://h:1'}}\n")
+    with pytest.raises(ConfigError, match=rf"field 'engines.0.name': .*{message}"):
+        load_config_file(p)
