@@ -66,6 +66,17 @@ def _watch(parent: int) -> None:
         time.sleep(POLL_S)
 
 
+def bind_to_parent(parent: int, sig: int = signal.SIGKILL) -> bool:
+    """For a forked worker (a pool's initializer): the kernel sends it `sig` when `parent`
+    dies; it exits at once if `parent` died before the signal was armed. Only the kernel's
+    signal, no watching thread: a worker in compiled code never lets one run. True when
+    armed (Linux)."""
+    armed = _set_pdeathsig(sig)
+    if os.getppid() != parent:
+        os._exit(1)
+    return armed
+
+
 def die_with_parent() -> bool:
     """Arm both mechanisms if the harness asked for it; True when armed."""
     value = os.environ.get(PARENT_ENV)
@@ -79,4 +90,4 @@ def die_with_parent() -> bool:
     return True
 
 
-__all__ = ["PARENT_ENV", "die_with_parent", "pdeathsig_preexec"]
+__all__ = ["PARENT_ENV", "bind_to_parent", "die_with_parent", "pdeathsig_preexec"]

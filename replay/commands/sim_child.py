@@ -8,11 +8,20 @@ is shared, not copied) and the command only waits on it: on SIGINT or SIGTERM it
 child within a fraction of a second, writes an `interrupted` manifest for every run that did
 not finish and `summary.csv` for those that did, and exits 130. The child dies with the
 command even when the command is SIGKILLed (`replay.lifeline`).
+
+Nothing the sweep starts outlives the command (issue 36): the child leads a process group of
+its own, which its pool workers and a `--ray local` cluster's processes (Ray's dashboard and
+runtime-env agents are the raylet's children, not bound to it) inherit; whenever the command
+is done with the child (its result, an error, a signal, an exception of the command's own)
+it kills that whole group, not only the child. The pool workers also die with the child
+(`replay.sim.sweep`), so a SIGKILLed command leaves none of them either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import queue
 import signal
 import traceback
@@ -50,6 +59,8 @@ class SweepFailed(Exception):
 
 
 def _child(work: Callable[[Callable[[SimResult], None]], list[dict[str, Any]]], q: Any) -> None:
+    with contextlib.suppress(OSError):  # the command does it too; whichever comes first
+        os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command handles Ctrl-C for both
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     arm = pdeathsig_preexec(signal.SIGKILL)
@@ -97,10 +108,14 @@ def run_in_child(
     finished: dict[str, dict[str, Any]] = {}
     with _signals_raise() as got:
         child.start()
+        pid = child.pid
+        if pid is not None:  # before any kill below can name the group
+            with contextlib.suppress(OSError):
+                os.setpgid(pid, pid)
         try:
             while True:
                 if got:
-                    child.kill()
+                    _kill_group(child)
                     child.join(5)
                     raise SweepInterrupted(
                         _interrupted(configs, finished, out_dir, got[0], describe)
@@ -123,9 +138,21 @@ def run_in_child(
                     child.join(10)
                     raise SweepFailed(msg[1], msg[2], msg[3])
         finally:
-            if child.is_alive():
-                child.kill()
-                child.join(5)
+            _kill_group(child)
+            child.join(5)
+
+
+def _kill_group(child: Any) -> None:
+    """SIGKILL the child's process group (the child, its pool workers, a local Ray cluster's
+    processes) and the child itself in case its group was never made. A group whose members
+    are all gone is no error; the group id is the child's pid, never the command's group."""
+    pid = child.pid
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if child.is_alive():
+        child.kill()
 
 
 def _interrupted(

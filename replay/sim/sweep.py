@@ -8,13 +8,16 @@ full-size corpus is parsed once, not once per worker.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import multiprocessing as mp
+import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replay.lifeline import bind_to_parent
 from replay.profiles import DEFAULT_MODEL
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.measures import SUMMARY_COLUMNS
@@ -123,12 +126,40 @@ def _local(trace: Trace, configs: list[SimConfig], workers: int) -> Iterator[Sim
     try:
         ctx = mp.get_context("fork")
         # No more processes than runs: a forked pool starts all of max_workers at once.
-        with ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=ctx) as pool:
+        # Each worker dies with this process, even a SIGKILLed one (issue 36: a stopped
+        # sweep left both 330 MB workers running for a minute or more).
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, len(configs)),
+            mp_context=ctx,
+            initializer=bind_to_parent,
+            initargs=(os.getpid(),),
+        )
+        done = False
+        try:
             futures = [pool.submit(_simulate_in_worker, cfg) for cfg in configs]
             for fut in as_completed(futures):
                 yield fut.result()
+            done = True
+        finally:
+            if done:
+                pool.shutdown(wait=True)
+            else:
+                _kill_pool(pool)
     finally:
         _WORKER_TRACE = None
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """A sweep that stops early (an error, a closed generator) kills its workers instead of
+    waiting for every queued simulation to finish, as the pool's own shutdown would."""
+    procs = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError):
+            p.kill()
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            p.join(2)
 
 
 def results(trace: Trace, configs: list[SimConfig], workers: int = 1) -> Iterator[SimResult]:
