@@ -202,11 +202,11 @@ def resolve_inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -
     return target
 
 
-def find_runs(root: str | os.PathLike[str]) -> list[Path]:
+def find_runs(root: str | os.PathLike[str], skipped: list[Path] | None = None) -> list[Path]:
     """Run directories (folders holding manifest.json) under `root`, sorted.
 
-    Linked folders are not followed and a manifest that links outside `root` is skipped, so
-    a runs folder cannot be used to read files elsewhere.
+    Linked folders are not followed and a manifest that links outside `root` is skipped (and
+    added to `skipped`, when given), so a runs folder cannot be used to read files elsewhere.
     """
     base = Path(root)
     if not base.is_dir():
@@ -218,6 +218,9 @@ def find_runs(root: str | os.PathLike[str]) -> list[Path]:
             try:
                 resolve_inside(base, here / MANIFEST)
             except RunDirError:
+                if skipped is not None:
+                    skipped.append(here)
+                dirnames[:] = []
                 continue
             found.append(here)
             dirnames[:] = []  # a run directory does not nest runs

@@ -8,6 +8,7 @@ refused with a message, never opened. The containment check itself is analysis'.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def open_inside(root: Path, candidate: str | Path) -> Path:
     if "\x00" in text:
         raise PathRefused("the path contains a NUL character; type a plain folder name")
     try:
-        return resolve_inside(root, Path(text).expanduser())
+        path = resolve_inside(root, Path(text).expanduser())
+        if (name := link_out(root, path)) is not None:
+            raise PathRefused(_linked_out(text, name, root))
+        return path
     except RunDirError as e:
         raise PathRefused(
             f"{text!r} is outside the runs folder {root}; only run directories inside it "
@@ -54,11 +58,53 @@ def open_inside(root: Path, candidate: str | Path) -> Path:
         raise PathRefused(f"{text!r}: cannot be resolved ({e})") from e
 
 
-def list_runs(root: Path) -> list[str]:
-    """Run directories under `root`, as names relative to it (empty when there are none)."""
+def _linked_out(text: str, name: str, root: Path) -> str:
+    return (
+        f"{text!r}: its {name} links outside the runs folder {root}; the dashboard reads "
+        "nothing outside it (copy the file into the run directory instead of linking it)"
+    )
+
+
+def link_out(root: Path, run_dir: Path) -> str | None:
+    """The name of the first entry of `run_dir` (its manifest.json, requests.parquet, …) that
+    is a link leading outside `root`; None when none is. The loader reads these files by
+    name, so a run whose manifest.json links to /etc would be read from there (issue 36)."""
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.is_symlink():
+            continue
+        try:
+            resolve_inside(root, Path(entry.path))
+        except (RunDirError, OSError, RuntimeError):
+            return entry.name
+    return None
+
+
+def scan_runs(root: Path) -> tuple[list[str], list[str]]:
+    """The run directories under `root` the dashboard may open, as names relative to it, and
+    the notes on those it skips (a file linked outside `root`)."""
     if not root.is_dir():
-        return []
-    return [relative_name(root, p) for p in find_runs(root)]
+        return [], []
+    skipped: list[Path] = []
+    found = find_runs(root, skipped)
+    notes = [_linked_out(relative_name(root, p), "manifest.json", root) for p in skipped]
+    names: list[str] = []
+    for p in found:
+        name = relative_name(root, p)
+        if (bad := link_out(root, p)) is not None:
+            notes.append(_linked_out(name, bad, root))
+        else:
+            names.append(name)
+    return names, notes
+
+
+def list_runs(root: Path) -> list[str]:
+    """Run directories under `root`, as names relative to it (empty when there are none);
+    a run with a file linked outside `root` is left out (`scan_runs` says which)."""
+    return scan_runs(root)[0]
 
 
 def relative_name(root: Path, path: Path) -> str:

@@ -15,7 +15,7 @@ import streamlit as st
 from analysis.runs import Run, RunDirError
 from dashboards.combine import companions
 from dashboards.loading import RunUnavailable, load, load_group
-from dashboards.paths import PathRefused, list_runs, open_inside, relative_name
+from dashboards.paths import PathRefused, open_inside, relative_name, scan_runs
 from dashboards.recency import newest
 from pricing.sheets import GpuRate, PriceSheet, PricingError, load_gpu_rates, load_sheets
 
@@ -32,10 +32,13 @@ def no_runs_message(root: Path) -> None:
 def available_runs(root: Path) -> list[str]:
     """The runs under `root`; an unreadable folder is reported and gives none."""
     try:
-        return list_runs(root)
+        names, skipped = scan_runs(root)
     except (RunDirError, OSError) as e:
         st.error(f"Cannot list the runs folder: {e}")
         return []
+    for note in skipped:
+        st.caption(f"Skipped {note}")
+    return names
 
 
 def _deep_link(root: Path, names: list[str]) -> str | None:

@@ -45,3 +45,16 @@ def test_refusals_and_missing_runs_are_messages(tmp_path: Path) -> None:
     (tmp_path / "runs" / "empty").mkdir(parents=True)
     with pytest.raises(RunUnavailable, match=r"Cannot open this run: .*manifest\.json: missing"):
         load(tmp_path / "runs", "empty")
+
+
+def test_a_run_whose_manifest_links_outside_is_not_loaded(
+    tmp_path: Path, synth: dict[str, Any]
+) -> None:
+    """Issue 36: the run loader followed a manifest.json symlinked outside the runs folder."""
+    root = tmp_path / "runs"
+    elsewhere = synth["write_synthetic_run"](tmp_path / "elsewhere", n_requests=20)
+    run_dir = synth["write_synthetic_run"](root / "r", n_requests=20)
+    (run_dir / "manifest.json").unlink()
+    os.symlink(elsewhere / "manifest.json", run_dir / "manifest.json")
+    with pytest.raises(RunUnavailable, match=r"'r': its manifest.json links outside the runs"):
+        load(root, "r")

@@ -61,3 +61,33 @@ def test_list_runs_relative_names(tmp_path: Path) -> None:
     # The folder itself may be a run directory: it is listed as ".".
     assert relative_name(tmp_path / "r1", tmp_path / "r1") == "."
     assert open_inside(tmp_path / "r1", ".") == (tmp_path / "r1").resolve()
+
+
+def test_a_run_whose_files_link_outside_is_skipped_with_a_note_and_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: the loader followed a run's manifest.json symlinked outside the runs folder."""
+    from dashboards.paths import scan_runs
+
+    root = tmp_path / "runs"
+    for name in ("ok", "evil", "half"):
+        (root / name).mkdir(parents=True)
+    (tmp_path / "secret.json").write_text("{}")
+    (root / "ok" / "manifest.json").write_text("{}")
+    os.symlink(tmp_path / "secret.json", root / "evil" / "manifest.json")
+    (root / "half" / "manifest.json").write_text("{}")
+    os.symlink(tmp_path / "secret.json", root / "half" / "requests.parquet")
+    names, notes = scan_runs(root)
+    assert names == ["ok"] and list_runs(root) == ["ok"]
+    assert len(notes) == 2
+    assert any(
+        n.startswith("'evil': its manifest.json links outside the runs folder") for n in notes
+    )
+    assert any(n.startswith("'half': its requests.parquet links outside") for n in notes)
+    for name, file in (("evil", "manifest.json"), ("half", "requests.parquet")):
+        with pytest.raises(PathRefused, match=rf"'{name}': its {file} links outside the runs"):
+            open_inside(root, name)
+    # A link that stays inside the folder is fine.
+    os.symlink(root / "ok" / "manifest.json", root / "half" / "summary.json")
+    os.remove(root / "half" / "requests.parquet")
+    assert open_inside(root, "half") == (root / "half").resolve()
