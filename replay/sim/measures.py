@@ -172,7 +172,23 @@ def summarize(
     }
     if timing == "engine":
         row.update(_engine_metrics(measured, records, profile, (a, b), token_scale))
+    if any(r.cached_tokens_host is not None for r in records):  # a cache with tiers
+        row.update(_tier_metrics(measured, cached, total))
     return row
+
+
+def _tier_metrics(
+    measured: list[RequestRecord], cached: np.ndarray, total: int
+) -> dict[str, float]:
+    """Of the measured requests' prompt tokens (`host_hit_rate`) and of their cached tokens
+    (`host_hit_share`), those host memory served (issue 34); the GPU's share is the rest."""
+    host = int(sum(r.cached_tokens_host or 0 for r in measured))
+    hits = int(cached.sum())
+    return {
+        "host_hit_rate": host / total if total else 0.0,
+        "host_hit_share": host / hits if hits else 0.0,
+        "host_hit_requests": sum(1 for r in measured if r.cached_tokens_host),
+    }
 
 
 def _engine_metrics(

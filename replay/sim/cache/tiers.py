@@ -9,7 +9,7 @@ installed in `.venv-vllm`, the versions the GPU tier models; paths inside the pa
    through). vLLM's offloading connector stores each request's newly computed blocks every
    step (`distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:1570-1612`,
    `_build_store_jobs` over `num_scheduled_tokens`), Mamba states only at the boundaries the
-   GPU cache keeps too (`:1603-1606` passes `(num_prompt_tokens - 1,)` and the shared-prefix
+   GPU cache keeps too (`:1608-1612` passes `(num_prompt_tokens - 1,)` and the shared-prefix
    boundary to `reachable_block_mask`, `:1517-1554`). SGLang's HiCache backs a radix node
    up to the host when it is inserted (`--hicache-write-policy write_through`, its default:
    `arg_groups/fields/memory.py:118-124`; threshold 1: `mem_cache/unified_radix_cache.py:
@@ -19,24 +19,29 @@ installed in `.venv-vllm`, the versions the GPU tier models; paths inside the pa
    cache drops it (`HybridCache.drop_block` / `drop_state`), as it would be found there.
 2. Room. The host's copies of GPU-resident entries are not evictable (SGLang's host LRU
    holds only nodes evicted from the device: `unified_cache/components/mamba.py:348-355`,
-   `unified_tree_core.py:1759-1790` demotes a backed-up device leaf to the host); the rest
-   of the host pool holds host-only entries, least recently stored or used first out (vLLM's
+   `unified_tree_core.py:1758-1790` demotes a backed-up device leaf to the host); the rest
+   of the host pool holds host-only entries, the one host-only longest first out (vLLM's
    CPU manager: `eviction_policy` "lru" by default, `v1/kv_offload/cpu/spec.py:134`).
    One pool (vLLM, FlashState): KV blocks and states (`checkpoint_blocks` each) share the
    host's blocks, as the connector offloads every KV group's pages of a block together.
    Two pools (SGLang): `--hicache-size` is split between the host KV pool and the host
    Mamba pool in proportion to the device pools' bytes
    (`mem_cache/hybrid_cache/hybrid_pool_assembler.py:183-200`, applied at `:1242-1246`).
-3. What resolves a hit across tiers. vLLM ("connector"): the GPU hit comes first
-   (`get_computed_blocks`); the connector then looks up the blocks from there on in the
-   host and needs the Mamba state of the hit's end there too (`offloading/scheduler.py:
-   147-149`: "Mamba depends on a single state", a window of one chunk; `:752-880`,
-   `_lookup_complete_chunks`). So a KV hit in host memory whose state is only on the GPU
-   is no hit, and neither is a state in host memory without the KV before it. SGLang
+3. What resolves a hit across tiers. A resume at p needs the KV of [0, p) and the state at p,
+   each on the GPU or in host memory (which holds copies of the GPU's, rule 1); a KV hit
+   with no state in either tier is no hit, nor is a state without its KV. vLLM
+   ("connector"): the GPU hit r comes first (`get_computed_blocks`); the connector looks up
+   the blocks from r on in the host and needs the Mamba state of the hit's end there
+   (`offloading/scheduler.py:147-149`: "Mamba depends on a single state", a window of one
+   chunk; `:752-880`, `_lookup_complete_chunks`), and loads all of [r, p) and that state
+   into new blocks, GPU copies notwithstanding: p − r tokens come from the host. SGLang
    ("tree"): a node matches when its KV is on the device or backed up
    (`unified_cache/components/full.py:107-118`) and its Mamba state is on the device or in
-   the host pool (`components/mamba.py:147-158`); `mamba_host_hit_length` triggers the load
-   back (`:183-188`). So either may be in either tier.
+   the host pool (`components/mamba.py:147-158`); only what is host-only is loaded back
+   (`:183-188`, `mamba_host_hit_length`), so a state still on the device is reused beside
+   KV from the host, and the host's tokens are those of its host-only blocks. Not modelled:
+   vLLM's CPU LRU may drop the host copy of an entry still on the GPU (SGLang's host LRU
+   never does), which there makes a KV host hit whose state is only on the GPU a miss.
 4. What is loaded back: the host-only blocks of the prefix and the state if it is host-only;
    they become GPU-resident again (the request holds room for them as for computed blocks).
    Tokens served from the host are the prefix past the GPU-resident run.
@@ -239,6 +244,25 @@ def block_bytes(profile: ModelProfile) -> float:
     return gib * GIB * profile.gpus / profile.blocks_per_engine
 
 
+def check_host_tier(policy: str, profile: ModelProfile, host_memory_gb: float) -> None:
+    """Raise `TierError` (naming the flag) where `policy` on `profile` can have no host tier
+    of `host_memory_gb` GiB."""
+    where = f"--host-memory-gb {host_memory_gb:g}"
+    if host_memory_gb <= 0:
+        raise TierError(f"{where}: host memory must be positive")
+    if policy.endswith("-native"):
+        raise TierError(
+            f"{where}: policy '{policy}' runs the engine's own GPU cache code, which is driven "
+            "without a host tier so far; use the modelled policy (vllm, sglang)"
+        )
+    if policy == "ideal":
+        raise TierError(f"{where}: policy 'ideal' holds everything on the GPU already")
+    try:
+        block_bytes(profile)
+    except TierError as e:
+        raise TierError(f"{where}: {e}") from None
+
+
 def attach_host_tier(
     cache: HybridCache,
     policy: str,
@@ -249,13 +273,7 @@ def attach_host_tier(
     """Give `cache` (policy `policy` on `profile`) a host tier of `host_memory_gb` GiB,
     loaded at `bandwidth_gbs` GB/s per GPU (the engine's GPUs each load their shard), sized
     by rule 2: one pool of blocks, or SGLang's two pools split as its device pools."""
-    if host_memory_gb <= 0:
-        raise TierError(f"host memory must be positive, not {host_memory_gb}")
-    if policy.endswith("-native"):
-        raise TierError(
-            f"policy '{policy}' runs the engine's own GPU cache code, which is driven without "
-            "a host tier so far; use the modelled policy (vllm, sglang)"
-        )
+    check_host_tier(policy, profile, host_memory_gb)
     if bandwidth_gbs <= 0:
         raise TierError(f"--host-bandwidth-gbs must be positive, not {bandwidth_gbs}")
     per_block = block_bytes(profile)
