@@ -90,7 +90,20 @@ def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolve
     except FleetFlagError as e:
         fail(str(e))
     _check_processes(spec)
+    if spec.ray is not None:
+        _check_ray(spec.ray)
     return Resolved(spec, res.notes, res.settings, res.user_time_scale)
+
+
+def _check_ray(address: str) -> None:
+    """--ray answers within seconds, as `replay simulate` checks it: `replay run --ray
+    127.0.0.1:1` used to wait 330 s on Ray's own retries (issue 36)."""
+    from replay.commands.scale_guard import RayAddressError, check_ray_address
+
+    try:
+        check_ray_address(address)
+    except RayAddressError as e:
+        fail(str(e))
 
 
 def _check_processes(spec: RunSpec) -> None:

@@ -271,8 +271,8 @@ def check_ray_address(address: str) -> None:
     accepts a connection within RAY_CONNECT_S."""
     if address in ("local", "auto"):
         return
-    parts = urlsplit(address if "://" in address else f"ray://{address}")
-    try:
+    try:  # a bad bracket or port ('http://[::1', 'h:99999') raises here: issue 36
+        parts = urlsplit(address if "://" in address else f"ray://{address}")
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None

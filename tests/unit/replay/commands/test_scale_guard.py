@@ -167,3 +167,28 @@ def test_run_emulators_and_workers_past_memory_are_refused_naming_the_flag(
     assert res.exit_code == 2, said(res)
     assert "--workers 100,000: starts 100,000 client workers of about 160 MB" in said(res)
     assert "the limit here is about 51" in said(res) and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_a_bad_or_dead_ray_address_fails_in_seconds_naming_the_flag(
+    command: str, tmp_path: Path
+) -> None:
+    """Issue 36: `--ray 'http://[::1'` was a traceback, and `replay run --ray 127.0.0.1:1`
+    waited 330 s on Ray's retries (only `simulate` checked the address)."""
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: refused
+    base = ["--trace", trace, "--sessions", "2", "--token-scale", "1",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    base += ["--policies", "vllm"] if command == "simulate" else ["--engines", "vllm", "--no-panel"]
+    for address, message in [
+        ("http://[::1", "--ray 'http://[::1': expected host:port"),
+        (f"127.0.0.1:{port}", f"--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port}"),
+    ]:
+        t = time.monotonic()
+        res = CliRunner().invoke(app, [command, *base, "--ray", address])
+        assert res.exit_code == 2, said(res)
+        assert time.monotonic() - t < 10
+        assert message in said(res) and "Traceback" not in said(res)
+        assert not (tmp_path / "o").exists()
