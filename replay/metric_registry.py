@@ -151,7 +151,7 @@ METRICS: tuple[Metric, ...] = (
     # `compute_throughput_stats` (Σ input + Σ output tokens over max request end − min
     # request start, aiperf's profiling-phase records without an error) and
     # process_agentic_result.py `build_agg` (÷ GPUs). Per second, cached input included.
-    _M("inferencex_total_tok_s_per_gpu", "InferenceX tok/s/GPU", "tok/s/GPU", better="higher",
+    _M("inferencex_total_tok_s_per_gpu", "InferenceX total", "tok/s/GPU", better="higher",
        unknown=_TRACE, short="InferenceX tok/s/GPU",
        description="InferenceX's total tok/s/GPU (SemiAnalysisAI/InferenceX "
        "request_metrics.py compute_throughput_stats ÷ GPUs): prompt tokens (cached included) "
@@ -171,7 +171,7 @@ METRICS: tuple[Metric, ...] = (
     # `compute_shared_prefix_cache_metrics` and metrics/theoretical_prefix_cache.py. Per
     # trace (root + subagents, one seen-set, trace clock), in hash blocks; ours,
     # ideal_hit_rate, is engine-wide over what this run computed, in tokens.
-    _M("theoretical_hit_rate_aiperf", "Theoretical hit (aiperf)", "%", "pct", 1,
+    _M("theoretical_hit_rate_aiperf", "aiperf theoretical hit", "%", "pct", 1,
        better="higher", short="aiperf theoretical",
        description="aiperf's theoretical prefix-cache hit rate (weka_metric_prepass.py "
        "compute_shared_prefix_cache_metrics): Σ leading hash blocks already sent by the same "

@@ -75,11 +75,12 @@ def test_table_numbers_match_hand_computed(builder: Builder, tmp_path: Path) -> 
     assert float(econ["a"]["user_cost_per_m_input"]) == pytest.approx(0.072)
     md = (out / "tables" / "throughput.md").read_text()
     assert "| Output (tok/min/GPU) |" in md
-    assert "| a | 2 | 1 | 2 | 60 ± 0 | 1,000 ± 0 | 65.0 ± 5.0 | 90.0 |" in md
+    # InferenceX total: (2 × 1000 prompt + 2 × 60 output) tokens ÷ 65 s (sent 5, done 70)
+    assert "| a | 2 | 1 | 2 | 60 ± 0 | 1,000 ± 0 | 33 | 65.0 ± 5.0 | 90.0 |" in md
     tex = (out / "tables" / "throughput.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "Hit rate (\\%)" in tex and "Output (tok/min/GPU)" in tex
-    assert "\\begin{tabular}{lrrrrrrrrr}" in tex
+    assert "\\begin{tabular}{lrrrrrrrrrrr}" in tex
     assert "65.0 $\\pm$ 5.0" in tex
     assert not (out / "report.html").exists()
     summary = json.loads((run_dir / "summary.json").read_text())
