@@ -34,8 +34,9 @@ memory, and a Ray address where nothing answers.
   available memory, naming the flag and how many fit. A Ray cluster's workers run on its
   machines, so only `--ray local` counts them here.
 - The available memory is the kernel's MemAvailable (/proc/meminfo); every refusal says so.
-- Ray: `--ray host:port` must accept a TCP connection within `RAY_CONNECT_S`, or Ray itself
-  retries for minutes.
+- Ray: `--ray host:port` must accept a TCP connection within `RAY_CONNECT_S` and answer the
+  HTTP/2 preface as a gRPC server does (Ray's GCS and Ray Client servers), or Ray itself
+  retries for minutes; with RAY_USE_TLS only the connection is checked.
 """
 
 from __future__ import annotations
@@ -281,14 +282,52 @@ def check_ray_address(address: str) -> None:
             f"--ray {address!r}: expected host:port (or ray://host:port, 'auto', 'local')"
         )
     try:
-        with socket.create_connection((host, port), timeout=RAY_CONNECT_S):
-            return
+        with socket.create_connection((host, port), timeout=RAY_CONNECT_S) as conn:
+            reply = b"" if _tls() else _grpc_reply(conn)
     except OSError as e:
         raise RayAddressError(
             f"--ray {address}: nothing answers at {host}:{port} within {RAY_CONNECT_S:g} s "
             f"({e.strerror or e}); start the cluster (`ray start --head`) or give its address, "
             "or use --ray local"
         ) from None
+    if reply is not None:
+        return
+    raise RayAddressError(
+        f"--ray {address}: {host}:{port} accepts connections but is no Ray cluster (it did not "
+        f"answer gRPC within {RAY_CONNECT_S:g} s); give the cluster's address (host:6379, or "
+        "ray://host:10001 for Ray Client), or use --ray local"
+    )
+
+
+# The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS and its
+# Ray Client server both are) answers with a SETTINGS frame of its own (frame type 4, the
+# fourth byte of its 9-byte header); an HTTP/1 server, or one that says nothing, does not.
+# A port that accepted TCP but was no Ray used to pass and leave the run waiting 100 s+
+# (issue 36).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _tls() -> bool:
+    """Ray with TLS (RAY_USE_TLS) wants a TLS handshake first: no plain-text probe then."""
+    import os
+
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true", "yes")
+
+
+def _grpc_reply(conn: socket.socket) -> bytes | None:
+    """The server's first frame header when it speaks HTTP/2 (gRPC), else None."""
+    conn.settimeout(RAY_CONNECT_S)
+    data = b""
+    try:
+        conn.sendall(_H2_PREFACE)
+        while len(data) < 9:
+            chunk = conn.recv(9 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:  # a timeout, a reset
+        return None
+    return data if len(data) == 9 and data[3] == 4 else None
 
 
 __all__ = [

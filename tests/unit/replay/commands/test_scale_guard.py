@@ -4,6 +4,7 @@ address where nothing answers (within seconds, not Ray's minutes of retries)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -192,3 +193,43 @@ def test_a_bad_or_dead_ray_address_fails_in_seconds_naming_the_flag(
         assert time.monotonic() - t < 10
         assert message in said(res) and "Traceback" not in said(res)
         assert not (tmp_path / "o").exists()
+
+
+def _server(reply: bytes | None) -> tuple[socket.socket, int]:
+    """A loopback server that accepts and answers `reply` (None: says nothing)."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = srv.accept()
+            conn.recv(64)
+            if reply is not None:
+                conn.sendall(reply)
+            time.sleep(5)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, srv.getsockname()[1]
+
+
+def test_a_port_that_accepts_tcp_but_is_no_ray_is_refused_in_seconds() -> None:
+    """Issue 36: a port that accepted TCP but was no Ray passed the check and the run waited
+    100 s+; a gRPC server's SETTINGS frame (what Ray's GCS answers) passes."""
+    settings = bytes([0, 0, 0x18, 4, 0, 0, 0, 0, 0])
+    for reply, ok in [(b"HTTP/1.1 400 Bad Request\r\n\r\n", False), (None, False),
+                      (settings, True)]:  # fmt: skip
+        srv, port = _server(reply)
+        t = time.monotonic()
+        try:
+            if ok:
+                check_ray_address(f"127.0.0.1:{port}")
+            else:
+                with pytest.raises(RayAddressError, match=r"accepts connections but is no Ray"):
+                    check_ray_address(f"ray://127.0.0.1:{port}")
+        finally:
+            srv.close()
+        assert time.monotonic() - t < 10
