@@ -17,6 +17,7 @@ from replay.commands import (
     run,
     serve_sim,
     simulate,
+    slo_search,
     traces,
 )
 
@@ -60,7 +61,7 @@ def _root(
     """Agent-trace replay harness."""
 
 
-for module in (run, simulate, serve_sim, traces, price, report, dashboard, engines):
+for module in (run, simulate, slo_search, serve_sim, traces, price, report, dashboard, engines):
     module.register(app)
 
 

@@ -12,6 +12,7 @@ from analysis.registry import BY_KEY, View, in_view, text
 from analysis.report.content import ReportData
 from analysis.report.tables import Column, Kind, Table
 from analysis.saturation import verdict_text
+from analysis.slo_search import read_search, search_rows
 from analysis.sweeps import first_saturated
 
 
@@ -283,6 +284,47 @@ def make_tables(data: ReportData) -> list[Table]:
             )
         )
     tables += _rollup_tables(data, run_col)
+    # The SLO search's answer leads (after a sweep's paper table and its runs).
+    lead = 2 if multi else 0
+    return [*tables[:lead], *_slo_search_tables(data), *tables[lead:]]
+
+
+def _slo_search_tables(data: ReportData) -> list[Table]:
+    """The largest load meeting an SLO (`replay slo-search`, analysis.slo_search), where a
+    run's folder holds its `slo_search.json`: per engine the answer, agents per GPU and the
+    confirmation seeds' band. Each search once, however many of its runs are reported."""
+    tables: list[Table] = []
+    for folder in dict.fromkeys(a.run.path.parent for a in data.runs):
+        search = read_search(folder)
+        if search is None:
+            continue
+        seeds = ", ".join(map(str, search.seeds))
+        tables.append(
+            Table(
+                "slo_search" if not tables else f"slo_search_{len(tables) + 1}",
+                f"Largest load meeting the SLO ({search.tier}), as AA-AgentPerf's agents per GPU",
+                pd.DataFrame(search_rows(search)),
+                [
+                    _c("engine", "Engine", kind="text"),
+                    _c("sessions", "Sessions", kind="int"),
+                    _c("capped", "At the limit", kind="bool"),
+                    _c("gpus", "GPUs", kind="int"),
+                    _c("agents_per_gpu", "Agents per GPU", digits=2),
+                    _c("held", "Seeds meeting it", kind="text"),
+                    _c("share_min", "SLO share min", "%", kind="pct"),
+                    _c("share_mean", "SLO share mean", "%", kind="pct"),
+                    _c("share_max", "SLO share max", "%", kind="pct"),
+                    _c("hit_min", "Hit rate min", "%", kind="pct"),
+                    _c("hit_max", "Hit rate max", "%", kind="pct"),
+                    _c("probes", "Probes", kind="int"),
+                ],
+                f"replay slo-search, simulated (engine timing): the largest session count whose "
+                f"measured requests met the SLO on seed {search.seed} (bracketing, then "
+                f"bisection, {search.start}..{search.limit} sessions), rerun on seeds {seeds}; "
+                "agents per GPU = sessions ÷ the engine's GPUs; the tier is judged at the "
+                "share of requests shown (docs/field-numbers.md).",
+            )
+        )
     return tables
 
 
