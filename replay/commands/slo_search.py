@@ -216,13 +216,14 @@ def run_search(
     """The search for every policy, its confirmation runs and `slo_search.json` in `out`."""
     from analysis.slo_search import EngineAnswer, SloSearch, write_search
     from replay.commands.scale_guard import ScaleError, check_sim_work
-    from replay.commands.simulate import _check_capacity, _load, _out_dir, _spec
+    from replay.commands.simulate import _check_capacity, _check_executors, _load, _out_dir, _spec
     from replay.profiles import load_profile
     from replay.sim.sweep import config_of
     from replay.traces import sample_path
 
     spec = _spec(given, policies, str(start), 1, "engine", engine, (None, None))
     tr, scale = _load(spec, token_scale)
+    _check_executors(spec.policies, None)  # a native policy's engine is installed
     trace = spec.workload.trace or str(sample_path())
     bases = [config_of(p) for p in spec.points(scale, trace)]
     _check_capacity(bases)
@@ -315,8 +316,16 @@ def register(app: typer.Typer) -> None:
                      gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents)  # fmt: skip
         engine = {"profile": model, "capacity_blocks": capacity_blocks}
         folder = out or Path("runs") / new_run_id("slo")
-        search = run_search(given, policies, engine, tier, slo_share, start, max_sessions,
-                            confirm_seeds, workers, token_scale, folder)  # fmt: skip
+        try:
+            search = run_search(given, policies, engine, tier, slo_share, start, max_sessions,
+                                confirm_seeds, workers, token_scale, folder)  # fmt: skip
+        except KeyboardInterrupt:
+            err_console.print(
+                f"[yellow]interrupted:[/] the search stopped; {folder} holds the confirmation "
+                "runs finished so far and no slo_search.json",
+                highlight=False,
+            )
+            raise typer.Exit(130) from None
         if as_json:
             sys.stdout.write(
                 orjson.dumps(search.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
