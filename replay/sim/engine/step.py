@@ -121,6 +121,7 @@ class PerStepScheduling:
         self.cache.abort(seq.rid, now)
         seq.target = seq.prompt_len + seq.generated
         seq.computed = seq.room = 0
+        seq.ready_t = 0.0  # a load in flight is dropped with its blocks
         seq.preemptions += 1
         self.counters.preemptions += 1
         self.waiting.appendleft(seq)
