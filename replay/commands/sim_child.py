@@ -13,8 +13,10 @@ Nothing the sweep starts outlives the command (issue 36): the child leads a proc
 its own, which its pool workers and a `--ray local` cluster's processes (Ray's dashboard and
 runtime-env agents are the raylet's children, not bound to it) inherit; whenever the command
 is done with the child (its result, an error, a signal, an exception of the command's own)
-it kills that whole group, not only the child. The pool workers also die with the child
-(`replay.sim.sweep`), so a SIGKILLed command leaves none of them either.
+it kills that whole group, not only the child. A SIGKILLed command cannot: the pool workers
+die with the child (`replay.sim.sweep`), and a small keeper process the command starts beside
+the child (`_KEEPER`) kills the group once the command is gone (its stdin, the command's
+pipe, reads end of file), which takes Ray's agents with it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -106,12 +110,14 @@ def run_in_child(
     q = ctx.Queue()
     child = ctx.Process(target=_child, args=(work, q), name="replay-simulate", daemon=False)
     finished: dict[str, dict[str, Any]] = {}
+    keeper: subprocess.Popen[bytes] | None = None
     with _signals_raise() as got:
         child.start()
         pid = child.pid
         if pid is not None:  # before any kill below can name the group
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)
+            keeper = _keeper(pid)
         try:
             while True:
                 if got:
@@ -140,6 +146,50 @@ def run_in_child(
         finally:
             _kill_group(child)
             child.join(5)
+            _release(keeper)
+
+
+# The keeper: kills the sweep's process group (argv[1]) when its stdin, a pipe the command
+# holds, reads end of file: at the command's end, whatever ended it. Signals that reach the
+# command's whole group (Ctrl-C, a hang-up) must not end it first. No site, no imports but
+# the built-in modules: it starts in tens of milliseconds.
+_KEEPER = """
+import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+while os.read(0, 512):
+    pass
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
+def _keeper(pgid: int) -> subprocess.Popen[bytes] | None:
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _KEEPER, str(pgid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:  # no keeper: only a SIGKILLed command's Ray agents would be left
+        return None
+
+
+def _release(keeper: subprocess.Popen[bytes] | None) -> None:
+    """The command is done with the group: the keeper kills what is left of it and ends."""
+    if keeper is None:
+        return
+    with contextlib.suppress(OSError):
+        if keeper.stdin is not None:
+            keeper.stdin.close()
+    try:
+        keeper.wait(2)
+    except subprocess.TimeoutExpired:
+        keeper.kill()
+        keeper.wait()
 
 
 def _kill_group(child: Any) -> None:

@@ -175,11 +175,24 @@ def _on_ray(trace: Trace, configs: list[SimConfig], address: str) -> Iterator[Si
         raise RayError(
             "Ray is not installed; it is the optional extra: pip install 'agent-replay[ray]'"
         ) from e
-    if not ray.is_initialized():
-        try:
-            ray.init(address=None if address == "local" else address, log_to_driver=False)
-        except Exception as e:  # Ray raises several types for an unreachable cluster
-            raise RayError(f"cannot start or reach Ray at '{address}': {e}") from e
+    if ray.is_initialized():
+        yield from _ray_results(ray, trace, configs)
+        return
+    try:
+        ray.init(address=None if address == "local" else address, log_to_driver=False)
+    except Exception as e:  # Ray raises several types for an unreachable cluster
+        raise RayError(f"cannot start or reach Ray at '{address}': {e}") from e
+    try:
+        yield from _ray_results(ray, trace, configs)
+    finally:
+        # Stops the cluster `--ray local` started (a remote one is only disconnected from).
+        # A forked sweep child runs no atexit handlers, so without this the local cluster
+        # died only with its driver, and Ray's dashboard and runtime-env agents a minute
+        # after that (issue 36); the command kills whatever of it is left.
+        ray.shutdown()
+
+
+def _ray_results(ray: Any, trace: Trace, configs: list[SimConfig]) -> Iterator[SimResult]:
     remote_sim = ray.remote(run_one)
     trace_ref = ray.put(trace)
     pending = [remote_sim.remote(trace_ref, cfg) for cfg in configs]

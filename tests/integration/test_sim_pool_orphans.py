@@ -55,8 +55,9 @@ def test_a_stopped_simulate_leaves_no_pool_worker(sig: int, tmp_path: Path) -> N
         )  # fmt: skip
     kids: set[int] = set()
     try:
-        kids = wait_for(proc.pid, 3, 60)  # the sweep's child and its two pool workers
-        assert len(kids) == 3, log.read_text()
+        # The sweep's child, its two pool workers and the command's keeper of their group.
+        kids = wait_for(proc.pid, 4, 60)
+        assert len(kids) == 4, log.read_text()
         time.sleep(1.0)  # both simulating
         assert proc.poll() is None, log.read_text()
         proc.send_signal(sig)
@@ -117,7 +118,7 @@ def test_an_exception_in_the_command_kills_the_sweep_child_and_its_pool(tmp_path
     try:
         with pytest.raises(RuntimeError, match="the progress display failed"):
             run_in_child(work, configs, out, on_done, {})
-        assert len(seen) == 3, seen  # the child and its two pool workers
+        assert len(seen) == 4, seen  # the child, its two pool workers, the group's keeper
         left = wait_gone(seen, GONE_S)
         assert not left, f"still running after the command's exception: {left}"
     finally:

@@ -1,0 +1,101 @@
+"""`replay simulate --ray local` leaves nothing of its Ray cluster behind (issue 36, nothing left
+running): whether the sweep completes, is stopped by SIGINT or SIGTERM, or the command is
+SIGKILLed, every process the local cluster started (GCS, raylet, dashboard, Ray's dashboard
+and runtime-env agents, its workers) is gone within 5 s of the command's end. The two agents
+used to stay about a minute (they only notice the raylet's death by polling), after a
+completed sweep too: the forked sweep child runs no atexit handlers, so nothing called
+`ray.shutdown()`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.processes import descendants, kill_all, name, wait_gone
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+GONE_S = 5.0
+AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _trace(path: Path, sessions: int = 40, turns: int = 300) -> Path:
+    lines = []
+    for s in range(sessions):
+        reqs = [{"t": 2.0 * k, "type": "s", "in": 640 + 64 * k, "out": 4,
+                 "hash_ids": list(range(s * 1000, s * 1000 + 10 + k))} for k in range(turns)]  # fmt: skip
+        lines.append(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
+                                 "requests": reqs}))  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _simulate(tmp_path: Path, sessions: int, minutes: int) -> subprocess.Popen[bytes]:
+    with (tmp_path / "log").open("wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "replay", "simulate", "--trace", str(_trace(tmp_path / "t.jsonl")),
+             "--policies", "vllm,flashstate", "--sessions", str(sessions), "--duration-min",
+             str(minutes), "--token-scale", "1", "--ray", "local", "--out", str(tmp_path / "sim")],
+            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
+def test_a_stopped_ray_local_sweep_leaves_no_ray_process(sig: int, tmp_path: Path) -> None:
+    proc = _simulate(tmp_path, 50, 300)
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            kids = descendants(proc.pid)
+            names = {name(k).strip() for k in kids}
+            if all(a in names for a in AGENTS) and "ray::run_one" in names:
+                break  # the cluster is up and simulating
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"Ray never ran the sweep: {(tmp_path / 'log').read_text()}")
+        time.sleep(0.5)
+        kids = descendants(proc.pid)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=15)
+        assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 130), (
+            tmp_path / "log"
+        ).read_text()
+        left = wait_gone(kids, GONE_S)
+        assert not left, f"still running {GONE_S} s after the command ended: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_all(kids)
+
+
+def test_a_completed_ray_local_sweep_leaves_no_ray_process(tmp_path: Path) -> None:
+    proc = _simulate(tmp_path, 2, 3)
+    seen: dict[int, str] = {}
+    try:
+        while proc.poll() is None:
+            seen.update({k: name(k).strip() for k in descendants(proc.pid)})  # names change
+            time.sleep(0.1)
+        assert proc.returncode == 0, (tmp_path / "log").read_text()
+        assert set(AGENTS) <= set(seen.values()), seen  # the cluster's agents were there
+        left = wait_gone(set(seen), GONE_S)
+        assert not left, f"still running {GONE_S} s after the command ended: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_all(set(seen))
