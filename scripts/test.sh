@@ -18,7 +18,8 @@ export REPLAY_REQUIRE_PEERS=1
 export REPLAY_REQUIRE_SMG=1
 # ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.
 export REPLAY_REQUIRE_SIM_BUILD=1
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# The slowest tests are printed at the end: CI keeps its run under 45 minutes by them.
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 rc=$?
 if [[ $rc == 5 ]]; then
   echo "pytest collected no tests: treating that as a failure"
