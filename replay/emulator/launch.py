@@ -15,7 +15,10 @@ reports it on stdout, so parallel test runs never race for ports. With `restart=
 supervisor restarts a child that died (an injected crash) on the same port, with an empty
 cache and without its `crash_after` fault, as an engine restarted by its operator would be.
 Leaving the block stops every child (SIGTERM, then SIGKILL after a grace period); a child
-also ends by itself when this process dies, even by SIGKILL (`replay/lifeline.py`).
+also ends by itself when this process dies, even by SIGKILL (`replay/lifeline.py`). The
+children's logs folder (`replay-emulators-*` in the temp directory) names its owner
+(`replay.owned_tmp`): one a SIGKILLed process left is removed, with a one-line notice, by the
+next group that starts (issue 36).
 """
 
 from __future__ import annotations
@@ -25,19 +28,20 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypedDict, Unpack
 
 from replay.emulator.config import EmulatorConfig, FaultConfig, emulator_config
 from replay.lifeline import PARENT_ENV
+from replay.owned_tmp import describe, owned_tempdir, remove_orphans
 from replay.profiles import DEFAULT_MODEL
 
 READY_PREFIX = "serve-sim ready:"
+TMP_PREFIX = "replay-emulators-"  # the children's logs folder, in the temp directory
 _READY_RE = re.compile(re.escape(READY_PREFIX) + r"\s+(http://\S+)")
 
 
@@ -146,11 +150,20 @@ class EmulatorGroup:
     """Running emulators: `urls` maps each server's name (`server_name`: the engine, or
     `engine.N` for replica N) to its base URL. Use `start_emulators` or `start_fleet`."""
 
-    def __init__(self, configs: Sequence[EmulatorConfig], restart: bool, timeout_s: float) -> None:
+    def __init__(
+        self,
+        configs: Sequence[EmulatorConfig],
+        restart: bool,
+        timeout_s: float,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
         names = [server_name(c) for c in configs]
         if len(set(names)) != len(names):
             raise ValueError(f"one emulator per engine name (or engine replica), got {names}")
-        self._tmp = tempfile.TemporaryDirectory(prefix="replay-emulators-")
+        removed = remove_orphans(TMP_PREFIX)
+        if removed:
+            (notice or _stderr)(describe(removed, "emulator logs"))
+        self._tmp = owned_tempdir(TMP_PREFIX)
         self._children = {
             server_name(c): _Child(c, Path(self._tmp.name), timeout_s) for c in configs
         }
@@ -218,6 +231,10 @@ class EmulatorGroup:
             for child in self._children.values():
                 child.stop()
         self._tmp.cleanup()
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"note: {line}\n")
 
 
 class EmulatorSettings(TypedDict, total=False):
