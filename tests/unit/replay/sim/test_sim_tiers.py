@@ -162,9 +162,14 @@ def test_the_engine_clock_charges_a_host_load() -> None:
     """Engine timing: a request that loads from host memory waits for the load (vLLM, async)
     or its step lasts as long as the load (SGLang, in-step); a bigger load, a later token."""
     prof = engine_profile(cache_gib_per_gpu=100.0)  # 1 GiB blocks
+    for policy in ("vllm", "sglang"):
+        _charges(prof, policy)
+
+
+def _charges(prof: ModelProfile, policy: str) -> None:
     ttft = {}
     for bw in (1.0, 100.0):
-        settings = cache_settings("vllm", prof)
+        settings = cache_settings(policy, prof)
         sim = SimCache(replace(settings, host_memory_gb=50.0, host_bandwidth_gbs=bw))
         core = EngineCore(StepClock(prof), sim)
         ids = list(range(640))
@@ -177,7 +182,11 @@ def test_the_engine_clock_charges_a_host_load() -> None:
             t += core.step(t).duration
         cache = sim.cache
         assert cache.capacity is not None
-        assert cache.make_room(cache.capacity, 0, t)
+        if cache.state_slots is None:
+            assert cache.make_room(cache.capacity, 0, t)
+        else:  # SGLang: empty both pools
+            kv = cache.capacity - cache.C * cache.state_slots
+            assert cache.make_room(kv, cache.state_slots, t)
         ids2 = ids + out + list(range(9000, 9200))
         full2 = TokenPrefix(ids2 + list(range(7000, 7004)), 64)
         seq2 = Sequence(2, TokenPrefix(ids2, 64), 4, prompt_len=len(ids2), full=full2, arrival=t)
@@ -189,4 +198,4 @@ def test_the_engine_clock_charges_a_host_load() -> None:
         assert seq2.first_token_t is not None
         ttft[bw] = seq2.first_token_t - start
     # 1 GB/s against 100 GB/s for the same blocks of 1 GiB: seconds against hundredths
-    assert ttft[1.0] > ttft[100.0] + 1.0
+    assert ttft[1.0] > ttft[100.0] + 1.0, policy
