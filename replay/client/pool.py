@@ -270,6 +270,10 @@ class WorkerPool:
             h.join(max(deadline - time.monotonic(), 0.0))
         for h in self.handles.values():
             h.kill()
+        if self.ray_address:  # a cluster `--ray local` started ends with the pool (issue 36)
+            from replay.client.ray_workers import stop_local_cluster
+
+            stop_local_cluster()
 
     def pids(self) -> list[int]:
         return [p for h in self.handles.values() if (p := h.pid()) is not None]

@@ -5,11 +5,16 @@ process, and writes its part file into the run directory, so a worker on another
 needs the run directory on a filesystem both machines share (a local Ray, `--ray local`,
 shares this machine's). Ray is the harness's distributed engine already (replay.sim.sweep
 places a sweep's simulations the same way). A stopped run kills its actors (`ray.kill`).
+A cluster `--ray local` started is stopped with every process it started when the pool
+stops (`stop_local_cluster`), or else at the process's exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import signal
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +26,12 @@ class RayError(RuntimeError):
     `replay.client.pool.WorkerError` too: the workers could not start)."""
 
 
+# Whether this process started the Ray cluster it is connected to (`--ray local`).
+_LOCAL_STARTED = False
+
+
 def connect(address: str) -> None:
+    global _LOCAL_STARTED
     try:
         import ray
     except ImportError as e:
@@ -34,6 +44,48 @@ def connect(address: str) -> None:
         ray.init(address=None if address == "local" else address, log_to_driver=False)
     except Exception as e:  # Ray raises several types for an unreachable cluster
         raise RayError(f"--ray {address}: cannot start or reach Ray ({e})") from e
+    if address == "local":
+        _LOCAL_STARTED = True
+        atexit.register(stop_local_cluster)
+
+
+def stop_local_cluster() -> None:
+    """Stop the cluster `--ray local` started here, with every process it started; nothing
+    when this process started none. Without it the cluster ended only when the thread that
+    started it did (Ray binds its GCS and raylet to that thread with PR_SET_PDEATHSIG: the
+    run's pool starts from a worker thread), killed, and Ray's dashboard and runtime-env
+    agents, the raylet's children, went on about a minute until they noticed (issue 36).
+    The processes below the node's are found first, then killed once Ray is shut down."""
+    global _LOCAL_STARTED
+    if not _LOCAL_STARTED:
+        return
+    _LOCAL_STARTED = False
+    import ray
+
+    left = _cluster_processes(ray)
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _cluster_processes(ray: Any) -> set[int]:
+    """The local node's processes (GCS, raylet, dashboard, monitors) and all below them
+    (agents, workers); empty where Ray's node or /proc cannot be read."""
+    from replay.engines.smg import descendants
+
+    try:
+        node = ray._private.worker._global_node
+        roots = {proc.pid for _, proc in node.live_processes()}
+    except Exception:  # Ray's internals moved: ray.shutdown() alone
+        return set()
+    out = set(roots)
+    for pid in roots:
+        with contextlib.suppress(OSError):
+            out |= descendants(pid)
+    out.discard(os.getpid())
+    return out
 
 
 class _Worker:
@@ -105,4 +157,4 @@ class RayHandle:
         ray.kill(self.actor)
 
 
-__all__ = ["RayError", "RayHandle", "connect"]
+__all__ = ["RayError", "RayHandle", "connect", "stop_local_cluster"]

@@ -99,3 +99,41 @@ def test_a_completed_ray_local_sweep_leaves_no_ray_process(tmp_path: Path) -> No
             proc.kill()
             proc.wait()
         kill_all(set(seen))
+
+
+@pytest.mark.parametrize("stop", ["completed", "SIGINT"])
+def test_a_run_with_ray_local_workers_leaves_no_ray_process(stop: str, tmp_path: Path) -> None:
+    """`replay run --workers 2 --ray local`: the run's pool starts the cluster from a worker
+    thread, and Ray bound its GCS and raylet to that thread, so they were killed when it ended
+    and the two agents stayed about a minute; the pool now stops the cluster it started."""
+    with (tmp_path / "log").open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replay", "run", "--engines", "flashstate,vllm",
+             "--sessions", "4", "--duration-min", "1" if stop == "completed" else "30",
+             "--time-scale", "60", "--no-panel", "--workers", "2", "--ray", "local",
+             "--out", str(tmp_path / "run")],
+            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),  # Ray's sockets: short paths
+        )  # fmt: skip
+    seen: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen.update({k: name(k).strip() for k in descendants(proc.pid)})  # names change
+            running = sum(v.startswith("ray::_Worker") for v in seen.values()) >= 2
+            if stop == "SIGINT" and running and set(AGENTS) <= set(seen.values()):
+                time.sleep(1.0)
+                seen.update({k: name(k).strip() for k in descendants(proc.pid)})
+                proc.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.1)
+        code = proc.wait(timeout=30)
+        assert code == (0 if stop == "completed" else 130), (tmp_path / "log").read_text()
+        assert set(AGENTS) <= set(seen.values()), seen  # the cluster's agents were there
+        left = wait_gone(set(seen), GONE_S)
+        assert not left, f"still running {GONE_S} s after the run ended: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_all(set(seen))
