@@ -11,7 +11,8 @@ normalised there), so the accessors here read typed fields, without fallbacks:
 - ``trace``: path and sha256.
 - ``config.token_scale``: the trace's token lengths were divided by this; token throughputs
   are multiplied by it. Default 1.
-- ``events``, ``emulator_restarts``, ``notes``: notes of the run (`manifest_notes`).
+- ``events``, ``emulator_restarts``, ``notes``: notes of the run (`manifest_notes`), and the
+  workload preset its ``spec`` names (``spec.workload.preset``, `replay.presets`).
 - ``workload.working_set_ratio`` (the simulator's) or ``config.working_set_ratio`` (a number
   or per engine): working set ÷ cache capacity. A per-engine value in ``summary.json``
   (``engines.<name>.working_set_ratio``) takes precedence.
@@ -78,7 +79,20 @@ def manifest_notes(manifest: Manifest) -> list[str]:
             f"{name}: the emulator died and the harness restarted it {count} time(s), "
             "with an empty cache"
         )
-    return notes
+    return notes + _preset_notes(manifest)
+
+
+def _preset_notes(manifest: Manifest) -> list[str]:
+    """The workload preset the run's spec records (`--preset`): which rules it used and which
+    of the peer's it does not apply (`replay.presets`)."""
+    from replay.presets import preset_notes
+
+    workload = (manifest.spec or {}).get("workload") or {}
+    name = workload.get("preset") if isinstance(workload, dict) else None
+    if not isinstance(name, str):
+        return []
+    minutes = workload.get("duration_min")
+    return preset_notes(name, float(minutes) if isinstance(minutes, int | float) else None)
 
 
 def manifest_sessions(manifest: Manifest) -> int | None:

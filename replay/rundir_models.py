@@ -186,6 +186,12 @@ class RunConfig(_Record):
     start_range: tuple[float, float] | None = Field(
         default=None, description="where in a trajectory sessions start (fractions)"
     )
+    start_at: str | None = Field(
+        default=None, description="start drawn by request | time (replay.workload)"
+    )
+    recycle_start: str | None = Field(
+        default=None, description="later trajectories start random | first (replay.workload)"
+    )
     replayed_duration_s: float | None = Field(
         default=None, description="duration in the trace's clock"
     )

@@ -46,6 +46,17 @@ SubagentMode = Literal["concurrent", "inline", "skip"]
 # 0.93 / 1.34 are measured that way).
 SUBAGENT_MODES: tuple[str, ...] = ("concurrent", "inline", "skip")
 
+StartAt = Literal["request", "time"]
+# Where a trajectory's start point is drawn: `request` (the default) a uniformly random
+# request of the start range (by index); `time` the first request at or after a uniformly
+# random instant of the start range of the trajectory's span (its first to its last request
+# start, subagents' included), as aiperf's agentic replay draws t* (replay.presets).
+START_AT: tuple[str, ...] = ("request", "time")
+RecycleStart = Literal["random", "first"]
+# Where a session's later trajectories start: `random` (the default) at a drawn start point,
+# primed, like its first; `first` at their first request, as aiperf's lanes recycle.
+RECYCLE_STARTS: tuple[str, ...] = ("random", "first")
+
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
@@ -69,6 +80,8 @@ class WorkloadConfig:
     # Warm-up: session s sends its first (priming) request s·warmup_s/sessions after the
     # start, so the priming requests do not reach the engine as one cold burst at t = 0.
     warmup_s: float = 0.0
+    start_at: StartAt = "request"
+    recycle_start: RecycleStart = "random"
 
     def __post_init__(self) -> None:
         if self.sessions < 1:
@@ -92,7 +105,19 @@ class WorkloadConfig:
             raise WorkloadError(f"gap cap must not be negative (got {self.gap_cap_s})", "gap_cap_s")
         if not 0 <= self.start_lo <= self.start_hi <= 1:
             raise WorkloadError(
-                f"start range {self.start_lo}-{self.start_hi} must satisfy 0 ≤ lo ≤ hi ≤ 1"
+                f"start range {self.start_lo}-{self.start_hi} must satisfy 0 ≤ lo ≤ hi ≤ 1",
+                "start_range",
+            )
+        if self.start_at not in START_AT:
+            raise WorkloadError(
+                f"start_at must be one of {', '.join(START_AT)} (got '{self.start_at}')",
+                "start_at",
+            )
+        if self.recycle_start not in RECYCLE_STARTS:
+            raise WorkloadError(
+                f"recycle_start must be one of {', '.join(RECYCLE_STARTS)} "
+                f"(got '{self.recycle_start}')",
+                "recycle_start",
             )
         if self.subagents not in SUBAGENT_MODES:
             raise WorkloadError(
@@ -209,6 +234,28 @@ class Assignment:
         )
 
 
+def _span(tr: Trajectory) -> tuple[float, float]:
+    """The first and last request start of a trajectory and its subagents (trace clock)."""
+    lo, hi = float(tr.t[0]), float(tr.t[-1])
+    for sub in tr.subagents:
+        if sub.num_requests:
+            a, b = _span(sub)
+            lo, hi = min(lo, a), max(hi, b)
+    return lo, hi
+
+
+def start_at_time(tr: Trajectory, u: float) -> int:
+    """The first request of `tr` at or after the instant a fraction `u` through its span
+    (aiperf's t*: timing/trajectory_source.py of aiperf 0.13.0); the last request when the
+    instant falls after it (a start must leave a request to measure)."""
+    import numpy as np
+
+    lo, hi = _span(tr)
+    t_star = lo + u * (hi - lo)
+    i = int(np.searchsorted(tr.t, t_star, side="left"))
+    return min(i, tr.num_requests - 1)
+
+
 class Workload:
     """The seeded, engine-independent assignment of trajectories to session slots."""
 
@@ -255,7 +302,12 @@ class Workload:
         tr = self.trajectories[int(self._epoch(g // n_traj)[g % n_traj])]
         rng = np.random.default_rng([self.cfg.seed, 0x57A7, slot, ordinal])
         u = rng.uniform(self.cfg.start_lo, self.cfg.start_hi)
-        start = min(math.floor(u * tr.num_requests), tr.num_requests - 1)
+        if ordinal > 0 and self.cfg.recycle_start == "first":
+            start = 0
+        elif self.cfg.start_at == "time":
+            start = start_at_time(tr, u)
+        else:
+            start = min(math.floor(u * tr.num_requests), tr.num_requests - 1)
         # Position g of the sequence is in epoch g // n_traj, and each epoch is a permutation
         # of the trace: this trajectory was replayed once in each earlier epoch.
         reuse = g // n_traj
