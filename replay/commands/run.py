@@ -463,6 +463,10 @@ def register(app: typer.Typer) -> None:
         warmup_s: F.WarmupS = None,
         subagents: F.Subagents = None,
         token_scale: F.TokenScale = None,
+        preset: F.Preset = None,
+        start_range: F.StartRange = None,
+        start_at: F.StartAt = None,
+        recycle_start: F.RecycleStart = None,
         out: F.Out = None,
         resume: _Resume = None,
         retries: F.Retries = None,
@@ -483,7 +487,9 @@ def register(app: typer.Typer) -> None:
 
         wl = dict(trace=trace, sessions=sessions, duration_min=duration_min, window=window,
                   time_scale=time_scale, seed=seed, gap_cap_s=gap_cap_s, warmup_s=warmup_s,
-                  subagents=subagents, token_scale=token_scale)  # fmt: skip
+                  subagents=subagents, token_scale=token_scale, preset=preset,
+                  start_range=start_range, start_at=start_at,
+                  recycle_start=recycle_start)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
         flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}

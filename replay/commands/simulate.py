@@ -121,6 +121,11 @@ def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int
     try:
         wl, used = sweep_workload(given, counts, timing)
         err_console.print(used, highlight=False)
+        if wl.preset is not None:
+            from replay.presets import preset_notes
+
+            for note in preset_notes(wl.preset, wl.duration_min):
+                err_console.print(note, highlight=False)
         shape = build(
             EngineShape, [Layer(FLAGS, engine), Layer("default", {"profile": DEFAULT_MODEL})]
         )
@@ -213,11 +218,14 @@ def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
 
 def _check_capacity(configs: list[Any]) -> None:
     """Each policy's cache can be sized as asked (replay.sim.cache.capacity), before any run."""
+    from replay.sim.cache.tiers import TierError
     from replay.sim.runner import sim_capacity
 
     for c in {(c.policy, c.capacity_blocks): c for c in configs}.values():
         try:
             sim_capacity(c)
+        except TierError as e:
+            fail(str(e))
         except ValueError as e:
             fail(f"--capacity-blocks {c.capacity_blocks}: {e}" if c.capacity_blocks else str(e))
 
@@ -306,24 +314,28 @@ def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, ou
         f"(capacity {cap} blocks{scale_note}, subagents {subagents}; WS: working set ÷ "
         "capacity)"
     )
+    tiered = any("host_hit_share" in r for r in rows)  # a host tier (issue 34)
     for col in (
         "policy",
         "sessions",
         "seed",
         "requests",
         "hit",
+        *(("of it host",) if tiered else ()),
         "ideal",
         "redundant/req",
         "WS",
     ):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
+        host = (f"{r.get('host_hit_share', 0.0):.1%}",) if tiered else ()
         table.add_row(
             r["policy"] + (f" ×{r['replicas']} {r['router']}" if r.get("router") else ""),
             str(r["sessions"]),
             str(r["seed"]),
             f"{r['requests']:,}",
             f"{r['hit_rate']:.1%}",
+            *host,
             f"{r['ideal_hit_rate']:.1%}",
             f"{r['redundant_prefill_per_request']:,.0f}",
             f"{r['working_set_ratio']:.2f}",
@@ -346,8 +358,14 @@ def register(app: typer.Typer) -> None:
         warmup_s: F.WarmupS = None,
         subagents: F.Subagents = None,
         token_scale: F.TokenScale = None,
+        preset: F.Preset = None,
+        start_range: F.StartRange = None,
+        start_at: F.StartAt = None,
+        recycle_start: F.RecycleStart = None,
         model: F.Model = None,
         capacity_blocks: F.CapacityBlocks = None,
+        host_memory_gb: F.HostMemoryGb = None,
+        host_bandwidth_gbs: F.HostBandwidthGbs = None,
         replicas: F.ReplicasList = None,
         router: F.RouterList = None,
         seeds: int = typer.Option(1, "--seeds", min=1, help="Seeds per point: --seed, +1, …"),
@@ -366,8 +384,12 @@ def register(app: typer.Typer) -> None:
         from replay.traces import sample_path
 
         given = dict(trace=trace, duration_min=duration_min, window=window, seed=seed,
-                     gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents)  # fmt: skip
-        engine = {"profile": model, "capacity_blocks": capacity_blocks}
+                     gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents,
+                     preset=preset, start_range=start_range, start_at=start_at,
+                     recycle_start=recycle_start)  # fmt: skip
+        engine = {"profile": model, "capacity_blocks": capacity_blocks,
+                  "host_memory_gb": host_memory_gb or None,
+                  "host_bandwidth_gbs": host_bandwidth_gbs}  # fmt: skip
         spec = _spec(given, policies, sessions, seeds, timing, engine, (replicas, router))
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, cast
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from replay.presets import PRESETS
 from replay.windows import Minutes
 from replay.workload import DEFAULT_WORKLOAD as W
-from replay.workload import TIMED_WARMUP_S, SubagentMode, WorkloadConfig
+from replay.workload import (
+    TIMED_WARMUP_S,
+    RecycleStart,
+    StartAt,
+    SubagentMode,
+    WorkloadConfig,
+)
 
 # Whole numbers a run writes (manifest.json, the parquet) must fit 64 bits: JSON and Arrow
 # writers refuse bigger ones, which used to surface as a traceback after the run had started.
@@ -40,6 +47,33 @@ def aliases_of(field: FieldInfo) -> list[str]:
     extra = field.json_schema_extra
     value = extra.get("aliases") if isinstance(extra, dict) else None
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def fraction_pair(value: object) -> tuple[float, float] | None:
+    """`A-B` in fractions of a trajectory (`0.25-0.75`), or a pair: the check of
+    `WorkloadSpec.start_range` (None: not given)."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, list | tuple) and len(value) == 2:
+            lo, hi = float(value[0]), float(value[1])
+        else:
+            a, sep, b = str(value).strip().partition("-")
+            if not sep:
+                raise ValueError
+            lo, hi = float(a), float(b)
+    except (TypeError, ValueError):
+        raise ValueError("expected A-B in fractions of a trajectory, e.g. 0.25-0.75") from None
+    if not 0 <= lo <= hi <= 1:
+        raise ValueError("need 0 ≤ A ≤ B ≤ 1, e.g. 0.25-0.75")
+    return lo, hi
+
+
+def known_preset(name: str | None) -> str | None:
+    """A preset of `replay.presets`: the one check of a preset's name."""
+    if name is not None and name not in PRESETS:
+        raise ValueError(f"unknown preset; choose one of {', '.join(PRESETS)}")
+    return name
 
 
 class WorkloadSpec(BaseModel):
@@ -87,6 +121,30 @@ class WorkloadSpec(BaseModel):
         "concurrent (default: child sessions beside the parent) | inline (in the parent's "
         "slot, the parent waiting) | skip (left out, as the source's simulation).",
     )
+    preset: Annotated[str | None, AfterValidator(known_preset)] = flagged(
+        None,
+        "--preset",
+        f"A peer benchmark's replay rules for the workload fields not given ({', '.join(PRESETS)}"
+        ": aiperf's AgentX scenario; docs/field-numbers.md).",
+    )
+    # The start rules (None: the replay's own, WorkloadConfig's); presets set them.
+    start_range: Annotated[tuple[float, float] | None, BeforeValidator(fraction_pair)] = flagged(
+        None,
+        "--start-range",
+        f"Where a trajectory starts, A-B in fractions of it ({W.start_lo:g}-{W.start_hi:g}).",
+    )
+    start_at: str | None = flagged(
+        None,
+        "--start-at",
+        "request (default: a random request of the start range) | time (the first request "
+        "after a random instant of it, as aiperf's agentic replay).",
+    )
+    recycle_start: str | None = flagged(
+        None,
+        "--recycle-start",
+        "random (default: a session's later trajectories start in the start range, primed) | "
+        "first (at their first request, as aiperf's lanes).",
+    )
     token_scale: float | None = flagged(
         None,
         "--token-scale",
@@ -100,14 +158,19 @@ class WorkloadSpec(BaseModel):
         duration_s = self.duration_min * 60
         lo, hi = self.window or (0.0, self.duration_min)
         warmup = min(self.warmup_s, duration_s / 2) if clamp_warmup else self.warmup_s
+        start_lo, start_hi = self.start_range or (W.start_lo, W.start_hi)
         return WorkloadConfig(
             sessions=self.sessions if sessions is None else sessions,
             duration_s=duration_s,
             window=(lo * 60, hi * 60),
             gap_cap_s=self.gap_cap_s,
+            start_lo=start_lo,
+            start_hi=start_hi,
             seed=self.seed,
             subagents=cast(SubagentMode, self.subagents),
             warmup_s=warmup,
+            start_at=cast(StartAt, self.start_at or W.start_at),
+            recycle_start=cast(RecycleStart, self.recycle_start or W.recycle_start),
         )
 
 
@@ -160,6 +223,22 @@ class EngineShape(BaseModel):
         "--blocks",
         gt=0,
         le=INT64_MAX,
+    )
+    # A host-memory tier (issue 34, replay.sim.cache.tiers); None (or 0): the GPU's cache only.
+    host_memory_gb: float | None = flagged(
+        None,
+        "--host-memory-gb",
+        "Host memory (GiB) per engine as a second cache tier (default 0: none; docs/cache-tiers.md).",
+        ge=0,
+        le=1_048_576,
+    )
+    host_bandwidth_gbs: float | None = flagged(
+        None,
+        "--host-bandwidth-gbs",
+        "Host-to-GPU bandwidth per GPU, GB/s, that loads from host memory take (default 54: PCIe "
+        "Gen5 x16 as measured; an assumption for the profile's GPUs).",
+        gt=0,
+        le=100_000,
     )
     replicas: int = flagged(1, "--replicas", "Copies of each engine behind a router.", ge=1)
     router: Annotated[str | None, AfterValidator(known_router)] = flagged(

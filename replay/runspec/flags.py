@@ -51,6 +51,10 @@ GapCapS = Annotated[float | None, option(WorkloadSpec, "gap_cap_s")]
 WarmupS = Annotated[float | None, option(WorkloadSpec, "warmup_s")]
 Subagents = Annotated[str | None, option(WorkloadSpec, "subagents")]
 TokenScale = Annotated[float | None, option(WorkloadSpec, "token_scale")]
+Preset = Annotated[str | None, option(WorkloadSpec, "preset")]
+StartRange = Annotated[str | None, option(WorkloadSpec, "start_range")]
+StartAt = Annotated[str | None, option(WorkloadSpec, "start_at")]
+RecycleStart = Annotated[str | None, option(WorkloadSpec, "recycle_start")]
 
 # A live run's limits.
 Retries = Annotated[int | None, option(LimitsSpec, "retries")]
@@ -60,6 +64,8 @@ RequestTimeoutS = Annotated[float | None, option(LimitsSpec, "request_timeout_s"
 # What models an engine (simulate, serve-sim), and fleets: N replicas behind a router.
 Model = Annotated[str | None, option(EngineShape, "profile")]
 CapacityBlocks = Annotated[int | None, option(EngineShape, "capacity_blocks")]
+HostMemoryGb = Annotated[float | None, option(EngineShape, "host_memory_gb")]
+HostBandwidthGbs = Annotated[float | None, option(EngineShape, "host_bandwidth_gbs")]
 Replicas = Annotated[int | None, option(EngineShape, "replicas")]
 Router = Annotated[str | None, option(EngineShape, "router")]
 # `replay simulate` sweeps comma lists of them.
@@ -83,6 +89,8 @@ __all__ = [
     "GapCapS",
     "Model",
     "Out",
+    "Preset",
+    "RecycleStart",
     "Replicas",
     "ReplicasList",
     "RequestTimeoutS",
@@ -94,6 +102,8 @@ __all__ = [
     "Sessions",
     "SessionsList",
     "StallTimeoutS",
+    "StartAt",
+    "StartRange",
     "Subagents",
     "TimeScale",
     "TokenScale",

@@ -129,7 +129,12 @@ def resolve_new(flags: RunFlags) -> Resolved:
     spec = RunSpec(workload=wl, engines=_engine_runs(specs, settings), limits=limits, slo=slo)
     _, source = merged(layers)
     user = wl.time_scale if source.get("time_scale") in (FLAGS, layers[1].where) else None
-    return Resolved(spec, [f"measuring {used}"], settings, user)
+    notes = [f"measuring {used}"]
+    if wl.preset is not None:
+        from replay.presets import preset_notes
+
+        notes += preset_notes(wl.preset, wl.duration_min)
+    return Resolved(spec, notes, settings, user)
 
 
 # Flags that shape the workload: a resumed run keeps the ones it was started with.

@@ -68,6 +68,7 @@ class SweepSpec(BaseModel):
                 self.engine.profile,
                 self.timing,
                 capacity_blocks=self.engine.capacity_blocks,
+                **self.engine.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}),
                 replicas=k,
                 router=r,
             )

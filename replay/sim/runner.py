@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,14 +27,33 @@ from replay.sim.engine.scale import scaled_profile
 from replay.sim.executors import EngineExecutor, TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace
-from replay.workload import DEFAULT_WORKLOAD, SubagentMode, Workload, WorkloadConfig
+from replay.workload import (
+    DEFAULT_WORKLOAD,
+    RecycleStart,
+    StartAt,
+    SubagentMode,
+    Workload,
+    WorkloadConfig,
+)
 
 if TYPE_CHECKING:
     from replay.runspec.model import RunSpec
 
 Timing = Literal["trace", "engine"]
-_ENGINE_FIELDS = ("engine_rules", "admission")  # recorded as the engine's flags
+# Recorded as the engine's flags (where set), not in the run config.
+_ENGINE_FIELDS = ("engine_rules", "admission", "host_memory_gb", "host_bandwidth_gbs")
 TIMINGS: tuple[str, ...] = ("trace", "engine")
+
+
+def _start_rules(cfg: SimConfig) -> dict[str, Any]:
+    """The start rules as the spec's fields: None where they are the replay's own (so a
+    spec without them reads the same)."""
+    w = DEFAULT_WORKLOAD
+    return {
+        "start_range": None if cfg.start_range == (w.start_lo, w.start_hi) else cfg.start_range,
+        "start_at": None if cfg.start_at == w.start_at else cfg.start_at,
+        "recycle_start": None if cfg.recycle_start == w.recycle_start else cfg.recycle_start,
+    }
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,10 @@ class SimConfig:
     window: tuple[float, float] = DEFAULT_WORKLOAD.window
     policy_opts: dict[str, Any] = field(default_factory=dict)
     capacity_blocks: int | None = None  # None: the policy's (the profile's engine cache)
+    # A host-memory tier (issue 34, replay.sim.cache.tiers): GiB per engine (0: none) and the
+    # host-to-GPU bandwidth per GPU in GB/s (None: the tier's default).
+    host_memory_gb: float = 0.0
+    host_bandwidth_gbs: float | None = None
     subagents: SubagentMode = DEFAULT_WORKLOAD.subagents
     # The trace's token lengths were divided by this (`replay.traces.scale`): the profile
     # and the policy's token-valued options are scaled alike, so a scaled context takes as
@@ -63,6 +86,12 @@ class SimConfig:
     # None: the engine's own). Experiments (experiments/pressure_sweep.py) toggle them.
     engine_rules: str = ""
     admission: str | None = None
+    # The start rules (replay.workload) and the preset that set them (replay.presets; the
+    # spec records it, the run config does not).
+    start_range: tuple[float, float] = (DEFAULT_WORKLOAD.start_lo, DEFAULT_WORKLOAD.start_hi)
+    start_at: StartAt = DEFAULT_WORKLOAD.start_at
+    recycle_start: RecycleStart = DEFAULT_WORKLOAD.recycle_start
+    preset: str | None = None
 
     def workload(self) -> WorkloadConfig:
         """The replay rules this run follows (`replay.workload`, their one place)."""
@@ -74,6 +103,10 @@ class SimConfig:
             subagents=self.subagents,
             warmup_s=self.warmup_s,
             gap_cap_s=self.gap_cap_s,
+            start_lo=self.start_range[0],
+            start_hi=self.start_range[1],
+            start_at=self.start_at,
+            recycle_start=self.recycle_start,
         )
 
     @property
@@ -114,6 +147,8 @@ class SimConfig:
             warmup_s=self.warmup_s,
             subagents=self.subagents,
             token_scale=self.token_scale,
+            preset=self.preset,
+            **_start_rules(self),
         )
         return point(
             self.policy,
@@ -121,6 +156,8 @@ class SimConfig:
             self.model,
             self.timing,
             capacity_blocks=self.capacity_blocks,
+            host_memory_gb=self.host_memory_gb or None,
+            host_bandwidth_gbs=self.host_bandwidth_gbs if self.host_memory_gb else None,
             policy_opts=self.policy_opts or None,
             engine_rules=self.engine_rules or None,
             admission=self.admission,
@@ -146,8 +183,12 @@ def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacit
     """The capacity `cfg` runs with (`replay.sim.cache.capacity.resolve_capacity`, as `simulate`
     resolves it), so a command can refuse one that cannot be honoured before any run starts:
     raises `CapacityError` (or `PolicyError`, a ValueError too) with the reason."""
-    settings = scaled_settings(cfg, profile)[1]
+    scaled, settings = scaled_settings(cfg, profile)
     assert settings.capacity is not None
+    if cfg.host_memory_gb:  # a host tier that cannot be built is refused here too
+        from replay.sim.cache.tiers import check_host_tier
+
+        check_host_tier(cfg.policy, scaled, cfg.host_memory_gb)
     return settings.capacity
 
 
@@ -161,6 +202,12 @@ def scaled_settings(
     settings = cache_settings(
         cfg.policy, profile, cfg.token_scale, cfg.capacity_blocks, cfg.policy_opts
     )
+    if cfg.host_memory_gb:  # a host tier (issue 34): SimCache attaches it
+        settings = replace(
+            settings,
+            host_memory_gb=cfg.host_memory_gb,
+            host_bandwidth_gbs=cfg.host_bandwidth_gbs,
+        )
     return profile, settings
 
 
@@ -378,7 +425,7 @@ def write_run(
                 **{
                     k: v
                     for k, v in asdict(cfg).items()
-                    if k not in _ENGINE_FIELDS and k not in cfg.not_run_config
+                    if k not in _ENGINE_FIELDS and k not in cfg.not_run_config and k != "preset"
                 },
                 # The cache as simulated, never null: the blocks the working set is divided
                 # by, the block size in the trace's tokens, and the full-size block.

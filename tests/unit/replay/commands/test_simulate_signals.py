@@ -45,7 +45,7 @@ def test_simulate_stops_at_once_and_marks_runs_interrupted(sig: int, tmp_path: P
     with log.open("wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "replay", "simulate", "--trace", _trace(tmp_path / "t.jsonl"),
-             "--policies", "vllm,flashstate", "--sessions", "400", "--duration-min", "600",
+             "--policies", "vllm,flashstate", "--sessions", "50", "--duration-min", "300",
              "--token-scale", "1", "--out", str(out)],
             stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
             env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
@@ -65,7 +65,7 @@ def test_simulate_stops_at_once_and_marks_runs_interrupted(sig: int, tmp_path: P
     assert code == 130 and took < 3.0, (code, took, text)
     assert f"stopped by {signal.Signals(sig).name}: of 2 runs none finished" in text
     assert "Traceback" not in text
-    for run in ("vllm-s400-seed0", "flashstate-s400-seed0"):
+    for run in ("vllm-s50-seed0", "flashstate-s50-seed0"):
         man = json.loads((out / run / "manifest.json").read_text())
         assert man["status"] == "interrupted" and "stopped by" in man["notes"][0]
         assert man["spec"]["engines"][0]["policy"] == run.split("-")[0]  # its point's spec
