@@ -164,10 +164,32 @@ def _skip_reason(rec: Mapping[Any, Any]) -> str | None:
     return None
 
 
+def tier_shares(rec: Mapping[Any, Any]) -> tuple[float, float] | None:
+    """The shares of an engine's cached tokens host memory and an external store served
+    (analysis.metrics.tier_metrics), or None for an engine without tiers or without hits."""
+    values = [rec.get(k) for k in ("cached_tokens_host", "cached_tokens_external", "cached_tokens")]
+    if not all(_finite(v) for v in values):
+        return None
+    host, external, cached = (float(v) for v in values)  # type: ignore[arg-type]
+    if cached <= 0:
+        return None
+    h = min(max(host / cached, 0.0), 1.0)
+    return h, min(max(external / cached, 0.0), 1.0 - h)
+
+
+def _tiered(rec: Mapping[Any, Any], sheet: PriceSheet) -> PriceSheet:
+    """The sheet with its cached price blended by the engine's tier shares (issue 34 point
+    4, `pricing.tier_sheet`): the sheet itself unless it prices a tier apart and the engine's
+    cache has tiers, so every run priced on today's sheets is priced as before."""
+    shares = tier_shares(rec) if sheet.prices_tiers else None
+    return sheet if shares is None else pricing.tier_sheet(sheet, *shares)
+
+
 def _price_one(
     rec: Mapping[Any, Any], sheet: PriceSheet, gpu: GpuRate, write_fraction: float
 ) -> EnginePrice:
     hit = min(max(float(rec["hit_rate"]), 0.0), 1.0)
+    sheet = _tiered(rec, sheet)
 
     def econ(prompt: Any, output: Any) -> Economics:
         return pricing.provider_economics(
@@ -280,4 +302,5 @@ __all__ = [
     "gpu_for_engine",
     "price_engines",
     "resolve_gpu",
+    "tier_shares",
 ]

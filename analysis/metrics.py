@@ -87,6 +87,10 @@ class EngineData:
     sent: np.ndarray | None = None
     theory_hit: np.ndarray | None = None
     theory_total: np.ndarray | None = None
+    # Cached tokens host memory and an external store served (issue 34): None where the
+    # engine's records carry no tier columns (an untiered cache, a run before tiers).
+    cached_host: np.ndarray | None = None
+    cached_external: np.ndarray | None = None
 
 
 def _floats(df: pd.DataFrame, col: str) -> np.ndarray:
@@ -120,10 +124,25 @@ def finish_times(df: pd.DataFrame) -> np.ndarray:
     return finished.dropna().to_numpy(dtype=float)
 
 
+# The record columns of cached tokens by tier (replay.records; the GPU's share is the rest).
+TIER_COLUMNS = ("cached_tokens_host", "cached_tokens_external")
+
+
+def _tier(df: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The engine's host and external cached tokens, or (None, None) where its records carry
+    neither (a tier column a tiered record leaves null counts as 0)."""
+    cols = [_floats(df, c) for c in TIER_COLUMNS]
+    if len(df) == 0 or all(np.isnan(c).all() for c in cols):
+        return None, None
+    host, external = (np.nan_to_num(c, nan=0.0) for c in cols)
+    return host, external
+
+
 def engine_data(run: Run, engine: str) -> EngineData:
     df = run.requests[run.requests["engine"] == engine]
     finished = finish_times(df)
     measured = df[~df["priming"].fillna(False).astype(bool)]
+    host, external = _tier(measured)
     return EngineData(
         name=engine,
         scheduled=_floats(measured, "scheduled_s"),
@@ -145,6 +164,8 @@ def engine_data(run: Run, engine: str) -> EngineData:
         sent=_floats(measured, "sent_s"),
         theory_hit=_floats(measured, "theoretical_hit_blocks"),
         theory_total=_floats(measured, "theoretical_blocks"),
+        cached_host=host,
+        cached_external=external,
     )
 
 
@@ -224,6 +245,31 @@ def theoretical_hit_rate_aiperf(d: EngineData, mask: np.ndarray) -> float:
     return _ratio(float(np.clip(hit[known], 0, total[known]).sum()), float(total[known].sum()))
 
 
+def tier_metrics(d: EngineData, mask: np.ndarray) -> dict[str, Any]:
+    """Hits by cache tier over the requests in `mask` (issue 34; docs/cache-tiers.md), as the
+    simulator's summary.csv counts them (`replay.sim.measures`): host and external cached
+    tokens ÷ prompt tokens, the GPU's the rest of the cached tokens, and host ÷ cached. Empty
+    where the engine's records carry no tier columns, so an untiered run's figures and
+    summary.json are what they were. Over the requests whose cached tokens are known, as
+    `hit_rate`, so the three rates add up to it."""
+    if d.cached_host is None or d.cached_external is None:
+        return {}
+    known = mask & ~np.isnan(d.cached)
+    prompt = float(d.prompt[known].sum())
+    cached = float(d.cached[known].sum())
+    host = float(d.cached_host[known].sum())
+    external = float(d.cached_external[known].sum())
+    return {
+        "cached_tokens_host": host,
+        "cached_tokens_external": external,
+        "gpu_hit_rate": _ratio(cached - host - external, prompt),
+        "host_hit_rate": _ratio(host, prompt),
+        "external_hit_rate": _ratio(external, prompt),
+        "host_hit_share": _ratio(host, cached),
+        "host_hit_requests": int((d.cached_host[known] > 0).sum()),
+    }
+
+
 def measured_mask(d: EngineData, window: Window) -> np.ndarray:
     """Measured requests: first token in the window and finished `ok` (priming already out)."""
     return (d.first >= window.start_s) & (d.first < window.end_s) & (d.status == "ok")
@@ -288,6 +334,7 @@ def engine_metrics(
         "placement_miss_per_request": token_scale * _mean(d.placement[measured]),
         "dependency_miss_per_request": token_scale * _mean(d.dependency[measured]),
         "capacity_miss_per_request": token_scale * _mean(d.capacity[measured]),
+        **tier_metrics(d, measured),
     }
 
 
@@ -362,6 +409,7 @@ def working_set_ratio(run: Run, engine: str) -> float:
 __all__ = [
     "ID_COLUMNS",
     "METRICS",
+    "TIER_COLUMNS",
     "EngineData",
     "engine_data",
     "engine_metrics",
@@ -369,5 +417,6 @@ __all__ = [
     "measured_mask",
     "resolve_window",
     "theoretical_hit_rate_aiperf",
+    "tier_metrics",
     "window_metrics",
 ]

@@ -26,7 +26,7 @@ import pandas as pd
 from analysis.economics import PRICE_COLUMNS, engine_economics
 from analysis.manifest import Window
 from analysis.metrics import resolve_window
-from analysis.registry import Severity, severity, summary_keys
+from analysis.registry import METRICS, Severity, severity, summary_keys
 from analysis.replicas import fleet_metrics
 from analysis.runs import Run, load_run
 from analysis.uncertainty import metrics_with_se
@@ -59,6 +59,10 @@ def error_note(name: str, error_rate: Any) -> str | None:
 # What summary.json keeps of a metrics table: the registry's stored metrics and their
 # standard errors (replay.metric_registry), keyed by engine.
 _SUMMARY_COLUMNS = {"engine", *summary_keys()}
+# Metrics produced only under a condition (the registry's `only_when`: hits by cache tier,
+# an engine of replicas): an engine without them gets no key, not a null, even when another
+# engine of the same table has them (an untiered engine's summary.json stays as it was).
+_CONDITIONAL = frozenset(m.key for m in METRICS if m.only_when and m.summary)
 
 
 def _jsonable(value: Any) -> Any:
@@ -187,7 +191,13 @@ def summary_from_table(
         old = previous.get(name)
         kept = old.model_dump(mode="json") if old is not None else {}
         entry: dict[str, Any] = {k: v for k, v in kept.items() if k not in row}
-        entry.update({str(k): _jsonable(v) for k, v in row.items() if k != "engine"})
+        entry.update(
+            {
+                str(k): _jsonable(v)
+                for k, v in row.items()
+                if k != "engine" and not (k in _CONDITIONAL and _jsonable(v) is None)
+            }
+        )
         entry["overflow_flagged"] = bool((row["overflow_rate"] or 0) > OVERFLOW_FLAG)
         if entry["overflow_flagged"]:
             notes.append(f"{name}: overflow rate {row['overflow_rate']:.1%} is over 1%")

@@ -88,6 +88,23 @@ def user_cost_per_m_input(
     return (1 - h) * uncached_price(sheet, write_fraction) + h * sheet.cached
 
 
+def tier_sheet(sheet: PriceSheet, host_share: Number, external_share: Number = 0) -> PriceSheet:
+    """The sheet as it bills an engine whose cache hits came `host_share` from host memory and
+    `external_share` from an external store (fractions of the cached tokens; the GPU served
+    the rest): its `cached` price the blend (1 − s_h − s_e)·cached + s_h·cached_host +
+    s_e·cached_external (issue 34 point 4). The sheet itself when it prices no tier apart,
+    so an untiered sheet prices every run exactly as before."""
+    if not sheet.prices_tiers:
+        return sheet
+    h = _fraction(host_share, "host_share")
+    e = _fraction(external_share, "external_share")
+    if h + e > 1:
+        raise PricingError(f"host_share + external_share ({h + e}) exceeds 1")
+    blended = (1 - h - e) * sheet.cached + h * sheet.host_cached_price
+    blended += e * sheet.external_cached_price
+    return sheet.model_copy(update={"cached": blended})
+
+
 def cost_per_task(
     sheet: PriceSheet,
     prompt_tokens: Number,

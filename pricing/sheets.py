@@ -3,7 +3,8 @@
 Two YAML files live in the pricing directory:
 
 - `sheets.yaml`: `default` (a sheet name) and `sheets`, a mapping of name → `PriceSheet`
-  (US dollars per 1M tokens: `input`, `cached`, optional `cache_write`, `output`).
+  (US dollars per 1M tokens: `input`, `cached`, optional `cache_write`, `output`, optional
+  `cached_host` / `cached_external` for hits served from host memory / an external store).
 - `gpus.yaml`: `default` (a GPU name) and `gpus`, a mapping of name → `GpuRate`
   (US dollars per GPU-hour).
 
@@ -23,7 +24,15 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 SHEETS_FILE = "sheets.yaml"
 GPUS_FILE = "gpus.yaml"
@@ -110,6 +119,50 @@ class PriceSheet(_Described):
         le=MAX_PRICE,
         allow_inf_nan=False,
     )
+
+    # A cached token served from host memory or an external store, where the list prices
+    # that tier apart (issue 34 point 4: "priced as the price sheet says for that tier").
+    # None: the sheet's `cached`, as every list in configs/pricing bills one cache-read
+    # price whatever tier served the hit.
+    cached_host: Decimal | None = Field(
+        None,
+        description="USD per 1M prompt tokens read from a host-memory cache tier; None: cached",
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
+    )
+    cached_external: Decimal | None = Field(
+        None,
+        description="USD per 1M prompt tokens read from an external cache store; None: cached",
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_tiers(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A sheet that prices no tier apart dumps as it did before tiers (`replay price --list
+        # --json`).
+        data: dict[str, Any] = handler(self)
+        for key in ("cached_host", "cached_external"):
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
+
+    @property
+    def host_cached_price(self) -> Decimal:
+        """USD per 1M cached tokens host memory served (`cached` unless priced apart)."""
+        return self.cached if self.cached_host is None else self.cached_host
+
+    @property
+    def external_cached_price(self) -> Decimal:
+        """USD per 1M cached tokens an external store served (`cached` unless priced apart)."""
+        return self.cached if self.cached_external is None else self.cached_external
+
+    @property
+    def prices_tiers(self) -> bool:
+        """Whether the sheet prices a cache tier apart from the GPU's hits."""
+        return self.cached_host is not None or self.cached_external is not None
 
     @property
     def write_price(self) -> Decimal:

@@ -53,6 +53,8 @@ View = Literal[
     "report.sweep",
     "report.rollup",
     "report.significance",  # differences against the best other engine, at two SEs
+    "report.tiers",  # the report's hits-by-tier table (a run whose cache has tiers)
+    "tiers",  # the dashboard's Replay page: its hits-by-tier table (likewise)
 ]
 
 # Why an executor cannot know a metric (stored in summary.json's per-engine `unknown`).
@@ -108,6 +110,7 @@ def _v(*names: View) -> frozenset[View]:
 
 
 _TPUT = "tok/min/GPU"
+_TIERED = "the engine's records carry cached tokens by tier (a cache with tiers, issue 34)"
 _M = Metric
 # fmt: off
 METRICS: tuple[Metric, ...] = (
@@ -177,6 +180,28 @@ METRICS: tuple[Metric, ...] = (
        "compute_shared_prefix_cache_metrics): Σ leading hash blocks already sent by the same "
        "trace (root + subagents, trace clock) ÷ Σ blocks, over the measured requests",
        views=_v("compare", "report.throughput")),
+    # hits by cache tier (issue 34; docs/cache-tiers.md): only where the engine's records
+    # carry `cached_tokens_host` / `cached_tokens_external` (a cache with tiers); an untiered
+    # run's summary.json holds none of them. The GPU's share is the rest of `cached_tokens`.
+    _M("cached_tokens_host", "Host cached", "tok", only_when=_TIERED,
+       description="cached tokens of the measured requests that host memory served"),
+    _M("cached_tokens_external", "External cached", "tok", only_when=_TIERED,
+       description="cached tokens of the measured requests that an external store served"),
+    _M("gpu_hit_rate", "GPU hit", "%", "pct", 1, only_when=_TIERED,
+       description="cached tokens the GPU cache served ÷ prompt tokens (cached − host − "
+       "external)", views=_v("report.tiers", "tiers")),
+    _M("host_hit_rate", "Host hit", "%", "pct", 1, only_when=_TIERED,
+       description="cached tokens host memory served ÷ prompt tokens",
+       views=_v("report.tiers", "tiers")),
+    _M("external_hit_rate", "External hit", "%", "pct", 1, only_when=_TIERED,
+       description="cached tokens an external store served ÷ prompt tokens",
+       views=_v("report.tiers", "tiers")),
+    _M("host_hit_share", "Of hits from host", "%", "pct", 1, only_when=_TIERED,
+       description="cached tokens host memory served ÷ cached tokens",
+       views=_v("report.tiers", "tiers")),
+    _M("host_hit_requests", "Host-hit requests", fmt="int", value="int", only_when=_TIERED,
+       description="measured requests with cached tokens from host memory",
+       views=_v("report.tiers", "tiers")),
     _M("counter_hit_rate", "Counter hit", "%", "pct", 1, better="higher",
        description="engine counters' hits ÷ queries over the window",
        views=_v("final", "sweep", "report.throughput")),

@@ -142,6 +142,36 @@ def _verdict_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
     ]
 
 
+def tiered(m: pd.DataFrame) -> bool:
+    """Whether any engine of the metrics table has hits by cache tier (its records carry
+    `cached_tokens_host` / `cached_tokens_external`: a cache with tiers, issue 34)."""
+    return "host_hit_rate" in m.columns and bool(m["host_hit_rate"].notna().any())
+
+
+def _tier_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
+    """Cached tokens by tier (issue 34), only where a run's cache has tiers: an untiered
+    report has no such table."""
+    if not tiered(m):
+        return []
+    rows = m[m["host_hit_rate"].notna()]
+    return [
+        Table(
+            "tiers",
+            "Cache hits by tier: GPU, host memory, external store (measured window)",
+            rows,
+            [
+                *run_col,
+                _c("engine", "Engine", kind="text"),
+                Column("hit_rate", "Hit rate", "%", "pct", 1),
+                *_cols("report.tiers"),
+            ],
+            "Of the measured requests' prompt tokens, those each tier served (GPU + host + "
+            "external = hit rate); of-hits-from-host: host ÷ cached tokens. Engines whose "
+            "cache has no tiers are left out (docs/cache-tiers.md).",
+        )
+    ]
+
+
 def make_tables(data: ReportData) -> list[Table]:
     """Every table of the report, in the order the report shows them. A sweep (several
     runs) leads with the paper table and a table of its runs."""
@@ -196,6 +226,7 @@ def make_tables(data: ReportData) -> list[Table]:
             f"Price sheet {m['sheet'].dropna().iloc[0] if m['sheet'].notna().any() else '–'}.",
         ),
     ]
+    tables += _tier_tables(m, run_col)
     panels = [
         _with_text(a.panel).assign(run_id=a.run.run_id) for a in data.runs if not a.panel.empty
     ]
@@ -426,4 +457,4 @@ def _runs_table(data: ReportData) -> Table:
     )
 
 
-__all__ = ["make_tables", "metric_text"]
+__all__ = ["make_tables", "metric_text", "tiered"]

@@ -24,6 +24,7 @@ from dashboards.alike import window_words
 from dashboards.figures import cumulative_output_figure
 from dashboards.loading import RunUnavailable, run_metrics, run_metrics_at
 from dashboards.money import priced_metrics
+from dashboards.tiers import tier_table
 from dashboards.timeline import (
     PANEL,
     SPEEDS,
@@ -86,8 +87,8 @@ def render(root: Path) -> None:
 
 def _verdicts(run: Run) -> None:
     """What the run's numbers mean, over its measured window: a red warning for an engine
-    that did not keep up (its latencies are its queue), drift and warm-start warnings, and
-    the agent-task, SLO and goodput figures."""
+    that did not keep up (its latencies are its queue), drift and warm-start warnings, the
+    agent-task, SLO and goodput figures, and hits by cache tier where the cache has tiers."""
     try:
         metrics = run_metrics(run)
     except RunUnavailable as e:
@@ -102,6 +103,14 @@ def _verdicts(run: Run) -> None:
         notes = [f"SLO: {slo_text(metrics)}. Goodput counts only requests within it."]
         notes += unknown_notes(metrics)
         st.caption(" ".join(notes))
+    tiers = tier_table(metrics)
+    if tiers is not None:  # a cache with tiers (issue 34): nothing new for an untiered run
+        with st.expander(f"Cache hits by tier: GPU, host memory, external store ({counted})"):
+            st.dataframe(tiers, hide_index=True, width="stretch", key="replay_tiers")
+            st.caption(
+                "Of the measured requests' prompt tokens, those each tier served (GPU + host + "
+                "external = hit rate); of hits from host: host ÷ cached tokens."
+            )
 
 
 def _window_of(metrics: pd.DataFrame, run: Run) -> tuple[float, float]:
