@@ -106,11 +106,26 @@ class EnginePrice:
     per_task: Decimal | None = None  # user cost of a finished agent task (mean)
     saturated: bool | None = None
     slo: str = ""
+    # The shares of its cached tokens host memory and an external store served (issue 34),
+    # None for an engine whose cache has no tiers.
+    tiers: tuple[float, float] | None = None
+    cached_price: Decimal = Decimal(0)  # USD per 1M cached tokens, blended by tier
 
     def extra(self) -> dict[str, Any]:
-        """Verdicts and the goodput and per-task prices, JSON-ready."""
+        """Verdicts and the goodput and per-task prices, JSON-ready; an engine whose cache
+        has tiers adds the shares of its hits each tier served and the cached price they were
+        billed at (the sheet's own unless it prices a tier apart)."""
         g = self.at_goodput
+        tiers: dict[str, Any] = {}
+        if self.tiers is not None:
+            host, external = self.tiers
+            tiers = {
+                "host_hit_share": host,
+                "external_hit_share": external,
+                "cached_price_per_m": float(self.cached_price),
+            }
         return {
+            **tiers,
             "saturated": self.saturated,
             "slo": self.slo,
             "user_cost_per_task": None if self.per_task is None else float(self.per_task),
@@ -189,6 +204,7 @@ def _price_one(
     rec: Mapping[Any, Any], sheet: PriceSheet, gpu: GpuRate, write_fraction: float
 ) -> EnginePrice:
     hit = min(max(float(rec["hit_rate"]), 0.0), 1.0)
+    tiers = tier_shares(rec)
     sheet = _tiered(rec, sheet)
 
     def econ(prompt: Any, output: Any) -> Economics:
@@ -224,6 +240,8 @@ def _price_one(
         per_task=per_task,
         saturated=saturated if isinstance(saturated, bool) else None,
         slo=str(slo.get("text", "")) if isinstance(slo, dict) else "",
+        tiers=tiers,
+        cached_price=sheet.cached,
     )
 
 

@@ -97,6 +97,8 @@ def test_an_untiered_run_reads_summarises_and_prices_as_before(
     assert same == pytest.approx(float(cost))
     names = [t.name for t in make_tables(analyze([run]))]
     assert "tiers" not in names
+    (priced,) = price_engines(table).engines
+    assert priced.tiers is None and "host_hit_share" not in priced.as_dict()
 
 
 def test_an_untiered_engine_beside_a_tiered_one_gets_no_tier_key(
@@ -139,6 +141,10 @@ def test_a_sheet_that_prices_host_hits_apart_prices_them_so(
     expected = (1 - hit) * sheet.input + hit * cached  # 0.084: 0.06 + 0.6 × 0.04
     assert float(econ.user_cost_per_m_input) == pytest.approx(float(expected), rel=1e-12)
     assert econ.user_cost_per_m_input > plain.user_cost_per_m_input
+    shown = price_engines(table, apart).engines[0].as_dict()
+    assert shown["host_hit_share"] == pytest.approx(1 / 6) and shown["external_hit_share"] == 0
+    assert shown["cached_price_per_m"] == pytest.approx(float(cached))
+    assert price_engines(table, sheet).engines[0].as_dict()["cached_price_per_m"] == 0.03
     assert econ.sheet == sheet.name
 
 
