@@ -3,7 +3,11 @@ count the turns recorded twice (issue 36, point 2).
 
 Each trial is one run directory: the run is started, SIGKILLed after a random delay, resumed,
 killed again, ... `--kills-per-run` times, then resumed to its end. A duplicate is a turn
-(engine, session slot, trajectory, agent, turn, priming) recorded `ok` more than once, or a
+recorded `ok` more than once within one assignment (a session slot's n-th trajectory: its rows
+from its first request, the priming one or turn 0, to the next assignment's), an assignment
+the resumed run replayed again (each slot's assignments, in the order recorded, must be the
+workload's ordinals 0, 1, 2, ... as `replay.workload.Workload.assignment` draws them: a slot
+may replay the same trajectory again as a new ordinal, which is no duplicate), or a
 `(worker, seq)` line merged twice. Prints one line per kill and the totals; exit 1 when any
 duplicate was found.
 
@@ -23,14 +27,18 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from replay.rundir import read_journal  # noqa: E402
 
-TURN = ("engine", "session", "trajectory", "agent", "turn", "priming")
+TURN = ("agent", "turn", "priming")
+# The workload's assignment (slot, ordinal) -> (trajectory id, first request's index).
+Drawn = Callable[[int, int], tuple[str, int]]
 
 
 def _env() -> dict[str, str]:
@@ -57,12 +65,65 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _starts(r: dict[str, Any]) -> bool:
+    """A row that opens an assignment (what `orchestrate.resume_point` counts)."""
+    first = r.get("priming") or r.get("turn") == 0
+    return bool(r.get("agent") == "main" and r.get("attempt") == 0 and first)
+
+
+def repeated_turns(rows: list[dict[str, Any]], drawn: Drawn) -> int:
+    """Turns recorded more than once: within an assignment, a turn `ok` twice; and every
+    `ok` turn of an assignment that is not the slot's next ordinal (`drawn`): one that
+    repeats an ordinal already recorded, or one the workload never drew next."""
+    by_slot: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        by_slot.setdefault((str(r["engine"]), int(r["session"])), []).append(r)
+    found = 0
+    for (_, slot), mine in by_slot.items():
+        mine.sort(key=lambda r: (r.get("sent_s") or r.get("scheduled_s") or 0.0, not _starts(r)))
+        parts: list[list[dict[str, Any]]] = []
+        for r in mine:
+            if _starts(r) or not parts:
+                parts.append([])
+            parts[-1].append(r)
+        ordinal = 0
+        for part in parts:
+            turns = Counter(tuple(r.get(k) for k in TURN) for r in part if r["status"] == "ok")
+            found += sum(n - 1 for n in turns.values() if n > 1)
+            head = part[0]
+            if not _starts(head):
+                continue  # the run's first rows of a slot whose opening row is lost
+            if (head["trajectory"], int(head["turn"])) == drawn(slot, ordinal):
+                ordinal += 1
+            else:
+                found += sum(turns.values())  # a replay of an earlier ordinal, or no draw
+    return found
+
+
+def drawn_by(run: Path) -> Drawn:
+    """The run's workload as its manifest's spec draws it (what `--resume` rebuilds)."""
+    from replay.rundir import read_manifest
+    from replay.runspec.model import RunSpec
+    from replay.traces import load_trace, sample_path
+    from replay.workload import Workload
+
+    spec = RunSpec.model_validate(read_manifest(run).spec)
+    trace = load_trace(spec.workload.trace or sample_path())
+    workload = Workload(trace, spec.workload.config(clamp_warmup=True))
+
+    def drawn(slot: int, ordinal: int) -> tuple[str, int]:
+        a = workload.assignment(slot, ordinal)
+        return a.trajectory.id, a.first_index
+
+    return drawn
+
+
 def duplicates(run: Path) -> tuple[int, int]:
     """(turns recorded `ok` more than once, (worker, seq) lines merged more than once)."""
     rows = read_journal(run)
-    turns = Counter(tuple(r.get(k) for k in TURN) for r in rows if r.get("status") == "ok")
     lines = Counter((r["worker"], r["seq"]) for r in rows if "worker" in r and "seq" in r)
-    return sum(n - 1 for n in turns.values() if n > 1), sum(n - 1 for n in lines.values() if n > 1)
+    twice = sum(n - 1 for n in lines.values() if n > 1)
+    return repeated_turns(rows, drawn_by(run)), twice
 
 
 def _segment(args: list[str], log: Path, kill_after: float | None, run: Path) -> bool:

@@ -1,7 +1,9 @@
 """`--resume` of a `--workers` run killed with SIGKILL (issue 36): the lines its workers
 wrote to their part files after the run's last merge are merged before the resume point is
-read, so no trajectory they started is replayed again and no turn is recorded twice. The
-random-kill property test is tests/integration/test_resume_kills.py."""
+read, so no trajectory they started is replayed again and no turn is recorded twice (as
+`scripts/probe_resume_kills.py` counts them: a slot replaying the same trajectory again as its
+next ordinal is no duplicate). The random-kill property test is
+tests/integration/test_resume_kills.py."""
 
 from __future__ import annotations
 
@@ -17,17 +19,31 @@ from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
 from replay.rundir import read_journal, read_manifest
-from replay.workload import WorkloadConfig
+from replay.workload import Workload, WorkloadConfig
+from tests.scripts import load_script
 
-TURN = ("engine", "session", "trajectory", "agent", "turn", "priming")
+probe = load_script("probe_resume_kills")
+
+
+def _drawn(trace: Any) -> Any:
+    workload = Workload(trace, _workload())
+
+    def drawn(slot: int, ordinal: int) -> tuple[str, int]:
+        a = workload.assignment(slot, ordinal)
+        return a.trajectory.id, a.first_index
+
+    return drawn
+
+
+def _workload() -> WorkloadConfig:
+    return WorkloadConfig(sessions=4, duration_s=30.0, window=(0.0, 30.0))
 
 
 def _plan(url: str, trace: Any, out: Path) -> RunPlan:
-    wl = WorkloadConfig(sessions=4, duration_s=30.0, window=(0.0, 30.0))
     return RunPlan(
         engines=[EngineSpec(name="vllm", kind="vllm", url=url)],
         trace=trace,
-        workload=wl,
+        workload=_workload(),
         out_dir=out,
         backoff_s=0.05,
         scrape_interval_s=0.5,
@@ -77,8 +93,31 @@ async def test_a_resume_after_a_kill_merges_the_parts_first_and_repeats_no_turn(
     keys = Counter((r["worker"], r["seq"]) for r in journal)
     assert max(keys.values()) == 1, "a part file's line merged twice"
     assert {(r["worker"], r["seq"]) for r in before} <= set(keys), "a part file's line lost"
-    turns = Counter(tuple(r[k] for k in TURN) for r in journal if r["status"] == "ok")
-    assert [t for t, n in turns.items() if n > 1] == [], "a turn recorded twice"
+    assert probe.repeated_turns(journal, _drawn(trace)) == 0, "a turn recorded twice"
     notes = " ".join(read_manifest(out).notes)
     assert f"{moved} records the workers wrote after the last merge were merged on resume" in notes
     assert not (out / "parts").exists()
+
+
+def _row(slot: int, tid: str, turn: int, t: float, priming: bool = False) -> dict[str, Any]:
+    return {"engine": "vllm", "session": slot, "trajectory": tid, "agent": "main",
+            "turn": turn, "priming": priming, "attempt": 0, "status": "ok", "sent_s": t}  # fmt: skip
+
+
+def test_the_duplicate_count_tells_a_replayed_ordinal_from_a_slot_drawing_a_trajectory_again() -> (
+    None
+):
+    draws = {(0, 0): ("t2", 17), (0, 1): ("t2", 8)}
+
+    def drawn(slot: int, ordinal: int) -> tuple[str, int]:
+        return draws.get((slot, ordinal), ("none", -1))
+
+    first = [_row(0, "t2", 17, 0.1, True), *(_row(0, "t2", k, 0.1 + k / 100) for k in (18, 19, 20))]
+    # The slot's next ordinal draws t2 again, from turn 8: turns 18-20 again are no duplicate.
+    again = [_row(0, "t2", 8, 1.0, True), *(_row(0, "t2", k, 1.0 + k / 100) for k in range(9, 22))]
+    assert probe.repeated_turns(first + again, drawn) == 0
+    # A resume that replays ordinal 0 from its start records its turns twice.
+    replayed = [_row(0, "t2", 17, 0.5, True), *(_row(0, "t2", k, 0.5 + k / 100) for k in (18, 19))]
+    assert probe.repeated_turns(first + replayed + again, drawn) == 3
+    # So does a turn recorded ok twice within one assignment (a merged line twice).
+    assert probe.repeated_turns([*first, _row(0, "t2", 19, 0.3)], drawn) == 1
