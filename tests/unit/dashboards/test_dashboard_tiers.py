@@ -69,9 +69,7 @@ def _page(root: str) -> None:
 
 @pytest.mark.usefixtures("fresh_cache")
 @pytest.mark.parametrize("tiered", [True, False])
-def test_replay_page_shows_hits_by_tier_only_for_a_tiered_run(
-    tmp_path: Path, tiered: bool
-) -> None:
+def test_replay_page_shows_hits_by_tier_only_for_a_tiered_run(tmp_path: Path, tiered: bool) -> None:
     _write(tmp_path, "r", tiered)
     at = AppTest.from_function(_page, args=(str(tmp_path),), default_timeout=60).run()
     assert not at.exception

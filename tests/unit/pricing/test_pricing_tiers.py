@@ -39,9 +39,7 @@ def test_a_sheet_with_tier_prices_blends_its_cached_price() -> None:
     assert sheet.prices_tiers and sheet.model_dump()["cached_host"] == Decimal("0.06")
     # Half the hits from host, a quarter external, a quarter on the GPU.
     blended = tier_sheet(sheet, Decimal("0.5"), Decimal("0.25"))
-    assert blended.cached == Decimal("0.25") * Decimal("0.03") + Decimal("0.03") + Decimal(
-        "0.0225"
-    )
+    assert blended.cached == Decimal("0.25") * Decimal("0.03") + Decimal("0.03") + Decimal("0.0225")
     assert blended.name == sheet.name and blended.input == sheet.input
     # All hits on the GPU: the sheet's own cached price.
     assert tier_sheet(sheet, 0, 0).cached == base.cached
@@ -57,9 +55,13 @@ def test_a_sheet_file_may_give_tier_prices(tmp_path: Path) -> None:
     shutil.copytree(SHIPPED, target)
     path = target / "sheets.yaml"
     text = path.read_text()
-    path.write_text(text.replace("    cached: 0.03\n", "    cached: 0.03\n    cached_host: 0.05\n", 1))
+    path.write_text(
+        text.replace("    cached: 0.03\n", "    cached: 0.03\n    cached_host: 0.05\n", 1)
+    )
     sheet = get_sheet("zai-glm", target)
     assert sheet.cached_host == Decimal("0.05") and sheet.cached_external is None
-    path.write_text(text.replace("    cached: 0.03\n", "    cached: 0.03\n    cached_host: -1\n", 1))
+    path.write_text(
+        text.replace("    cached: 0.03\n", "    cached: 0.03\n    cached_host: -1\n", 1)
+    )
     with pytest.raises(PricingConfigError, match="cached_host"):
         load_sheets(target)
