@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.fleet import Fleet, RouterContext, RouteRequest, Ticket, make_router
+from replay.fleet import ROUTERS, Fleet, RouterContext, RouteRequest, Ticket, make_router
 from replay.profiles import ModelProfile
 from replay.records import RequestRecord
 from replay.sim.driver import EventLoop, SimRequest
@@ -31,7 +31,6 @@ from replay.sim.engine.cache import SimCache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, StepResult
 from replay.sim.executors import EngineExecutor, TraceExecutor
-from replay.sim.fleet_run import fleet_flags
 from replay.sim.runner import (
     RunMeter,
     SimConfig,
@@ -69,7 +68,15 @@ class FleetConfig(SimConfig):
         return ("replicas", "router", "router_opts")
 
     def engine_flags(self) -> list[str]:
-        return fleet_flags(self)
+        """The engine's flags: the policy's options and the engine rules, then the fleet
+        (`replicas=N`, `router=NAME` and the router's parameters, its defaults included)."""
+        params = {k: p.default for k, p in ROUTERS[self.router].params.items()}
+        params.update(self.router_opts)
+        return (
+            super().engine_flags()
+            + [f"replicas={self.replicas}", f"router={self.router}"]
+            + [f"router.{k}={v}" for k, v in sorted(params.items())]
+        )
 
     def fleet_shape(self) -> dict[str, Any]:
         opts = self.router_opts or None
