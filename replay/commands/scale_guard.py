@@ -196,44 +196,8 @@ def check_sim_work(
     avail = available_bytes()
     at_once = max(1, min(workers, runs))
     gap = mean_request_gap_s(trace)
-    per_session = SIM_BYTES_PER_SESSION + (
-        duration_s / gap * SIM_BYTES_PER_RECORD if gap > 0 else 0.0
-    )
-    points = runs * SIM_BYTES_PER_POINT
-    pool = at_once * SIM_WORKER_BYTES if at_once > 1 else 0
     if avail is not None:
-        if points > avail:
-            per_seed = runs / max(seeds, 1) * SIM_BYTES_PER_POINT
-            raise ScaleError(
-                f"--seeds {seeds:,}: the sweep has {runs:,} points (policies × fleets × "
-                f"session counts × seeds), whose specs alone need about {_gib(points)} "
-                f"({SIM_BYTES_PER_POINT / 1000:g} KB a point, measured), over the "
-                f"{_gib(avail)} of {AVAILABLE}; the limit here is about "
-                f"{int(avail // per_seed):,} seeds"
-            )
-        if pool > avail:
-            raise ScaleError(
-                f"--workers {workers:,}: starts {at_once:,} simulator workers of about "
-                f"{SIM_WORKER_BYTES / 2**20:,.0f} MB each (measured), about {_gib(pool)}, over "
-                f"the {_gib(avail)} of {AVAILABLE}; the limit here is about "
-                f"{int(avail // SIM_WORKER_BYTES):,}"
-            )
-        largest = max(sessions) * per_session * at_once
-        if points + pool + largest > avail:
-            fits = int(max(avail - points - pool, 0) // (per_session * at_once))
-            records = (
-                f" and {duration_s / gap:,.0f} request records of "
-                f"{SIM_BYTES_PER_RECORD / 1000:g} KB (--duration-min ÷ the trace's mean "
-                f"{gap:.1f} s between requests)"
-                if gap > 0
-                else ""
-            )
-            raise ScaleError(
-                f"--sessions {max(sessions):,}: the simulation would need about "
-                f"{_gib(largest)} ({SIM_BYTES_PER_SESSION / 1000:g} KB a session{records}, "
-                f"measured; × {at_once} worker(s)), over the {_gib(avail)} of {AVAILABLE}; "
-                f"the limit here is about {fits:,} sessions at this --duration-min"
-            )
+        _check_sim_memory(avail, sessions, runs, duration_s, gap, (workers, at_once), seeds)
     building = runs * SIM_S_PER_POINT
     if gap <= 0:
         return None if building <= SIM_WARN_S else _long_note(runs, None, building)
@@ -242,6 +206,50 @@ def check_sim_work(
     if seconds <= SIM_WARN_S:
         return None
     return _long_note(runs, (requests, gap), seconds)
+
+
+def _check_sim_memory(avail: int, sessions: list[int], runs: int, duration_s: float, gap: float,
+                      pool_size: tuple[int, int], seeds: int) -> None:  # fmt: skip
+    """`check_sim_work`'s memory checks against `avail` bytes; `pool_size`: the workers
+    asked for and those that run at once; `gap`: the trace's mean seconds between requests."""
+    workers, at_once = pool_size
+    per_session = SIM_BYTES_PER_SESSION + (
+        duration_s / gap * SIM_BYTES_PER_RECORD if gap > 0 else 0.0
+    )
+    points = runs * SIM_BYTES_PER_POINT
+    pool = at_once * SIM_WORKER_BYTES if at_once > 1 else 0
+    if points > avail:
+        per_seed = runs / max(seeds, 1) * SIM_BYTES_PER_POINT
+        raise ScaleError(
+            f"--seeds {seeds:,}: the sweep has {runs:,} points (policies × fleets × "
+            f"session counts × seeds), whose specs alone need about {_gib(points)} "
+            f"({SIM_BYTES_PER_POINT / 1000:g} KB a point, measured), over the "
+            f"{_gib(avail)} of {AVAILABLE}; the limit here is about "
+            f"{int(avail // per_seed):,} seeds"
+        )
+    if pool > avail:
+        raise ScaleError(
+            f"--workers {workers:,}: starts {at_once:,} simulator workers of about "
+            f"{SIM_WORKER_BYTES / 2**20:,.0f} MB each (measured), about {_gib(pool)}, over "
+            f"the {_gib(avail)} of {AVAILABLE}; the limit here is about "
+            f"{int(avail // SIM_WORKER_BYTES):,}"
+        )
+    largest = max(sessions) * per_session * at_once
+    if points + pool + largest > avail:
+        fits = int(max(avail - points - pool, 0) // (per_session * at_once))
+        records = (
+            f" and {duration_s / gap:,.0f} request records of "
+            f"{SIM_BYTES_PER_RECORD / 1000:g} KB (--duration-min ÷ the trace's mean "
+            f"{gap:.1f} s between requests)"
+            if gap > 0
+            else ""
+        )
+        raise ScaleError(
+            f"--sessions {max(sessions):,}: the simulation would need about "
+            f"{_gib(largest)} ({SIM_BYTES_PER_SESSION / 1000:g} KB a session{records}, "
+            f"measured; × {at_once} worker(s)), over the {_gib(avail)} of {AVAILABLE}; "
+            f"the limit here is about {fits:,} sessions at this --duration-min"
+        )
 
 
 def _long_note(runs: int, work: tuple[float, float] | None, seconds: float) -> str:
