@@ -88,9 +88,21 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
             lambda r: "n/a" if r.saturated is None else "[bold red]YES[/]" if r.saturated else "no",
         ),
     ]
+    if any(r.tiers is not None for r in rows):  # issue 34: only a run whose cache has tiers
+        lines[4:4] = [
+            ("of hits from host / external", _tier_shares),
+            ("cached price billed per 1M", lambda r: usd(r.cached_price, 4)),
+        ]
     for label, cell in lines:
         t.add_row(label, *(cell(r) for r in rows))
     return t
+
+
+def _tier_shares(r: EnginePrice) -> str:
+    if r.tiers is None:
+        return "no tiers"
+    host, external = r.tiers
+    return f"{host:.1%} / {external:.1%}"
 
 
 def price_run(

@@ -176,3 +176,18 @@ def test_a_tiered_simulation_end_to_end(tmp_path: Path) -> None:
     assert "Cache hits by tier" in (report / "report.md").read_text()
     res = CliRunner().invoke(app, ["price", str(run_dir), "--json"])
     assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["price", str(run_dir)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    host = entry["host_hit_share"]
+    (row,) = [x for x in res.output.splitlines() if "of hits from host / external" in x]
+    assert row.rstrip(" │").endswith(f"{host:.1%} / 0.0%"), row
+    assert "cached price billed per 1M" in res.output
+
+
+def test_the_price_table_of_an_untiered_run_has_no_tier_row(
+    builder: Callable[[], RunBuilder],
+) -> None:
+    run_dir = _write(builder, "untiered", {"a": False})
+    res = CliRunner().invoke(app, ["price", str(run_dir)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "hit rate" in res.output and "of hits from host" not in res.output
