@@ -7,7 +7,9 @@ A process killed with SIGKILL runs no cleanup: `replay run`'s emulator logs fold
 reused pid is not taken for the owner); `remove_orphans` removes every folder of a prefix whose
 owner is no longer running. A folder with no readable owner file (being made, or made by an
 older version) is left alone, as is one whose owner runs: another run's folder is never
-touched.
+touched. A folder may also list processes its owner started that do not die with it
+(`list_processes`: `replay run --ray local`'s Ray agents, which outlive a SIGKILLed run by about
+a minute); `remove_orphans` kills those still running (the same pid and start time) first.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 OWNER = ".replay-owner"
+PROCESSES = ".replay-processes"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class Orphan:
 
     path: Path
     pid: int
+    killed: int = 0  # the processes it listed that were still running, killed
 
 
 def _start_time(pid: int) -> int | None:
@@ -62,17 +67,52 @@ def _owner(folder: Path) -> tuple[int, int | None] | None:
     return (pid, start) if pid > 0 else None
 
 
+def _stamp(pid: int) -> str:
+    start = _start_time(pid)
+    return f"{pid} {'-' if start is None else start}"
+
+
+def _write_whole(path: Path, text: str) -> None:
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
+
+
 def owned_tempdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
     """A `TemporaryDirectory` holding the owner file (written whole: a temporary name, then
     renamed, so `remove_orphans` never reads half of one)."""
     tmp = tempfile.TemporaryDirectory(prefix=prefix)
-    pid = os.getpid()
-    start = _start_time(pid)
-    part = Path(tmp.name) / f"{OWNER}.part"
     with contextlib.suppress(OSError):  # no owner file: the folder is only never reclaimed
-        part.write_text(f"{pid} {'-' if start is None else start}\n")
-        part.replace(Path(tmp.name) / OWNER)
+        _write_whole(Path(tmp.name) / OWNER, f"{_stamp(os.getpid())}\n")
     return tmp
+
+
+def list_processes(folder: Path, pids: set[int]) -> None:
+    """Write down, in a folder `owned_tempdir` made, processes to stop should its owner be
+    killed: each pid with its start time (a reused pid is never taken for one of them)."""
+    with contextlib.suppress(OSError):  # unlisted: they only outlive a SIGKILL
+        _write_whole(folder / PROCESSES, "".join(f"{_stamp(p)}\n" for p in sorted(pids)))
+
+
+def _kill_listed(folder: Path) -> int:
+    killed = 0
+    try:
+        lines = (folder / PROCESSES).read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        fields = line.split()
+        try:
+            pid = int(fields[0])
+            start = int(fields[1]) if len(fields) > 1 and fields[1] != "-" else None
+        except (ValueError, IndexError):
+            continue
+        if pid <= 1 or pid == os.getpid() or start is None or not _running(pid, start):
+            continue  # without a start time a pid could be anyone's now
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
 
 
 def remove_orphans(prefix: str, root: Path | None = None) -> list[Orphan]:
@@ -85,9 +125,10 @@ def remove_orphans(prefix: str, root: Path | None = None) -> list[Orphan]:
             owner = _owner(folder)
             if owner is None or owner[0] == os.getpid() or _running(*owner):
                 continue
+            killed = _kill_listed(folder)
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():
-                removed.append(Orphan(folder, owner[0]))
+                removed.append(Orphan(folder, owner[0], killed))
     return removed
 
 
@@ -98,7 +139,18 @@ def describe(removed: list[Orphan], what: str) -> str:
     pids = ", ".join(str(o.pid) for o in removed)
     paths = ", ".join(str(o.path) for o in removed)
     left = "a killed run" if n == 1 else "killed runs"
-    return f"removed {n} {what} folder{'s' if n != 1 else ''} left by {left} (pid {pids}): {paths}"
+    line = f"removed {n} {what} folder{'s' if n != 1 else ''} left by {left} (pid {pids}): {paths}"
+    if killed := sum(o.killed for o in removed):
+        line += f"; stopped {killed} process{'es' if killed != 1 else ''} it had started"
+    return line
 
 
-__all__ = ["OWNER", "Orphan", "describe", "owned_tempdir", "remove_orphans"]
+__all__ = [
+    "OWNER",
+    "PROCESSES",
+    "Orphan",
+    "describe",
+    "list_processes",
+    "owned_tempdir",
+    "remove_orphans",
+]

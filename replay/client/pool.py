@@ -208,6 +208,10 @@ class WorkerPool:
                     f"client worker {i} did not start within {self.ready_timeout_s:g} s "
                     f"(exit code {h.exitcode()}); see its error above"
                 )
+        if self.ray_address:
+            from replay.client.ray_workers import record_local_cluster
+
+            record_local_cluster()  # a SIGKILLed run's agents: the next --ray local stops them
 
     def go(self, timing: Timing) -> None:
         self.timing = timing

@@ -6,7 +6,11 @@ needs the run directory on a filesystem both machines share (a local Ray, `--ray
 shares this machine's). Ray is the harness's distributed engine already (replay.sim.sweep
 places a sweep's simulations the same way). A stopped run kills its actors (`ray.kill`).
 A cluster `--ray local` started is stopped with every process it started when the pool
-stops (`stop_local_cluster`), or else at the process's exit.
+stops (`stop_local_cluster`), or else at the process's exit. A SIGKILLed run stops nothing:
+its GCS and raylet die with it, but Ray's dashboard and runtime-env agents live on about a
+minute, so the cluster's processes are written down once its workers are ready
+(`record_local_cluster`, in a folder the run owns: `replay.owned_tmp`) and the next
+`--ray local` stops those a killed run left, and says so.
 """
 
 from __future__ import annotations
@@ -15,10 +19,16 @@ import atexit
 import contextlib
 import os
 import signal
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from replay.client.workers import WorkerSpec, run_worker
+from replay.owned_tmp import describe, list_processes, owned_tempdir, remove_orphans
+
+# The folder that lists a `--ray local` cluster's processes (`replay.owned_tmp`).
+TMP_PREFIX = "replay-ray-local-"
 
 
 class RayError(RuntimeError):
@@ -28,6 +38,7 @@ class RayError(RuntimeError):
 
 # Whether this process started the Ray cluster it is connected to (`--ray local`).
 _LOCAL_STARTED = False
+_RECORD: Any = None  # the folder listing its processes (tempfile.TemporaryDirectory)
 
 
 def connect(address: str) -> None:
@@ -40,6 +51,8 @@ def connect(address: str) -> None:
         ) from e
     if ray.is_initialized():
         return
+    if address == "local" and (removed := remove_orphans(TMP_PREFIX)):
+        print(describe(removed, "Ray cluster"), file=sys.stderr, flush=True)
     try:
         ray.init(address=None if address == "local" else address, log_to_driver=False)
     except Exception as e:  # Ray raises several types for an unreachable cluster
@@ -49,6 +62,20 @@ def connect(address: str) -> None:
         atexit.register(stop_local_cluster)
 
 
+def record_local_cluster() -> None:
+    """Write down the processes of the cluster `--ray local` started here (its agents are
+    up once a worker is), so the next `--ray local` can stop them should this process be
+    SIGKILLed; nothing when this process started none."""
+    global _RECORD
+    if not _LOCAL_STARTED:
+        return
+    import ray
+
+    if _RECORD is None:
+        _RECORD = owned_tempdir(TMP_PREFIX)
+    list_processes(Path(_RECORD.name), _cluster_processes(ray))
+
+
 def stop_local_cluster() -> None:
     """Stop the cluster `--ray local` started here, with every process it started; nothing
     when this process started none. Without it the cluster ended only when the thread that
@@ -56,7 +83,7 @@ def stop_local_cluster() -> None:
     run's pool starts from a worker thread), killed, and Ray's dashboard and runtime-env
     agents, the raylet's children, went on about a minute until they noticed (issue 36).
     The processes below the node's are found first, then killed once Ray is shut down."""
-    global _LOCAL_STARTED
+    global _LOCAL_STARTED, _RECORD
     if not _LOCAL_STARTED:
         return
     _LOCAL_STARTED = False
@@ -68,6 +95,10 @@ def stop_local_cluster() -> None:
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    if _RECORD is not None:
+        with contextlib.suppress(OSError):
+            _RECORD.cleanup()
+        _RECORD = None
 
 
 def _cluster_processes(ray: Any) -> set[int]:

@@ -137,3 +137,50 @@ def test_a_run_with_ray_local_workers_leaves_no_ray_process(stop: str, tmp_path:
             proc.kill()
             proc.wait()
         kill_all(set(seen))
+
+
+def _ray_run(tmp_path: Path, name: str, minutes: str) -> subprocess.Popen[bytes]:
+    with (tmp_path / f"{name}.log").open("wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "replay", "run", "--engines", "vllm", "--sessions", "2",
+             "--duration-min", minutes, "--time-scale", "60", "--no-panel", "--workers", "2",
+             "--ray", "local", "--out", str(tmp_path / name)],
+            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
+        )  # fmt: skip
+
+
+def test_the_next_ray_local_run_stops_the_agents_a_sigkilled_run_left(tmp_path: Path) -> None:
+    """A SIGKILLed `replay run --ray local` runs no cleanup: its GCS and raylet die with it,
+    but Ray's two agents live on about a minute. The run wrote its cluster's processes down
+    once its workers were ready; the next `--ray local` run stops them and says so."""
+    proc = _ray_run(tmp_path, "killed", "30")
+    seen: dict[int, str] = {}
+    later: subprocess.Popen[bytes] | None = None
+    try:
+        deadline = time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen.update({k: name(k).strip() for k in descendants(proc.pid)})
+            running = sum(v.startswith("ray::_Worker") for v in seen.values()) >= 2
+            if running and set(AGENTS) <= set(seen.values()):
+                time.sleep(2.0)  # the workers are ready: the cluster's processes written down
+                break
+            time.sleep(0.1)
+        agents = {k for k, v in seen.items() if v in AGENTS}
+        assert len(agents) == 2, (tmp_path / "killed.log").read_text()
+        proc.kill()
+        proc.wait(timeout=15)
+        time.sleep(1.0)
+        assert set(wait_gone(agents, 0.1)) == agents, "the agents did not outlive the SIGKILL"
+        later = _ray_run(tmp_path, "next", "0.5")
+        assert later.wait(timeout=180) == 0, (tmp_path / "next.log").read_text()
+        log = (tmp_path / "next.log").read_text()
+        assert "removed 1 Ray cluster folder left by a killed run" in log, log
+        assert "stopped" in log and "process" in log, log
+        assert not wait_gone(agents, GONE_S), "the killed run's agents still run"
+    finally:
+        for p in (proc, later):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        kill_all(set(seen))

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from replay.owned_tmp import OWNER, describe, owned_tempdir, remove_orphans
+from replay.owned_tmp import (
+    OWNER,
+    PROCESSES,
+    describe,
+    list_processes,
+    owned_tempdir,
+    remove_orphans,
+)
 
 PREFIX = "replay-test-owned-"
 
@@ -66,3 +73,27 @@ def test_owned_tempdir_names_this_process(tmp_path: Path, monkeypatch: pytest.Mo
         assert remove_orphans(PREFIX) == []  # its owner runs
     finally:
         tmp.cleanup()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="start times from /proc")
+def test_an_orphan_folder_stops_the_processes_it_lists_and_no_other(tmp_path: Path) -> None:
+    """A killed owner's listed processes still running (the same start time) are killed
+    before its folder goes; a listed pid now running with another start time is left."""
+    listed = subprocess.Popen(["sleep", "60"])
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = _folder(tmp_path, "ray", f"{_dead_pid()} -\n")
+        list_processes(folder, {listed.pid})
+        stamp = (folder / PROCESSES).read_text()
+        assert stamp.startswith(f"{listed.pid} ") and not stamp.rstrip().endswith("-")
+        # `other` written down with a start time it does not have: a reused pid.
+        (folder / PROCESSES).write_text(stamp + f"{other.pid} 1\n")
+        (removed,) = remove_orphans(PREFIX, tmp_path)
+        assert removed.killed == 1 and not folder.exists()
+        assert listed.wait(timeout=5) == -9
+        assert other.poll() is None
+        assert describe([removed], "Ray cluster").endswith("; stopped 1 process it had started")
+    finally:
+        for p in (listed, other):
+            p.kill()
+            p.wait()
