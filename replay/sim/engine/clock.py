@@ -60,6 +60,8 @@ class StepClock:
         return self.profile.clock_prefill_seconds(a, b)
 
     def step_seconds(self, decoding: int, chunks: list[tuple[int, int]]) -> float:
+        if not chunks:  # a decode-only step (most): the same sum without its empty part
+            return self.decode_seconds(decoding)
         return self.decode_seconds(decoding) + sum(self.prefill_seconds(a, b) for a, b in chunks)
 
     def describe(self) -> dict[str, float | int]:

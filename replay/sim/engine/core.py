@@ -216,7 +216,7 @@ class EngineCore(PerStepScheduling):
             decoding, chunks, budget = self._schedule_running_per_step(now, result)
         else:
             decoding, chunks, budget = self._schedule_running(now)
-        if not result.preempted:  # vLLM: a step that preempted admits nobody
+        if self.waiting and not result.preempted:  # vLLM: a step that preempted admits nobody
             if self._grower is not None:
                 self._schedule_waiting_per_step(now, budget, chunks, result)
             else:
@@ -242,16 +242,18 @@ class EngineCore(PerStepScheduling):
         end_t = now + duration
         result.duration = duration
         result.decoding = len(decoding)
-        result.prefill_tokens = sum(b - a for _, a, b in chunks)
-        for seq, a, b in chunks:
-            self.cache.prefill(seq.rid, a, b, end_t)
-            seq.computed = b
-            if b == seq.target:
-                if seq.first_token_t is None:
-                    seq.first_token_t = end_t
-                self._emit(seq, end_t, result)
+        if chunks:
+            result.prefill_tokens = sum(b - a for _, a, b in chunks)
+            for seq, a, b in chunks:
+                self.cache.prefill(seq.rid, a, b, end_t)
+                seq.computed = b
+                if b == seq.target:
+                    if seq.first_token_t is None:
+                        seq.first_token_t = end_t
+                    self._emit(seq, end_t, result)
+        emit = self._emit
         for seq in decoding:
-            self._emit(seq, end_t, result)
+            emit(seq, end_t, result)
         self.counters.steps += 1
         self.counters.busy_s += duration
         return result
@@ -300,9 +302,9 @@ class EngineCore(PerStepScheduling):
                 budget -= end - new.computed
 
     def _emit(self, seq: Sequence, t: float, result: StepResult) -> None:
-        seq.generated += 1
+        seq.generated = generated = seq.generated + 1
         self.counters.generation_tokens += 1
-        done = seq.generated >= seq.max_tokens
+        done = generated >= seq.max_tokens
         result.emitted.append((seq, 1, done))
         if done:
             seq.done_t = t

@@ -49,17 +49,34 @@ class PerStepScheduling:
         token it computes; prefill: its chunk); when they cannot be had, preempt."""
         decoding: list[Sequence] = []
         chunks: list[Chunk] = []
-        prefilling = [s.computed < s.target for s in self.running]
-        budget = max(0, self.clock.budget_tokens - prefilling.count(False))
+        running = self.running
+        # A running request prefills while it has positions left to compute; whether one
+        # does is read as it is reached below (nothing before it in the loop changes that
+        # but a preemption, which also takes it out of the step).
+        n_decoding = 0
+        for s in running:
+            if s.computed >= s.target:
+                n_decoding += 1
+        budget = max(0, self.clock.budget_tokens - n_decoding)
+        if n_decoding == len(running):
+            # Every running request decodes (most steps): each runs when its blocks cover
+            # the token it computes, and the loop below is only needed when one is short.
+            for s in running:
+                if s.prompt_len + s.generated > s.room:
+                    break
+            else:
+                return list(running), chunks, budget
         gone: set[int] = set()  # ids of the requests preempted in this step
-        for seq, pre in zip(list(self.running), prefilling, strict=True):
+        for seq in list(running):
             if gone and id(seq) in gone:
                 continue
-            if pre and seq.ready_t > now:
-                continue  # rule host_load `async`: its blocks are still loading
+            computed = seq.computed
+            pre = computed < seq.target
             if pre:
-                end = self._chunk_end(seq.computed, budget, seq.target)
-                if budget <= 0 or end <= seq.computed:
+                if seq.ready_t > now:
+                    continue  # rule host_load `async`: its blocks are still loading
+                end = self._chunk_end(computed, budget, seq.target)
+                if budget <= 0 or end <= computed:
                     continue  # vLLM: nothing to schedule for it this step, the next may run
                 need = end
             else:
@@ -73,8 +90,8 @@ class PerStepScheduling:
                 if outcome == "stalled":
                     continue
             if pre:
-                chunks.append((seq, seq.computed, need))
-                budget -= need - seq.computed
+                chunks.append((seq, computed, need))
+                budget -= need - computed
             else:
                 decoding.append(seq)
         if gone:  # a victim scheduled earlier in this step does not run
