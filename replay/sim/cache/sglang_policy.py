@@ -53,8 +53,6 @@ a state inside a block keeps the whole block; and a KV-only node left after its 
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -114,14 +112,17 @@ class SglangLRU(Eviction):
 
     def __init__(self, cache: HybridCache):
         super().__init__(cache)
-        self.tick = itertools.count(1)
-        self.used: dict[int, int] = {}  # state uid -> its last use on the counter
-        self.heap: list[tuple[int, int, State]] = []
+        # The states by last use on one counter, oldest first: a use moves a state to the
+        # end, so the scan for a victim walks them in that order without a heap's pops and
+        # pushes of the states it passes over.
+        self.order: dict[int, State] = {}
 
     def _touch(self, s: State) -> None:
-        t = next(self.tick)
-        self.used[s.uid] = t
-        heapq.heappush(self.heap, (t, s.uid, s))
+        uid = s.uid
+        order = self.order
+        if uid in order:
+            del order[uid]
+        order[uid] = s
 
     def on_states_added(self, states: list[State], now: float) -> None:
         for s in states:
@@ -149,30 +150,34 @@ class SglangLRU(Eviction):
         return dropped and pool != "kv"
 
     def _evict(self, pool: Pool) -> bool:
-        heap, aside = self.heap, []
-        try:
-            while heap:
-                t, uid, s = heapq.heappop(heap)
-                if not s.resident or self.used.get(uid) != t:
-                    continue
-                aside.append((t, uid, s))
-                if s.live:
-                    continue
-                leaf = self._leaf(s)
-                if pool == "kv" and not leaf:
-                    continue  # only leaves free KV
-                aside.pop()
-                del self.used[uid]
-                if leaf:
-                    self.cache.drop_unit(s)
-                else:
-                    self.cache.drop_state(s)
-                self.victim = s  # (read by the cache's progress check, where it has one)
-                return True
+        """The least recently used state that may go (not live; under KV pressure a leaf)
+        is dropped. States no longer resident are forgotten as the scan passes them."""
+        order = self.order
+        gone: list[int] = []
+        victim: State | None = None
+        leaf = False
+        for uid, s in order.items():
+            if not s.resident:
+                gone.append(uid)
+                continue
+            if s.live:
+                continue
+            leaf = self._leaf(s)
+            if pool == "kv" and not leaf:
+                continue  # only leaves free KV
+            victim = s
+            break
+        for uid in gone:
+            del order[uid]
+        if victim is None:
             return False
-        finally:
-            for e in aside:
-                heapq.heappush(heap, e)
+        del order[victim.uid]
+        if leaf:
+            self.cache.drop_unit(victim)
+        else:
+            self.cache.drop_state(victim)
+        self.victim = victim  # (read by the cache's progress check, where it has one)
+        return True
 
 
 class SglangCache(HybridCache):
