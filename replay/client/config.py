@@ -25,6 +25,7 @@ credentials may be an environment reference, `url: http://${REPLAY_AUTH_VLLM}@ho
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,7 +35,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
 from replay.redact import UrlEnvError, expand_url_env, redact_url
-from replay.runspec.fields import WorkloadSpec
 from replay.userpaths import PathProblem, read_text_file
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
@@ -112,8 +112,9 @@ class EngineSpec(BaseModel):
 
 class FileConfig(BaseModel):
     """A run config file: its engines and SLO, and any of the workload's settings by the run
-    spec's field names (`replay.runspec.fields.WorkloadSpec`: sessions, duration_min, window, …),
-    which the spec checks and names as `--config FILE: field 'NAME'`."""
+    spec's field names (`replay.runspec.fields.WorkloadSpec`: sessions, duration_min, window, …;
+    the spec names them to `load_config_file`), which the spec checks and names as
+    `--config FILE: field 'NAME'`."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -176,7 +177,11 @@ def _check_kind(spec: EngineSpec, where: str) -> None:
         )
 
 
-def load_config_file(path: Path) -> FileConfig:
+def load_config_file(path: Path, settings: Collection[str] | None = None) -> FileConfig:
+    """The file's engines and settings; `settings`: the names of the run's settings it may
+    give besides its engines and SLO (the run spec's workload fields, which
+    `replay.runspec.live` passes; another key is refused naming the file and field; None:
+    every other key is kept for the spec to check)."""
     try:
         data = yaml.safe_load(read_text_file(Path(path), "--config"))
     except PathProblem as e:
@@ -193,10 +198,12 @@ def load_config_file(path: Path) -> FileConfig:
             eng["kind"] = KIND_BY_NAME[eng["name"]]
         if isinstance(eng, dict) and "name" not in eng:
             raise ConfigError(f"--config {path}: engines[{i}]: field 'name' is required")
-    unknown = sorted(set(data) - set(FileConfig.model_fields) - set(WorkloadSpec.model_fields))
-    if unknown:
-        known = ", ".join([*FileConfig.model_fields, *WorkloadSpec.model_fields])
-        raise ConfigError(f"--config {path}: field '{unknown[0]}': not a setting (known: {known})")
+    known = [*FileConfig.model_fields, *(settings or ())]
+    unknown = sorted(set(data) - set(known))
+    if settings is not None and unknown:
+        raise ConfigError(
+            f"--config {path}: field '{unknown[0]}': not a setting (known: {', '.join(known)})"
+        )
     try:
         cfg = FileConfig.model_validate(data)
     except ValidationError as e:

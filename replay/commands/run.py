@@ -215,10 +215,10 @@ def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
 
 def _plan(spec: RunSpec, loaded: Any, run_dir: Path, resume: bool) -> RunPlan:
     from analysis.summary import summary_of_dir
-    from replay.client.fleet_flags import fleets_of
     from replay.client.orchestrate import RunPlan
     from replay.engines.adapters import Limits
     from replay.runspec import live
+    from replay.runspec.fleet import fleets_of
 
     w, lim, tokens = spec.workload, spec.limits, spec.workload.token_scale or 1.0
     if tokens != 1.0 and not spec.emulated:
@@ -249,12 +249,12 @@ def _execute(plan: RunPlan, spec: RunSpec, show_panel: bool, user_scale: float |
     """The run, under its lock, with its emulators; the outcome (None: preflight failed)."""
     import asyncio
 
-    from replay.client.fleet_flags import fleets_of
     from replay.client.orchestrate import PreflightFailed, ScaleConflict
     from replay.client.pool import WorkerError
     from replay.commands.run_stop import HardStop
     from replay.engines.reset import CacheResetError
     from replay.rundir import DiskFullError, RunDirError, RunLock
+    from replay.runspec.fleet import fleets_of
 
     with contextlib.ExitStack() as stack:
         # One writer per run directory, from before anything starts to the very end.

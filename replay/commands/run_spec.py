@@ -71,7 +71,7 @@ def resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
 
 def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
     """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
-    from replay.client.fleet_flags import FleetFlagError, apply_fleet_flags
+    from replay.runspec.fleet import FleetFlagError, apply_fleet_flags
     from replay.runspec.live import Resolved
 
     if flags.resume is not None:

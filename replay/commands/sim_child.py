@@ -41,6 +41,7 @@ from replay.lifeline import pdeathsig_preexec
 from replay.rundir import write_json_atomic
 from replay.rundir_lock import utc_now
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo
+from replay.runspec.sim import manifest_spec
 from replay.sim.runner import SimConfig, SimResult
 from replay.sim.sweep import write_summary_csv
 
@@ -251,7 +252,7 @@ def _interrupted_manifest(
             token_scale=cfg.token_scale,
         ),
         seed=cfg.seed,
-        spec=cfg.spec(trace).model_dump(mode="json", exclude_none=True),
+        spec=manifest_spec(cfg, trace),
         engines=[EngineEntry(name=cfg.policy, kind="sim", model=cfg.model)],
         start=now,
         end=now,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -70,6 +71,7 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
     (`EngineShape`, as `replay run` checks it); ([], []) for one engine per run."""
     from replay.fleet import EXTERNAL, router_names
     from replay.runspec.fields import EngineShape
+    from replay.runspec.fleet import no_replicas
     from replay.runspec.resolve import FLAGS, Layer, SpecError, build
 
     if replicas is None and router is None:
@@ -94,6 +96,8 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
             build(EngineShape, [Layer(FLAGS, value)])
     except SpecError as e:
         fail(str(e))
+    if replicas is None:  # as `replay run` refuses it (issue 36: ran one replica silently)
+        fail(no_replicas(router, simulated=True))
     return _once(counts, "--replicas"), _once(names, "--router")
 
 
@@ -197,11 +201,11 @@ def _out_dir(path: Path) -> Path:
 def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
              ray: str | None) -> list[Any]:  # fmt: skip
     """Every point of the sweep: its spec (`SweepSpec.points`), the config the simulator
-    runs built from it (`config_of`). The points are counted and checked against the
-    machine first (`check_sim_work`): `--seeds 100000000` used to build specs until memory
+    runs built from it (`replay.runspec.sim.config_of`). The points are counted and checked
+    against the machine first (`check_sim_work`): `--seeds 100000000` used to build specs until memory
     ran out (issue 36). A Ray cluster runs the points, not this machine's pool."""
     from replay.commands.scale_guard import ScaleError, check_sim_work
-    from replay.sim.sweep import config_of
+    from replay.runspec.sim import config_of
 
     duration_s = spec.workload.duration_min * 60
     pool = workers if ray is None else 1
@@ -243,6 +247,7 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
 
     from analysis.summary import summarize_dir
     from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
+    from replay.runspec.sim import manifest_spec
     from replay.sim.runner import SimResult
     from replay.sim.sweep import run_sweep
 
@@ -271,6 +276,7 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
             return run_sweep(
                 tr, configs, out_dir, workers=workers, ray_address=ray,
                 trace_source=str(trace), command=command, on_result=summarize,
+                spec_of=partial(manifest_spec, trace=str(trace)),
             )  # fmt: skip
 
         about = {"command": command, "trace": str(trace), "sha256": tr.sha256}

@@ -118,6 +118,7 @@ def _confirm(tr: Trace, trace: str, configs: list[SimConfig], slo: Slo, threshol
     `out` and summarised there."""
     from analysis.slo_search import Probe
     from analysis.summary import summarize_dir
+    from replay.runspec.sim import manifest_spec
     from replay.sim.sweep import run_sweep
 
     got: dict[tuple[str, int], tuple[Probe, SimResult]] = {}
@@ -133,7 +134,7 @@ def _confirm(tr: Trace, trace: str, configs: list[SimConfig], slo: Slo, threshol
 
     command = "replay " + shlex.join(sys.argv[1:])
     run_sweep(tr, configs, out, workers=workers, trace_source=trace, command=command,
-              on_result=on_result)  # fmt: skip
+              on_result=on_result, spec_of=lambda c: manifest_spec(c, trace))  # fmt: skip
     return got
 
 
@@ -218,7 +219,7 @@ def run_search(
     from replay.commands.scale_guard import ScaleError, check_sim_work
     from replay.commands.simulate import _check_capacity, _check_executors, _load, _out_dir, _spec
     from replay.profiles import load_profile
-    from replay.sim.sweep import config_of
+    from replay.runspec.sim import config_of
     from replay.traces import sample_path
 
     spec = _spec(given, policies, str(start), 1, "engine", engine, (None, None))
@@ -268,27 +269,42 @@ def run_search(
     return search
 
 
+# The search's own options (the workload's and the engine's are the run spec's: F).
+Policies = Annotated[
+    str, typer.Option("--policies", help=f"Comma list of: {', '.join(POLICY_NAMES)}.")
+]
+SloText = Annotated[str | None, typer.Option("--slo", help=SLO_HELP)]
+SloShare = Annotated[
+    float,
+    typer.Option("--slo-share", help="Share of measured requests that must meet the SLO (0.9)."),
+]
+Start = Annotated[
+    int, typer.Option("--start", help=f"Sessions of the first probe ({DEFAULT_START}).")
+]
+MaxSessions = Annotated[
+    int, typer.Option("--max-sessions", help=f"The most sessions tried ({DEFAULT_LIMIT}).")
+]
+ConfirmSeeds = Annotated[
+    int,
+    typer.Option(
+        "--confirm-seeds",
+        help=f"Seeds the answer is rerun on: --seed, +1, … ({DEFAULT_CONFIRM}).",
+    ),
+]
+Out = Annotated[Path | None, typer.Option("--out", help="Output folder (default runs/slo-…).")]
+Workers = Annotated[int, typer.Option("--workers", min=1, help="Workers for confirmation.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print slo_search.json's content.")]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("slo-search")
     def _cmd(
-        policies: str = typer.Option(
-            ..., "--policies", help=f"Comma list of: {', '.join(POLICY_NAMES)}."
-        ),
-        slo: str | None = typer.Option(None, "--slo", help=SLO_HELP),
-        slo_share: float = typer.Option(
-            0.9, "--slo-share", help="Share of measured requests that must meet the SLO (0.9)."
-        ),
-        start: int = typer.Option(
-            DEFAULT_START, "--start", help=f"Sessions of the first probe ({DEFAULT_START})."
-        ),
-        max_sessions: int = typer.Option(
-            DEFAULT_LIMIT, "--max-sessions", help=f"The most sessions tried ({DEFAULT_LIMIT})."
-        ),
-        confirm_seeds: int = typer.Option(
-            DEFAULT_CONFIRM,
-            "--confirm-seeds",
-            help=f"Seeds the answer is rerun on: --seed, +1, … ({DEFAULT_CONFIRM}).",
-        ),
+        policies: Policies,
+        slo: SloText = None,
+        slo_share: SloShare = 0.9,
+        start: Start = DEFAULT_START,
+        max_sessions: MaxSessions = DEFAULT_LIMIT,
+        confirm_seeds: ConfirmSeeds = DEFAULT_CONFIRM,
         trace: F.Trace = None,
         duration_min: F.DurationMin = None,
         window: F.Window = None,
@@ -299,11 +315,9 @@ def register(app: typer.Typer) -> None:
         token_scale: F.TokenScale = None,
         model: F.Model = None,
         capacity_blocks: F.CapacityBlocks = None,
-        out: Annotated[
-            Path | None, typer.Option("--out", help="Output folder (default runs/slo-…).")
-        ] = None,
-        workers: int = typer.Option(1, "--workers", min=1, help="Workers for confirmation."),
-        as_json: bool = typer.Option(False, "--json", help="Print slo_search.json's content."),
+        out: Out = None,
+        workers: Workers = 1,
+        as_json: AsJson = False,
     ) -> None:
         """The largest load (sessions) meeting an SLO per policy, simulated; as agents per GPU."""
         import orjson

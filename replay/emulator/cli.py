@@ -2,7 +2,9 @@
 
 The emulator owns its command so that `python -m replay.emulator` (a child started by
 `launch.py`) loads neither the rest of the command line nor rich; `replay serve-sim`
-(`replay.commands.serve_sim`) registers the same command with its console's `fail` and print.
+(`replay.commands.serve_sim`) registers the same command with its console's `fail` and print,
+and with the options it shares with every run (`SharedOptions`) declared by the run spec's
+fields, which this layer never imports (the spec is the layer above the executors).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from typing import Annotated, NoReturn
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -21,7 +24,6 @@ from replay.emulator.config import (
     emulator_config,
     make_cache,
 )
-from replay.runspec import flags as F
 
 Fail = Callable[[str], NoReturn]
 Say = Callable[[str], None]
@@ -102,8 +104,37 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
             say("stopped")
 
 
-# serve-sim's own options (the shared ones, --model/--time-scale/--token-scale/--blocks, are
-# the run spec's: replay.runspec.flags).
+@dataclass(frozen=True)
+class SharedOptions:
+    """serve-sim's options that are settings of any run, not the emulator's alone, each a
+    typer option given as its parameter's default: the model, its clock, the trace's token
+    scale and the cache size. `replay serve-sim` passes the run spec's (`replay run` and
+    `replay simulate` take them under the same names: replay.commands.serve_sim); the
+    emulator's own process (`python -m replay.emulator`, started with
+    `EmulatorConfig.cli_args`) declares them from its config's fields (`own_options`)."""
+
+    model: Any
+    time_scale: Any
+    token_scale: Any
+    blocks: Any
+
+
+def _own(key: str, *names: str) -> Any:
+    return typer.Option(None, *names, help=EmulatorConfig.model_fields[key].description)
+
+
+def own_options() -> SharedOptions:
+    """The shared options as the emulator's config names them (the spec's flags and older
+    names: --blocks is --capacity-blocks)."""
+    return SharedOptions(
+        model=_own("model", "--model"),
+        time_scale=_own("time_scale", "--time-scale"),
+        token_scale=_own("token_scale", "--token-scale"),
+        blocks=_own("blocks", "--capacity-blocks", "--blocks"),
+    )
+
+
+# serve-sim's own options (the shared ones: `SharedOptions`).
 Engine = Annotated[str, typer.Option("--engine", help="flashstate, vllm or sglang")]
 Port = Annotated[int, typer.Option("--port", help="port to listen on (0: any free port)")]
 Host = Annotated[str, typer.Option("--host", help="address to bind")]
@@ -159,21 +190,28 @@ Replica = Annotated[
 ]
 
 
-def register(app: typer.Typer, fail: Fail = plain_fail, say: Say = plain_say) -> None:
+def register(
+    app: typer.Typer,
+    fail: Fail = plain_fail,
+    say: Say = plain_say,
+    shared: SharedOptions | None = None,
+) -> None:
     """Add the `serve-sim` command to `app`. `fail` reports a bad flag and exits, `say` prints a
-    line to stdout (plain by default; `replay serve-sim` passes its console's)."""
+    line to stdout (plain by default; `replay serve-sim` passes its console's); `shared`: the
+    options every run shares (default: the emulator's own, `own_options`)."""
+    opts = shared or own_options()
 
     @app.command("serve-sim")
     def serve_sim(
         engine: Engine,
-        model: F.Model = None,
+        model: str | None = opts.model,
         port: Port = 8000,
         host: Host = "127.0.0.1",
-        time_scale: F.TimeScale = None,
+        time_scale: float | None = opts.time_scale,
         policy: Policy = None,
         served_model_name: ServedName = None,
-        token_scale: F.TokenScale = None,
-        blocks: F.CapacityBlocks = None,
+        token_scale: float | None = opts.token_scale,
+        blocks: int | None = opts.blocks,
         block_tokens: BlockTokens = None,
         max_batch: MaxBatch = None,
         hash_tokens: HashTokens = DEFAULT_HASH_TOKENS,

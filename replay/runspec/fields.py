@@ -28,6 +28,10 @@ INT64_MAX = 2**63 - 1
 # A year of the trace's clock: a longer run overflows the clocks that time it (nanosecond
 # deadlines) long before it could end; no recorded agent trace comes near it.
 MAX_DURATION_MIN = 525_600.0
+# The most replicas one engine's fleet may have: more than any fleet the harness routes (the
+# client reads a larger replica id as a broken header: replay.client.fleet.MAX_REPLICAS, the
+# same number), and `--replicas 100000` used to start emulators until memory ran out.
+MAX_REPLICAS = 1024
 
 
 def flagged(default: Any, flag: str, help: str, *aliases: str, **rules: Any) -> Any:
@@ -240,7 +244,9 @@ class EngineShape(BaseModel):
         gt=0,
         le=100_000,
     )
-    replicas: int = flagged(1, "--replicas", "Copies of each engine behind a router.", ge=1)
+    replicas: int = flagged(
+        1, "--replicas", "Copies of each engine behind a router.", ge=1, le=MAX_REPLICAS
+    )
     router: Annotated[str | None, AfterValidator(known_router)] = flagged(
         None, "--router", "Routing policy over the replicas."
     )

@@ -26,6 +26,16 @@ def option(model: type[BaseModel], key: str, help: str | None = None) -> Any:
     return typer.Option(flag, *aliases_of(info), help=help or info.description)
 
 
+def option_default(model: type[BaseModel], key: str) -> Any:
+    """`option` as a parameter's default (`x: int | None = option_default(...)`, not given:
+    None), for a command whose parameters another layer declares: serve-sim's, the
+    emulator's (`replay.emulator.cli.SharedOptions`)."""
+    info = model.model_fields[key]
+    flag = flag_of(info)
+    assert flag is not None, f"{model.__name__}.{key} declares no flag"
+    return typer.Option(None, flag, *aliases_of(info), help=info.description)
+
+
 def workload_flags(**given: Any) -> dict[str, Any]:
     """The workload fields the flags gave (the flags layer), keyed by field."""
     return {k: v for k, v in given.items() if k in WorkloadSpec.model_fields}
@@ -111,6 +121,7 @@ __all__ = [
     "WarmupS",
     "Window",
     "option",
+    "option_default",
     "workload_flags",
 ]
 

@@ -17,7 +17,7 @@ from replay.client.config import (
     load_config_file,
 )
 from replay.redact import MASK, redact_url
-from replay.runspec.model import EngineRun, LimitsSpec, RunSpec
+from replay.runspec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
 from replay.runspec.resolve import FLAGS, Layer, SpecError, build, merged
 from replay.runspec.workload import EMBEDDED, workload
 
@@ -79,7 +79,7 @@ def _engines(flags: RunFlags) -> tuple[list[EngineSpec], FileConfig | None]:
         if flags.config is not None:
             if flags.engines or flags.endpoint:
                 raise SpecError("--config lists the engines; drop --engines/--endpoint or the file")
-            cfg = load_config_file(flags.config)
+            cfg = load_config_file(flags.config, WorkloadSpec.model_fields)
             return cfg.engines, cfg
         return engines_from_flags(flags.engines, flags.endpoint), None
     except ConfigError as e:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from replay.runspec.fields import INT64_MAX, MAX_DURATION_MIN, flag_of
+from replay.runspec.fields import INT64_MAX, MAX_DURATION_MIN, MAX_REPLICAS, flag_of
 
 FLAGS = "flag"  # the layer of the command line's flags
 
@@ -82,6 +82,7 @@ def _need(err: Any) -> str:
 _LIMITS: dict[object, str] = {
     INT64_MAX: " (2^63 - 1: a run's files hold 64-bit whole numbers)",
     MAX_DURATION_MIN: " (a year of the trace's clock)",
+    MAX_REPLICAS: " replicas (the most one engine's fleet may have)",
 }
 
 

@@ -2,8 +2,8 @@
 points it sweeps (policies × session counts × seeds × fleets), the engine model and timing.
 
 A sweep is a list of specs: each point is a `RunSpec` of its own (`SweepSpec.points`, built by
-`point`, which `replay.sim.runner.SimConfig.spec` uses too), the spec its run directory's
-manifest stores; the simulator runs the config built from it (`replay.sim.sweep.config_of`)."""
+`point`, which `replay.runspec.sim.spec_of` uses too), the spec its run directory's manifest
+stores; the simulator runs the config built from it (`replay.runspec.sim.config_of`)."""
 
 from __future__ import annotations
 

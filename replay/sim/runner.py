@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import replay
 from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
@@ -36,24 +36,10 @@ from replay.workload import (
     WorkloadConfig,
 )
 
-if TYPE_CHECKING:
-    from replay.runspec.model import RunSpec
-
 Timing = Literal["trace", "engine"]
 # Recorded as the engine's flags (where set), not in the run config.
 _ENGINE_FIELDS = ("engine_rules", "admission", "host_memory_gb", "host_bandwidth_gbs")
 TIMINGS: tuple[str, ...] = ("trace", "engine")
-
-
-def _start_rules(cfg: SimConfig) -> dict[str, Any]:
-    """The start rules as the spec's fields: None where they are the replay's own (so a
-    spec without them reads the same)."""
-    w = DEFAULT_WORKLOAD
-    return {
-        "start_range": None if cfg.start_range == (w.start_lo, w.start_hi) else cfg.start_range,
-        "start_at": None if cfg.start_at == w.start_at else cfg.start_at,
-        "recycle_start": None if cfg.recycle_start == w.recycle_start else cfg.recycle_start,
-    }
 
 
 @dataclass(frozen=True)
@@ -129,43 +115,9 @@ class SimConfig:
             f"{k}={getattr(self, k)}" for k in _ENGINE_FIELDS if getattr(self, k)
         ]
 
-    def spec(self, trace: str | None = None) -> RunSpec:
-        """The run's spec (`replay.runspec.sweep.point`), what its manifest stores and
-        `replay.sim.sweep.config_of` builds this config back from; `trace`: the trace's
-        path (None: not known)."""
-        from replay.runspec.fields import WorkloadSpec
-        from replay.runspec.sweep import point
-
-        lo, hi = self.window
-        workload = WorkloadSpec(
-            trace=trace or None,
-            sessions=self.sessions,
-            duration_min=self.duration_s / 60,
-            window=(lo / 60, hi / 60),
-            seed=self.seed,
-            gap_cap_s=self.gap_cap_s,
-            warmup_s=self.warmup_s,
-            subagents=self.subagents,
-            token_scale=self.token_scale,
-            preset=self.preset,
-            **_start_rules(self),
-        )
-        return point(
-            self.policy,
-            workload,
-            self.model,
-            self.timing,
-            capacity_blocks=self.capacity_blocks,
-            host_memory_gb=self.host_memory_gb or None,
-            host_bandwidth_gbs=self.host_bandwidth_gbs if self.host_memory_gb else None,
-            policy_opts=self.policy_opts or None,
-            engine_rules=self.engine_rules or None,
-            admission=self.admission,
-            **self.fleet_shape(),
-        )
-
     def fleet_shape(self) -> dict[str, Any]:
-        """The spec's fleet fields (a fleet's replicas, router and its options)."""
+        """The spec's fleet fields (a fleet's replicas, router and its options): what
+        `replay.runspec.sim.spec_of` adds to one engine's."""
         return {}
 
 
@@ -409,10 +361,13 @@ def write_run(
     command: str = "replay simulate",
     trace_source: str = "",
     trace_sha256: str | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> Path:
     """The run directory (DESIGN.md contract) for one simulated run, a fleet's too: its
     config says how many engine copies the GPUs count (`engine_copies`), the engine's flags
-    (`engine_flags`) and the fields the run config does not hold (`not_run_config`)."""
+    (`engine_flags`) and the fields the run config does not hold (`not_run_config`); `spec`:
+    the run's spec as the manifest stores it (the command line resolves it:
+    `replay.runspec.sim.manifest_spec`; None: none stored)."""
     cfg = result.config
     profile = load_profile(cfg.model)
     s = result.summary
@@ -445,7 +400,7 @@ def write_run(
         ),
         trace=TraceInfo(path=trace_source, sha256=trace_sha256, token_scale=cfg.token_scale),
         seed=cfg.seed,
-        spec=cfg.spec(trace_source).model_dump(mode="json", exclude_none=True),
+        spec=spec,
         engines=[
             EngineEntry(
                 name=cfg.policy,

@@ -15,17 +15,13 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from replay.lifeline import bind_to_parent
-from replay.profiles import DEFAULT_MODEL
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, SimResult, simulate, write_run
 from replay.traces.model import Trace
-
-if TYPE_CHECKING:
-    from replay.runspec.model import RunSpec
 
 
 class RayError(RuntimeError):
@@ -34,41 +30,6 @@ class RayError(RuntimeError):
 
 # The trace a forked worker simulates (set in the parent just before the pool forks).
 _WORKER_TRACE: Trace | None = None
-
-
-def config_of(spec: RunSpec) -> SimConfig:
-    """The simulator's config of one point's spec (`replay.runspec.sweep.SweepSpec.points`):
-    a fleet's (`FleetConfig`) where the spec names a router, else one engine's."""
-    (e,) = spec.engines
-    w = spec.workload.config()
-    assert e.policy is not None and e.timing is not None, "not a simulated engine's spec"
-    common: dict[str, Any] = {
-        "policy": e.policy,
-        "sessions": w.sessions,
-        "seed": w.seed,
-        "model": e.profile or DEFAULT_MODEL,
-        "timing": e.timing,
-        "duration_s": w.duration_s,
-        "window": w.window,
-        "policy_opts": dict(e.policy_opts or {}),
-        "capacity_blocks": e.capacity_blocks,
-        "host_memory_gb": e.host_memory_gb or 0.0,
-        "host_bandwidth_gbs": e.host_bandwidth_gbs,
-        "subagents": w.subagents,
-        "token_scale": spec.workload.token_scale or 1.0,
-        "warmup_s": w.warmup_s,
-        "gap_cap_s": w.gap_cap_s,
-        "start_range": (w.start_lo, w.start_hi),
-        "start_at": w.start_at,
-        "recycle_start": w.recycle_start,
-        "preset": spec.workload.preset,
-        "engine_rules": e.engine_rules or "",
-        "admission": e.admission,
-    }
-    if e.router is None:
-        return SimConfig(**common)
-    opts = dict(e.router_opts or {})
-    return FleetConfig(**common, replicas=e.replicas, router=e.router, router_opts=opts)
 
 
 def plan(
@@ -82,7 +43,8 @@ def plan(
     **common: Any,
 ) -> list[SimConfig]:
     """Every combination, policies outermost (runs of one policy finish together), for
-    scripts and tests (`replay simulate` builds a spec per point and `config_of`). With
+    scripts and tests (`replay simulate` resolves a spec per point and runs
+    `replay.runspec.sim.config_of`'s config of each). With
     `replicas` and `routers` each point is a fleet (`replay.sim.fleet`) of every replica
     count × router; without, one engine per run."""
     if not replicas and not routers:
@@ -217,9 +179,11 @@ def run_sweep(
     trace_source: str = "",
     command: str = "replay simulate",
     on_result: Callable[[SimResult], None] | None = None,
+    spec_of: Callable[[SimConfig], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every config, write its run directory under `out_dir` and `summary.csv`; returns
-    the summary rows in plan order."""
+    the summary rows in plan order. `spec_of`: a run's spec as its manifest stores it (the
+    command line's, `replay.runspec.sim.manifest_spec`; None: none stored)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = (
         _on_ray(trace, configs, ray_address) if ray_address else _local(trace, configs, workers)
@@ -232,6 +196,7 @@ def run_sweep(
             command=command,
             trace_source=trace_source,
             trace_sha256=trace.sha256,
+            spec=None if spec_of is None else spec_of(res.config),
         )
         by_name[res.config.run_name] = res.summary
         if on_result is not None:

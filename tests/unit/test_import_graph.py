@@ -91,22 +91,8 @@ KNOWN_CYCLES: set[frozenset[str]] = {
             "replay.sim.cache.policy_base",
         }
     ),
-    # fleet_run's flags name the fleet's config, whose module imports them (the run driver,
-    # under another change of issue 33).
-    frozenset({"replay.sim.fleet", "replay.sim.fleet_run"}),
 }
-KNOWN_ARROWS: set[tuple[str, str]] = {
-    # The run specification is being made the one layer above the executors (issue 33,
-    # point 3): until then these executors still read it.
-    ("replay.emulator.cli", "replay.runspec.flags"),
-    ("replay.client.config", "replay.runspec.fields"),
-    ("replay.client.fleet_flags", "replay.runspec.model"),
-    ("replay.client.fleet_flags", "replay.runspec.resolve"),
-    ("replay.sim.runner", "replay.runspec.model"),
-    ("replay.sim.runner", "replay.runspec.fields"),
-    ("replay.sim.runner", "replay.runspec.sweep"),
-    ("replay.sim.sweep", "replay.runspec.model"),
-}
+KNOWN_ARROWS: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

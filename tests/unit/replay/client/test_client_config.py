@@ -105,3 +105,18 @@ def test_an_empty_or_control_character_engine_name_is_refused(
     p.write_text(f"engines:\n  - {{name: {config_name}, kind: vllm, url: 'http://h:1'}}\n")
     with pytest.raises(ConfigError, match=rf"field 'engines.0.name': .*{message}"):
         load_config_file(p)
+
+
+def test_a_config_files_other_keys_are_the_settings_its_reader_names(tmp_path: Path) -> None:
+    """The run spec names the settings a file may give (`replay.runspec.live` passes its
+    workload fields); the client's loader knows only the engines and the SLO."""
+    p = tmp_path / "c.yaml"
+    p.write_text("engines:\n  - {name: vllm, url: 'http://a:1'}\nsessions: 3\ncolour: red\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"field 'colour': not a setting \(known: engines, slo, sessions, window\)",
+    ):
+        load_config_file(p, ["sessions", "window"])
+    assert load_config_file(p).workload() == {"sessions": 3, "colour": "red"}
+    p.write_text("engines:\n  - {name: vllm, url: 'http://a:1'}\nsessions: 3\n")
+    assert load_config_file(p, ["sessions"]).workload() == {"sessions": 3}

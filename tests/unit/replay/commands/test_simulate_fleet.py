@@ -35,6 +35,8 @@ def _sim(tmp_path: Path, *extra: str) -> Any:
         (["--replicas", "two", "--router", "round_robin"], "--replicas: 'two' is not a positive"),
         (["--replicas", "4"], "--router: give the router over the replicas (choose one of "),
         (["--replicas", "4", "--router", ","], "--router: give at least one router"),
+        # Issue 36: a router without --replicas ran one replica silently; `replay run`'s words.
+        (["--router", "round_robin"], "--router round_robin: no engine has replicas to route"),
     ],
 )
 def test_bad_fleet_flags_name_the_flag_and_the_choices(

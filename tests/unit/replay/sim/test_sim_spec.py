@@ -1,6 +1,6 @@
 """Every simulated run directory stores its point's spec (`replay.runspec.model.RunSpec`,
 `Manifest.spec`), which reads back into the typed model and builds the same simulator config
-(`replay.sim.sweep.config_of`); `replay run --resume` refuses a simulated run by name."""
+(`replay.runspec.sim.config_of`); `replay run --resume` refuses a simulated run by name."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from replay.cli import app
 from replay.rundir import read_manifest
 from replay.runspec.model import RunSpec
+from replay.runspec.sim import config_of, manifest_spec, spec_of
 from replay.sim.fleet import FleetConfig
 from replay.sim.runner import SimConfig
-from replay.sim.sweep import config_of
 
 runner = CliRunner()
 SHORT = ["--duration-min", "6", "--window", "2-6", "--seed", "3"]
@@ -51,7 +51,7 @@ def test_a_simulated_manifest_stores_its_points_spec(sweep: Path, small_corpus: 
     assert w.token_scale == 16.0  # the corpus's own, as resolved
     cfg = config_of(spec)
     assert isinstance(cfg, FleetConfig) and cfg.run_name == run_dir.name
-    assert cfg.spec(str(small_corpus)) == spec  # the config says the same spec back
+    assert spec_of(cfg, str(small_corpus)) == spec  # the config says the same spec back
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_a_simulated_manifest_stores_its_points_spec(sweep: Path, small_corpus: 
     ],
 )
 def test_a_config_builds_back_from_its_spec(cfg: SimConfig) -> None:
-    spec = RunSpec.model_validate(cfg.spec("t.jsonl").model_dump(mode="json", exclude_none=True))
+    spec = RunSpec.model_validate(manifest_spec(cfg, "t.jsonl"))
     assert config_of(spec) == cfg
 
 

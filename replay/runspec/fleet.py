@@ -4,13 +4,16 @@
 
 The spec keeps them (`EngineRun.replicas` / `.router`, `RunSpec.workers` / `.ray`), so the
 manifest records them and `--resume` continues with them; `fleets_of` turns them into the
-client's `FleetSpec`s once the URLs are known (an emulated fleet's come from its launcher).
+client's `FleetSpec`s once the URLs are known (an emulated fleet's come from its launcher):
+the command line hands the client those, never the spec. `replay simulate` refuses a router
+over no replicas with the same words (`no_replicas`).
 """
 
 from __future__ import annotations
 
 from replay.client.fleet import EXTERNAL, FleetSpec
-from replay.runspec.model import EngineRun, EngineShape, RunSpec
+from replay.runspec.fields import EngineShape
+from replay.runspec.model import EngineRun, RunSpec
 from replay.runspec.resolve import FLAGS, Layer, SpecError, build
 
 DEFAULT_ROUTER = "round_robin"
@@ -23,6 +26,18 @@ _EXTERNAL_EMULATED = (
 
 class FleetFlagError(ValueError):
     """A fleet or process flag that cannot apply; the message names the flag."""
+
+
+def no_replicas(router: str, simulated: bool = False) -> str:
+    """The refusal of `--router` with no replicas to route between: `replay run`'s (an
+    engine of one URL, or emulators without `--replicas`) and `replay simulate`'s (no
+    `--replicas`; issue 36: it ran one replica silently), each naming what to give."""
+    give = (
+        "--replicas N (a comma list sweeps)"
+        if simulated
+        else "--endpoint NAME=URL1,URL2,... (or --replicas N with emulators)"
+    )
+    return f"--router {router}: no engine has replicas to route between; give {give}"
 
 
 def _check_shape(router: str | None, replicas: int | None) -> None:
@@ -73,10 +88,7 @@ def apply_fleet_flags(
         raise FleetFlagError("--ray: give a Ray address (host:port, ray://host:port) or 'local'")
     engines = [_engine(e, spec.emulated, router, replicas) for e in spec.engines]
     if router is not None and router != EXTERNAL and not any(e.replicas > 1 for e in engines):
-        raise FleetFlagError(
-            f"--router {router}: no engine has replicas to route between; give "
-            "--endpoint NAME=URL1,URL2,... (or --replicas N with emulators)"
-        )
+        raise FleetFlagError(no_replicas(router))
     update: dict[str, object] = {"engines": engines}
     if workers is not None:
         update["workers"] = workers
@@ -104,4 +116,4 @@ def fleets_of(
     return out
 
 
-__all__ = ["DEFAULT_ROUTER", "FleetFlagError", "apply_fleet_flags", "fleets_of"]
+__all__ = ["DEFAULT_ROUTER", "FleetFlagError", "apply_fleet_flags", "fleets_of", "no_replicas"]

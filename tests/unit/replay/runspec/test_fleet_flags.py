@@ -10,8 +10,10 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.client.config import engines_from_flags
-from replay.client.fleet_flags import apply_fleet_flags, fleets_of
+from replay.runspec.fields import MAX_REPLICAS, EngineShape
+from replay.runspec.fleet import apply_fleet_flags, fleets_of, no_replicas
 from replay.runspec.model import EngineRun, RunSpec
+from replay.runspec.resolve import FLAGS, Layer, build
 
 
 def run(*args: str) -> Any:
@@ -84,3 +86,33 @@ def test_a_config_listing_one_server_twice_in_urls_is_refused(tmp_path: Any) -> 
         load_config_file(path)
     # Different ports, paths or hosts stay different replicas.
     assert len({replica_key(u) for u in (A, B, f"{A}/v2", "http://10.0.0.1:9")}) == 4
+
+
+def test_a_router_over_no_replicas_is_refused_in_one_wording_by_run_and_simulate() -> None:
+    """`replay run` and `replay simulate` refuse `--router` without replicas with one message
+    (`no_replicas`; issue 36: simulate ran one replica silently), each naming what to give."""
+    said_run = " ".join(run("--engines", "vllm", "--router", "cache_aware").output.split())
+    assert no_replicas("cache_aware") in said_run
+    sim = CliRunner().invoke(app, ["simulate", "--policies", "vllm", "--router", "cache_aware"])
+    assert sim.exit_code == 2
+    said_sim = " ".join(sim.output.split())
+    assert no_replicas("cache_aware", simulated=True) in said_sim
+    common = "--router cache_aware: no engine has replicas to route between; give "
+    assert common in said_run and common in said_sim
+    assert "--replicas N" in said_sim and "--endpoint" not in said_sim
+
+
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_replicas_past_the_fleet_limit_are_refused_naming_the_flag(command: str) -> None:
+    """`EngineShape.replicas` is bounded (`MAX_REPLICAS`), on both commands, before any
+    emulator or simulation starts."""
+    picked = ["--engines", "vllm", "--no-panel"] if command == "run" else ["--policies", "vllm"]
+    args = [command, *picked, "--replicas", str(MAX_REPLICAS + 1), "--router", "round_robin"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert (
+        f"--replicas {MAX_REPLICAS + 1}: must be at most {MAX_REPLICAS} replicas (the most one "
+        "engine's fleet may have)" in " ".join(res.output.split())
+    )
+    assert MAX_REPLICAS == 1024
+    assert build(EngineShape, [Layer(FLAGS, {"replicas": MAX_REPLICAS})]).replicas == 1024

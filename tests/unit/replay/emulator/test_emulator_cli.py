@@ -1,0 +1,38 @@
+"""serve-sim's options that every run shares (--model, --time-scale, --token-scale,
+--capacity-blocks/--blocks): `replay serve-sim` takes them from the run spec's fields, as
+`replay run` and `replay simulate` do, and the emulator's own process (`python -m
+replay.emulator`, which never imports the spec) under the same names from its config."""
+
+from __future__ import annotations
+
+import typer
+from typer.main import get_command
+
+from replay.commands.serve_sim import SHARED
+from replay.emulator.cli import SharedOptions, register
+from replay.runspec.fields import EngineShape, WorkloadSpec, aliases_of, flag_of
+
+
+def _names(shared: SharedOptions | None) -> dict[str, tuple[list[str], str | None]]:
+    app = typer.Typer()
+    register(app, shared=shared)
+    app.command("other")(lambda: None)  # a group, so the command is found by name
+    cmd = get_command(app).commands["serve-sim"]  # type: ignore[attr-defined]
+    keys = ("model", "time_scale", "token_scale", "blocks")
+    return {p.name: (sorted(p.opts), p.help) for p in cmd.params if p.name in keys}
+
+
+def test_both_command_lines_name_the_shared_options_as_the_spec_does() -> None:
+    spec = {
+        "model": (EngineShape, "profile"),
+        "time_scale": (WorkloadSpec, "time_scale"),
+        "token_scale": (WorkloadSpec, "token_scale"),
+        "blocks": (EngineShape, "capacity_blocks"),
+    }
+    replay_cli, emulator = _names(SHARED), _names(None)
+    assert replay_cli.keys() == emulator.keys() == spec.keys()
+    for key, (model, field) in spec.items():
+        info = model.model_fields[field]
+        flags = sorted([flag_of(info) or "", *aliases_of(info)])
+        assert replay_cli[key] == (flags, info.description)
+        assert emulator[key][0] == flags  # the same names, the emulator config's words
