@@ -19,6 +19,14 @@ Prompts are token-id arrays, never text, so nothing is lost to re-tokenisation:
   sent for each full block are remembered, so a block that reappears (a subagent's first
   prompt sharing its parent's blocks, a reverted edit) carries exactly the tokens the engine
   has seen, generated ids included.
+
+Memory (issue 36 point 7): a conversation's turns share one int32 buffer. Each prompt is a
+read-only view of it, the generated ids are appended after it, and the next turn writes only
+past everything written so far, so what was handed out never changes (the ideal-prefix index
+keeps views of it); a context edit, or a prompt cut short of the ids written, starts a new
+buffer. A namespace remembers which block hashes it has sent (a sorted int64 array) and the
+tokens of only those blocks that differ from what the token space synthesises for the hash
+(the ones holding generated ids): the first content sent for a hash still wins.
 """
 
 from __future__ import annotations
@@ -83,10 +91,47 @@ class TokenSpace:
         return (x % np.uint64(self.span)).astype(np.int32) + np.int32(LOW_RESERVED)
 
 
+def _in_sorted(x: np.ndarray, sorted_: np.ndarray) -> np.ndarray:
+    if not len(sorted_):
+        return np.zeros(len(x), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_, x), len(sorted_) - 1)
+    return np.asarray(sorted_[pos] == x)
+
+
+class _HashSet:
+    """Block hashes a namespace has sent: 8 bytes each (a sorted array, plus a smaller
+    sorted one for recent additions, merged when it grows past a quarter)."""
+
+    __slots__ = ("_main", "_recent")
+
+    def __init__(self) -> None:
+        self._main = np.zeros(0, dtype=np.int64)
+        self._recent = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._main) + len(self._recent)
+
+    def contains(self, x: np.ndarray) -> np.ndarray:
+        out = _in_sorted(x, self._main)
+        if len(self._recent):
+            out |= _in_sorted(x, self._recent)
+        return out
+
+    def add(self, new: np.ndarray) -> None:
+        """Add hashes none of which is here yet."""
+        self._recent = np.union1d(self._recent, new)
+        if len(self._recent) > max(1024, len(self._main) // 4):
+            self._main = np.union1d(self._main, self._recent)
+            self._recent = np.zeros(0, dtype=np.int64)
+
+
 @dataclass
 class _Namespace:
     key: int
-    blocks: dict[int, np.ndarray] = field(default_factory=dict)  # hash id -> tokens sent
+    seen: _HashSet = field(default_factory=_HashSet)  # every block hash sent
+    # hash id -> tokens sent, for the blocks whose tokens are not what the token space
+    # synthesises for that hash (the first content sent wins)
+    blocks: dict[int, np.ndarray] = field(default_factory=dict)
     refs: int = 0
 
 
@@ -117,7 +162,15 @@ class PromptBuilder:
 
     @property
     def remembered_blocks(self) -> int:
-        return sum(len(ns.blocks) for ns in self._namespaces.values())
+        return sum(len(ns.seen) for ns in self._namespaces.values())
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+_EMPTY = _frozen(np.zeros(0, dtype=np.int32))
 
 
 class Context:
@@ -131,11 +184,42 @@ class Context:
         self.ns = ns
         self.identity = identity or trajectory.namespace
         self.prev_index: int | None = None
-        self.prev_prompt = np.zeros(0, dtype=np.int32)
-        self.prev_generated = np.zeros(0, dtype=np.int32)
+        self.prev_prompt = _EMPTY
+        self.prev_generated = _EMPTY
         # Whether the last prompt built grows the previous turn (the trace keeps its whole
         # context): then it should start with the previous prompt + generated ids exactly.
         self.grows = False
+        # The conversation's buffer: [0, _written) is written and never changes again (views
+        # of it are handed out); the rest is room to grow into.
+        self._buf = np.zeros(0, dtype=np.int32)
+        self._written = 0
+        self._prev_buf = self._buf  # holds prev_prompt then prev_generated from position 0
+        self._last: np.ndarray | None = None  # the last prompt built ...
+        self._last_buf: np.ndarray | None = None  # ... a view of this buffer
+        self._done: tuple[object, object] | None = None  # `completed`'s prompt and ids
+        self._room: np.ndarray | None = None  # per turn: tokens the rest of the trace may need
+
+    def _need_from(self, i: int) -> int:
+        """Tokens a buffer started at request i may grow to: the longest prompt the trace
+        sends from i on plus the longest output."""
+        if self._room is None:
+            tr = self.trajectory
+            ins = np.maximum.accumulate(tr.input_tokens[::-1])[::-1]
+            outs = np.maximum.accumulate(tr.output_tokens[::-1])[::-1]
+            self._room = (ins + outs).astype(np.int64)
+        return int(self._room[min(i, len(self._room) - 1)]) if len(self._room) else 0
+
+    def _writable(self, src: np.ndarray, at: int, upto: int, i: int) -> np.ndarray:
+        """A buffer starting with src[:at], able to take writes to [at, upto): `src` itself
+        when it is the buffer being written, `at` is where writing stopped and it has room;
+        else a new one holding a copy of src[:at]."""
+        if src is self._buf and at == self._written and upto <= len(src):
+            return src
+        cap = max(upto, min(self._need_from(i), upto + upto // 4 + 4096))
+        buf = np.empty(cap, dtype=np.int32)
+        buf[:at] = src[:at]
+        self._buf, self._written = buf, at
+        return buf
 
     def _synth(self, i: int, a: int, b: int) -> np.ndarray:
         """Tokens for positions [a, b) of request i, from its hash ids (remembered tokens
@@ -154,9 +238,10 @@ class Context:
         )
         out = self.builder.space.tokens(self.builder.space.block_keys(self.ns.key, hashes), bs)
         remembered = self.ns.blocks
-        if remembered:
-            for j, k in enumerate(range(k0, min(k1, len(blocks)))):
-                got = remembered.get(int(blocks[k]))
+        if remembered and k0 < len(blocks):
+            named = blocks[k0:k1].astype(np.int64, copy=False).tolist()
+            for j, h in enumerate(named):
+                got = remembered.get(h)
                 if got is not None:
                     out[j * bs : (j + 1) * bs] = got
         return out[a - k0 * bs : b - k0 * bs]
@@ -168,29 +253,37 @@ class Context:
         return f"{self.identity}|{tr.id}#{i}"
 
     def prompt(self, i: int) -> np.ndarray:
-        """The token ids of request i (length = the trace's input tokens)."""
+        """The token ids of request i (length = the trace's input tokens), read-only."""
         tr = self.trajectory
         n = int(tr.input_tokens[i])
         bs = tr.block_size
         blocks = tr.blocks(i)
         self.grows = False
+        # The prompt starts with buffer positions [0, kept), then synthesised ones.
         if self.prev_index is None:
-            kept = np.zeros(0, dtype=np.int32)
+            kept = 0
         else:
             pb = tr.blocks(self.prev_index)
             m = min(len(pb), len(blocks))
             diff = np.flatnonzero(pb[:m] != blocks[:m])
             shared = int(diff[0]) if len(diff) else m
             if shared >= len(self.prev_prompt) // bs:
-                # Normal growth: everything the engine saw and produced, then new blocks.
-                kept = np.concatenate([self.prev_prompt, self.prev_generated])
+                # Normal growth: everything the engine saw and produced, then new blocks
+                # (`completed` left the generated ids right after the prompt).
+                kept = len(self.prev_prompt) + len(self.prev_generated)
                 self.grows = True
             else:
                 # A context edit: keep the shared full blocks exactly, re-synthesise the rest.
-                kept = self.prev_prompt[: shared * bs]
-        kept = kept[:n]
-        ids = np.concatenate([kept, self._synth(i, len(kept), n)]) if len(kept) < n else kept
-        self._remember(blocks, ids, bs)
+                kept = shared * bs
+        kept = min(kept, n)
+        buf = self._prev_buf
+        if kept < n:
+            buf = self._writable(buf, kept, n, i)
+            buf[kept:n] = self._synth(i, kept, n)
+            self._written = n
+        ids = _frozen(buf[:n])
+        self._remember(blocks, ids, bs, kept)
+        self._last, self._last_buf = ids, buf
         return ids
 
     def extends_previous(self, prompt: np.ndarray) -> bool | None:
@@ -208,23 +301,66 @@ class Context:
             and np.array_equal(head[k:], self.prev_generated)
         )
 
-    def _remember(self, blocks: np.ndarray, ids: np.ndarray, bs: int) -> None:
-        remembered = self.ns.blocks
+    def _remember(self, blocks: np.ndarray, ids: np.ndarray, bs: int, synth_from: int) -> None:
+        """Note the full blocks of a prompt the namespace has not sent before; keep the
+        tokens of those that are not what the token space synthesises for their hash (only
+        blocks reaching into the prompt's first `synth_from` tokens can be: past them, an
+        unsent block's tokens were synthesised for it)."""
+        ns = self.ns
         nfull = min(len(blocks), len(ids) // bs)
-        new = [k for k in range(nfull) if int(blocks[k]) not in remembered]
-        if not new:
+        if nfull == 0:
             return
-        # One compact copy of only the new blocks: rows are views into it, so no prompt
-        # array is kept alive by the namespace.
-        rows = ids[: nfull * bs].reshape(nfull, bs)[new]
-        for r, k in enumerate(new):
-            remembered.setdefault(int(blocks[k]), rows[r])
+        hs = blocks[:nfull].astype(np.int64, copy=False)
+        new = np.flatnonzero(~ns.seen.contains(hs))
+        if not len(new):
+            return
+        uniq, first = np.unique(hs[new], return_index=True)
+        new = new[first]  # a hash named twice: its first position's tokens were sent first
+        ns.seen.add(uniq)
+        cand = new[new * bs < synth_from]
+        if not len(cand):
+            return
+        space = self.builder.space
+        synth = space.tokens(space.block_keys(ns.key, hs[cand]), bs).reshape(len(cand), bs)
+        rows = ids[: nfull * bs].reshape(nfull, bs)[cand]
+        differ = np.flatnonzero((rows != synth).any(axis=1))
+        if not len(differ):
+            return
+        rows = rows[differ]  # one compact copy of only these blocks
+        for r, k in enumerate(cand[differ].tolist()):
+            ns.blocks[int(hs[k])] = rows[r]
 
     def completed(self, i: int, prompt: np.ndarray, generated: list[int] | np.ndarray) -> None:
         """Request i came back with `generated`: the next turn builds on it."""
+        gen = np.asarray(generated, dtype=np.int32)
+        p, g = len(prompt), len(gen)
+        if prompt is self._last and self._last_buf is not None:
+            buf = self._writable(self._last_buf, p, p + g, i)
+        else:  # not the prompt this context built last: a buffer starting with a copy of it
+            self._written = -1
+            buf = self._writable(np.asarray(prompt, dtype=np.int32), p, p + g, i)
+        buf[p : p + g] = gen
+        self._written = p + g
+        self._prev_buf = buf
         self.prev_index = i
-        self.prev_prompt = prompt
-        self.prev_generated = np.asarray(generated, dtype=np.int32)
+        self.prev_prompt = _frozen(buf[:p])
+        self.prev_generated = _frozen(buf[p : p + g])
+        self._last = self._last_buf = None
+        self._done = (prompt, generated)
+
+    def computed(self, prompt: np.ndarray, generated: list[int] | np.ndarray) -> np.ndarray:
+        """`computed_sequence(prompt, generated)` (replay.client.ideal): for the turn just
+        `completed` with these, a read-only view of the buffer rather than a copy."""
+        g = len(generated)
+        done = self._done
+        if done is not None and done[0] is prompt and done[1] is generated:
+            if g <= 1:
+                return self.prev_prompt
+            return _frozen(self._prev_buf[: len(self.prev_prompt) + g - 1])
+        gen = np.asarray(generated, dtype=np.int32)
+        if g <= 1:
+            return np.asarray(prompt, dtype=np.int32)
+        return np.concatenate([np.asarray(prompt, dtype=np.int32), gen[:-1]])
 
     def release(self) -> None:
         self.builder.release(self)

@@ -17,6 +17,8 @@ measurement runs in its own process on one core, and the script prints:
 Usage: .venv/bin/python scripts/bench_client.py [--requests 4000] [--skip-peer]
        .venv/bin/python scripts/bench_client.py --ceiling   # sessions × client workers
          (scripts/client_ceiling.py: 1K and 10K sessions, 1/2/4 workers, beside vllm bench)
+       .venv/bin/python scripts/bench_client.py --memory    # client state per full-size
+         session (tracemalloc, 50 sessions x 3 turns) and CPU a turn, beside today's figure
 nginx: installed with `apt-get install -y nginx` when missing and running as root.
 """
 
@@ -420,17 +422,28 @@ def main() -> None:
         help="instead: the client's ceiling in sessions with 1, 2 and 4 worker processes "
         "(scripts/client_ceiling.py), beside vllm bench serve's client",
     )
+    ap.add_argument(
+        "--memory",
+        action="store_true",
+        help="instead: client memory per full-size session and CPU a turn to build it "
+        "(scripts/client_ceiling.py memory_per_session), beside the figure before (1.78 MB)",
+    )
     ap.add_argument("--ceiling-seconds", type=float, default=20.0)
     ap.add_argument(
         "--ceiling-10k-prompt",
         type=int,
         default=10_000,
-        help="prompt tokens at 10K sessions (full size needs ~2.3 MB of client memory a "
-        "session: more than a small machine has)",
+        help="prompt tokens at 10K sessions (full size needs ~0.5 MB of client state a "
+        "session, --memory, plus each in-flight request's ~0.7 MB body)",
     )
     args = ap.parse_args()
     if args.worker:
         run_worker(args)
+        return
+    if args.memory:
+        from client_ceiling import memory_per_session, print_memory
+
+        print_memory(memory_per_session())
         return
     if args.ceiling:
         from client_ceiling import ceiling_table

@@ -276,3 +276,94 @@ if __name__ == "__main__":  # one measurement in its own process: print its JSON
     raise_fd_limit()
     args = json.loads(sys.argv[1])
     print(json.dumps(measure(**args)))
+
+
+# --- memory per session (issue 36 point 7) -----------------------------------------------------
+# Measured before the shared-buffer prompts (commit 4953df0, this container, tracemalloc):
+# 1.78 MB a session, replay/prompts.py 1.14 MB (each context's last prompt as its own int32
+# array, and every block of the namespace remembered as a numpy row in a dict) and
+# replay/client/ideal.py 0.55 MB (every 256-token chunk's bytes copied into sets). The issue
+# measured 2.3 MB with the process's RSS.
+MEMORY_BEFORE_MB = 1.78
+
+
+def memory_per_session(sessions: int = 50, turns: int = 3) -> dict[str, Any]:
+    """Client state per full-size session: `sessions` conversations of the synthetic trace,
+    `turns` turns each from turn 3 (as a ceiling session starts into its conversation), built
+    the way EngineSessions builds them (prompt, ideal prefix, body, then the 200 generated
+    ids), every context kept open. Bytes by tracemalloc after the last turn, per session and
+    by file; CPU seconds of the same build (untraced, a second run)."""
+    import gc
+    import tracemalloc
+
+    from replay.client.ideal import PrefixIndex
+    from replay.engines.adapters.vllm import VllmAdapter
+    from replay.prompts import PromptBuilder, TokenSpace
+
+    first = 3
+    tr = synthetic_trace(sessions, MEDIAN_PROMPT, MEDIAN_PROMPT // 100, first + turns)
+    gen = np.arange(OUTPUT, dtype=np.int32) + 7
+    adapter = VllmAdapter("http://127.0.0.1:9", "m")  # build_body only: nothing is sent
+
+    def build(keep: list[Any]) -> int:
+        builder = PromptBuilder(TokenSpace(151_000, 12345))
+        index = PrefixIndex()
+        body_bytes = 0
+        for t in tr.trajectories:
+            ctx = builder.context(t, t.namespace)
+            keep.append(ctx)
+            for i in range(first, first + turns):
+                prompt = ctx.prompt(i)
+                ctx.extends_previous(prompt)
+                index.longest_prefix(prompt)
+                body_bytes = max(body_bytes, len(adapter.build_body(prompt, OUTPUT)))
+                ctx.completed(i, prompt, gen)
+                index.insert(ctx.computed(prompt, gen))
+        keep.append(index)
+        keep.append(builder)
+        return body_bytes
+
+    gc.collect()
+    t0 = time.process_time()
+    build([])
+    cpu = time.process_time() - t0
+    gc.collect()
+    tracemalloc.start()
+    keep: list[Any] = []
+    body = build(keep)
+    gc.collect()
+    cur, _peak = tracemalloc.get_traced_memory()
+    snap = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    by_file = {
+        Path(st.traceback[0].filename).relative_to(ROOT).as_posix()
+        if Path(st.traceback[0].filename).is_relative_to(ROOT)
+        else Path(st.traceback[0].filename).name: st.size / sessions / 1e6
+        for st in snap.statistics("filename")[:4]
+    }
+    return {
+        "sessions": sessions,
+        "turns": turns,
+        "mb_per_session": cur / sessions / 1e6,
+        "by_file_mb": by_file,
+        "cpu_s": cpu,
+        "cpu_ms_per_turn": cpu / (sessions * turns) * 1e3,
+        "body_mb": body / 1e6,
+    }
+
+
+def print_memory(res: dict[str, Any]) -> None:
+    mb = res["mb_per_session"]
+    print(
+        f"client memory per full-size session ({res['sessions']} sessions x {res['turns']} "
+        f"turns, {MEDIAN_PROMPT:,}-token prompts): {mb:.2f} MB (before: {MEMORY_BEFORE_MB} MB; "
+        f"target <= 0.6 MB): 10K sessions {mb * 10:.1f} GB"
+    )
+    for f, v in res["by_file_mb"].items():
+        if v >= 0.001:
+            print(f"  {f}: {v:.3f} MB")
+    print(
+        f"  building them: {res['cpu_ms_per_turn']:.2f} ms of CPU a turn (prompt, ideal prefix, "
+        f"body, generated ids); each request's body, {res['body_mb']:.2f} MB, lives while it "
+        "is sent"
+    )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.client.fleet import ClientFleet, conversation_key
-from replay.client.ideal import AlignRuleIndex, PrefixIndex, computed_sequence
+from replay.client.ideal import AlignRuleIndex, PrefixIndex
 from replay.engines.adapters import Adapter, StreamResult
 from replay.prompts import Context, PromptBuilder
 from replay.records import RequestRecord
@@ -300,14 +300,16 @@ class EngineSessions:
                 self.stats.in_flight -= 1
             self._fill(rec, res)
             self.emit(rec)
+            if res.status == "ok":
+                ctx.completed(i, prompt, res.output_ids)
             if res.first_token_ns is not None:
                 # The engine computed this prompt (and the ids it fed back): later requests
-                # of this engine could ideally resume from it.
-                self.index.insert(computed_sequence(prompt, res.output_ids))
+                # of this engine could ideally resume from it. After `completed`, the
+                # context hands it as a view of its buffer, not a copy.
+                self.index.insert(ctx.computed(prompt, res.output_ids))
                 if self.rule is not None and rule is not None:
                     self.rule.served(prompt, rule[1])
             if res.status == "ok":
-                ctx.completed(i, prompt, res.output_ids)
                 return True, res.done_ns or time.perf_counter_ns()
             attempt += 1
             if attempt > self.policy.retries:

@@ -63,3 +63,40 @@ def test_align_rule_keeps_states_at_prompt_floors_and_junctions() -> None:
     assert rule.state_hit(list(range(100, 109))) == 8  # a prefix of p1 ending past its state
     assert rule.state_hit(list(range(100, 108))) == 0  # n - 1 = 7 < 8
     assert rule.junction(kv_hit=8, state_hit=8) == 0
+
+
+def _lcp(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+def test_longest_prefix_is_the_longest_common_prefix_with_any_inserted_sequence() -> None:
+    """Against brute force: branches from earlier sequences, partial chunks, wide nodes,
+    read-only arrays kept as views and writeable ones changed after they were inserted
+    (the index keeps what was inserted, not what the caller's array becomes)."""
+    rng = np.random.default_rng(36)
+    for chunk in (1, 2, 3, 5, 8):
+        ix = PrefixIndex(chunk_tokens=chunk)
+        kept: list[np.ndarray] = []
+        for step in range(300):
+            if kept and rng.random() < 0.8:
+                base = kept[int(rng.integers(len(kept)))]
+                cut = int(rng.integers(0, len(base) + 1))
+                tail = rng.integers(0, 3, int(rng.integers(0, 3 * chunk + 2)))
+                seq = np.concatenate([base[:cut], tail]).astype(np.int32)
+            else:
+                seq = rng.integers(0, 3, int(rng.integers(0, 4 * chunk + 3))).astype(np.int32)
+            q = seq.copy()
+            if len(q) and rng.random() < 0.5:
+                q[int(rng.integers(len(q)))] ^= 1
+            want = max((_lcp(q, s) for s in kept), default=0)
+            assert ix.longest_prefix(q) == want, (chunk, step)
+            if rng.random() < 0.5:
+                seq.flags.writeable = False
+                ix.insert(seq)
+                kept.append(seq)
+            else:
+                ix.insert(seq)
+                kept.append(seq.copy())
+                seq[:] = 7  # the caller reuses its array

@@ -149,3 +149,33 @@ def test_each_replay_of_a_trajectory_gets_its_own_tokens(helpers: Any) -> None:
     assert np.array_equal(again.prompt(0), p)
     third = builder.context(tr, f"{tr.namespace}#replay2")
     assert not np.array_equal(third.prompt(0), q)
+
+
+def test_a_conversation_shares_one_buffer_and_remembers_only_blocks_with_generated_ids(
+    helpers: Any,
+) -> None:
+    """Issue 36 point 7: turn k+1's prompt is a view of the buffer turn k's was (what was
+    handed out is read-only and never changes); the namespace keeps every block hash it
+    sent but the tokens of only the blocks that are not what the token space synthesises
+    for their hash: here the one block each turn that holds generated ids."""
+    tr = helpers.growing_trajectory("g", turns=4, first=100, step=60, out=8)
+    builder = PromptBuilder(TokenSpace(32000, 3))
+    ctx = builder.context(tr)
+    prompts = []
+    for i in range(4):
+        p = ctx.prompt(i)
+        assert not p.flags.writeable
+        prompts.append((p, p.copy()))
+        gen = np.arange(8, dtype=np.int32) + 100 * (i + 1)
+        ctx.completed(i, p, gen)
+        seq = ctx.computed(p, gen)
+        assert seq.tolist() == [*p.tolist(), *gen[:-1].tolist()]
+    assert all(np.shares_memory(prompts[0][0], q) for q, _ in prompts[1:])
+    assert all(np.array_equal(p, c) for p, c in prompts)
+    full = {int(h) for i in range(4) for h in tr.blocks(i)[: int(tr.input_tokens[i]) // 16]}
+    assert builder.remembered_blocks == len(full)
+    # Turns 1-3 each sent the ids generated before them, in blocks 6, 10 and 13-14 (turn
+    # 2's 8 ids start 4 tokens before a block's end).
+    assert len(ctx.ns.blocks) == 4
+    for row in ctx.ns.blocks.values():
+        assert set(row.tolist()) & set(range(100, 400))
