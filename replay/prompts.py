@@ -32,6 +32,7 @@ tokens of only those blocks that differ from what the token space synthesises fo
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,6 +134,9 @@ class _Namespace:
     # synthesises for that hash (the first content sent wins)
     blocks: dict[int, np.ndarray] = field(default_factory=dict)
     refs: int = 0
+    # Big prompts are built in worker threads (replay.client.session), a parent's and its
+    # subagents' at once: one prompt's blocks are noted at a time.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class PromptBuilder:
@@ -306,29 +310,32 @@ class Context:
         tokens of those that are not what the token space synthesises for their hash (only
         blocks reaching into the prompt's first `synth_from` tokens can be: past them, an
         unsent block's tokens were synthesised for it)."""
-        ns = self.ns
         nfull = min(len(blocks), len(ids) // bs)
         if nfull == 0:
             return
         hs = blocks[:nfull].astype(np.int64, copy=False)
+        with self.ns.lock:
+            self._note(hs, ids, bs, synth_from)
+
+    def _note(self, hs: np.ndarray, ids: np.ndarray, bs: int, synth_from: int) -> None:
+        ns = self.ns
         new = np.flatnonzero(~ns.seen.contains(hs))
         if not len(new):
             return
         uniq, first = np.unique(hs[new], return_index=True)
         new = new[first]  # a hash named twice: its first position's tokens were sent first
-        ns.seen.add(uniq)
         cand = new[new * bs < synth_from]
-        if not len(cand):
-            return
-        space = self.builder.space
-        synth = space.tokens(space.block_keys(ns.key, hs[cand]), bs).reshape(len(cand), bs)
-        rows = ids[: nfull * bs].reshape(nfull, bs)[cand]
-        differ = np.flatnonzero((rows != synth).any(axis=1))
-        if not len(differ):
-            return
-        rows = rows[differ]  # one compact copy of only these blocks
-        for r, k in enumerate(cand[differ].tolist()):
-            ns.blocks[int(hs[k])] = rows[r]
+        if len(cand):
+            space = self.builder.space
+            synth = space.tokens(space.block_keys(ns.key, hs[cand]), bs).reshape(len(cand), bs)
+            rows = ids[: len(hs) * bs].reshape(len(hs), bs)[cand]
+            differ = np.flatnonzero((rows != synth).any(axis=1))
+            if len(differ):
+                rows = rows[differ]  # one compact copy of only these blocks
+                for r, k in enumerate(cand[differ].tolist()):
+                    ns.blocks[int(hs[k])] = rows[r]
+        # Seen only once their tokens are stored: `_synth` (unlocked) reads `blocks`.
+        ns.seen.add(uniq)
 
     def completed(self, i: int, prompt: np.ndarray, generated: list[int] | np.ndarray) -> None:
         """Request i came back with `generated`: the next turn builds on it."""
