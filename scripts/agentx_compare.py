@@ -50,7 +50,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_peers import MODEL, PEERS_PY, _env, _scaled, _server, _stats, _val  # noqa: E402
+from bench_peers import (  # noqa: E402
+    MODEL,
+    PEERS_PY,
+    _env,
+    _scaled,
+    _server,
+    _stats,
+    aiperf_records,
+)
 
 from replay.emulator.config import EmulatorConfig  # noqa: E402
 from replay.emulator.launch import start_emulators  # noqa: E402
@@ -170,30 +178,8 @@ def run_aiperf(
 
 
 def _aiperf_figures(art: Path) -> dict[str, float]:
-    prompt = cached = 0.0
-    n = errors = warm = 0
-    ttft: list[float] = []
-    for line in (art / "profile_export.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("metadata", {}).get("benchmark_phase") != "profiling":
-            warm += 1
-            continue
-        m = rec.get("metrics", {})
-        n += 1
-        if rec.get("error"):
-            errors += 1
-            continue
-        prompt += _val(m, "usage_prompt_tokens")
-        cached += _val(m, "usage_prompt_cache_read_tokens")
-        if "time_to_first_token" in m:
-            ttft.append(_val(m, "time_to_first_token"))
-    return {
-        "requests": n,
-        "priming": warm,
-        "errors": errors,
-        "hit": cached / max(prompt, 1.0),
-        **_pcts(np.asarray(ttft)),
-    }
+    counts, ttft = aiperf_records(art)
+    return {**counts, **_pcts(ttft)}
 
 
 def main() -> None:

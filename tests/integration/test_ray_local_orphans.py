@@ -8,7 +8,6 @@ completed sweep too: the forked sweep child runs no atexit handlers, so nothing 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.long_trace import write_long_trace
 from tests.processes import descendants, kill_all, name, wait_gone
 
 pytest.importorskip("ray")
@@ -29,21 +29,10 @@ AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def _trace(path: Path, sessions: int = 40, turns: int = 300) -> Path:
-    lines = []
-    for s in range(sessions):
-        reqs = [{"t": 2.0 * k, "type": "s", "in": 640 + 64 * k, "out": 4,
-                 "hash_ids": list(range(s * 1000, s * 1000 + 10 + k))} for k in range(turns)]  # fmt: skip
-        lines.append(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
-                                 "requests": reqs}))  # fmt: skip
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def _simulate(tmp_path: Path, sessions: int, minutes: int) -> subprocess.Popen[bytes]:
     with (tmp_path / "log").open("wb") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", "replay", "simulate", "--trace", str(_trace(tmp_path / "t.jsonl")),
+            [sys.executable, "-m", "replay", "simulate", "--trace", str(write_long_trace(tmp_path / "t.jsonl")),
              "--policies", "vllm,flashstate", "--sessions", str(sessions), "--duration-min",
              str(minutes), "--token-scale", "1", "--ray", "local", "--out", str(tmp_path / "sim")],
             stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
@@ -101,20 +90,26 @@ def test_a_completed_ray_local_sweep_leaves_no_ray_process(tmp_path: Path) -> No
         kill_all(set(seen))
 
 
+def _ray_run(
+    tmp_path: Path, name: str, minutes: str, engines: str = "vllm", sessions: int = 2
+) -> subprocess.Popen[bytes]:
+    """`replay run --workers 2 --ray local` into `tmp_path/name`, its output in `name.log`."""
+    with (tmp_path / f"{name}.log").open("wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "replay", "run", "--engines", engines, "--sessions", str(sessions),
+             "--duration-min", minutes, "--time-scale", "60", "--no-panel", "--workers", "2",
+             "--ray", "local", "--out", str(tmp_path / name)],
+            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("stop", ["completed", "SIGINT"])
 def test_a_run_with_ray_local_workers_leaves_no_ray_process(stop: str, tmp_path: Path) -> None:
     """`replay run --workers 2 --ray local`: the run's pool starts the cluster from a worker
     thread, and Ray bound its GCS and raylet to that thread, so they were killed when it ended
     and the two agents stayed about a minute; the pool now stops the cluster it started."""
-    with (tmp_path / "log").open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "replay", "run", "--engines", "flashstate,vllm",
-             "--sessions", "4", "--duration-min", "1" if stop == "completed" else "30",
-             "--time-scale", "60", "--no-panel", "--workers", "2", "--ray", "local",
-             "--out", str(tmp_path / "run")],
-            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),  # Ray's sockets: short paths
-        )  # fmt: skip
+    proc = _ray_run(tmp_path, "run", "1" if stop == "completed" else "30", "flashstate,vllm", 4)
     seen: dict[int, str] = {}
     try:
         deadline = time.monotonic() + 90
@@ -128,7 +123,7 @@ def test_a_run_with_ray_local_workers_leaves_no_ray_process(stop: str, tmp_path:
                 break
             time.sleep(0.1)
         code = proc.wait(timeout=30)
-        assert code == (0 if stop == "completed" else 130), (tmp_path / "log").read_text()
+        assert code == (0 if stop == "completed" else 130), (tmp_path / "run.log").read_text()
         assert set(AGENTS) <= set(seen.values()), seen  # the cluster's agents were there
         left = wait_gone(set(seen), GONE_S)
         assert not left, f"still running {GONE_S} s after the run ended: {left}"
@@ -137,17 +132,6 @@ def test_a_run_with_ray_local_workers_leaves_no_ray_process(stop: str, tmp_path:
             proc.kill()
             proc.wait()
         kill_all(set(seen))
-
-
-def _ray_run(tmp_path: Path, name: str, minutes: str) -> subprocess.Popen[bytes]:
-    with (tmp_path / f"{name}.log").open("wb") as fh:
-        return subprocess.Popen(
-            [sys.executable, "-m", "replay", "run", "--engines", "vllm", "--sessions", "2",
-             "--duration-min", minutes, "--time-scale", "60", "--no-panel", "--workers", "2",
-             "--ray", "local", "--out", str(tmp_path / name)],
-            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
-        )  # fmt: skip
 
 
 def test_the_next_ray_local_run_stops_the_agents_a_sigkilled_run_left(tmp_path: Path) -> None:

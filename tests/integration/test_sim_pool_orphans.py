@@ -5,7 +5,6 @@ used to stay a minute or more, re-parented to init, still simulating."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,23 +20,13 @@ from replay.commands.sim_child import run_in_child
 from replay.sim.runner import SimConfig, SimResult
 from replay.sim.sweep import results, run_sweep
 from replay.traces.loader import load_trace
+from tests.long_trace import write_long_trace
 from tests.processes import descendants, kill_all, wait_for, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 GONE_S = 5.0
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-
-
-def _trace(path: Path, sessions: int = 40, turns: int = 300) -> Path:
-    lines = []
-    for s in range(sessions):
-        reqs = [{"t": 2.0 * k, "type": "s", "in": 640 + 64 * k, "out": 4,
-                 "hash_ids": list(range(s * 1000, s * 1000 + 10 + k))} for k in range(turns)]  # fmt: skip
-        lines.append(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
-                                 "requests": reqs}))  # fmt: skip
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.mark.parametrize(
@@ -47,7 +36,7 @@ def test_a_stopped_simulate_leaves_no_pool_worker(sig: int, tmp_path: Path) -> N
     log = tmp_path / "log"
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replay", "simulate", "--trace", str(_trace(tmp_path / "t.jsonl")),
+            [sys.executable, "-m", "replay", "simulate", "--trace", str(write_long_trace(tmp_path / "t.jsonl")),
              "--policies", "vllm,flashstate", "--sessions", "50", "--duration-min", "300",
              "--token-scale", "1", "--workers", "2", "--out", str(tmp_path / "sim")],
             stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
@@ -82,7 +71,7 @@ def _configs() -> tuple[SimConfig, SimConfig]:
 def test_a_sweep_ended_by_an_exception_kills_its_pool(tmp_path: Path) -> None:
     """The sweep's consumer raises after the first result (as a failed write would): the pool
     is killed, not waited for until the other simulation ends."""
-    trace = load_trace(_trace(tmp_path / "t.jsonl"))
+    trace = load_trace(write_long_trace(tmp_path / "t.jsonl"))
     before = descendants(os.getpid())
     gen = results(trace, list(_configs()), workers=2)
     kids: set[int] = set()
@@ -102,7 +91,7 @@ def test_a_sweep_ended_by_an_exception_kills_its_pool(tmp_path: Path) -> None:
 
 
 def test_an_exception_in_the_command_kills_the_sweep_child_and_its_pool(tmp_path: Path) -> None:
-    trace = load_trace(_trace(tmp_path / "t.jsonl"))
+    trace = load_trace(write_long_trace(tmp_path / "t.jsonl"))
     configs = list(_configs())
     out = tmp_path / "sim"
     before = descendants(os.getpid())

@@ -16,18 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.long_trace import write_long_trace
+
 ROOT = Path(__file__).resolve().parents[4]
-
-
-def _trace(path: Path, sessions: int = 40, turns: int = 300) -> str:
-    lines = []
-    for s in range(sessions):
-        reqs = [{"t": 2.0 * k, "type": "s", "in": 640 + 64 * k, "out": 4,
-                 "hash_ids": list(range(s * 1000, s * 1000 + 10 + k))} for k in range(turns)]  # fmt: skip
-        lines.append(json.dumps({"id": f"s{s}", "block_size": 64, "hash_id_scope": "local",
-                                 "requests": reqs}))  # fmt: skip
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
 
 
 def _children(pid: int) -> set[int]:
@@ -44,7 +35,7 @@ def test_simulate_stops_at_once_and_marks_runs_interrupted(sig: int, tmp_path: P
     log = tmp_path / "log"
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replay", "simulate", "--trace", _trace(tmp_path / "t.jsonl"),
+            [sys.executable, "-m", "replay", "simulate", "--trace", str(write_long_trace(tmp_path / "t.jsonl")),
              "--policies", "vllm,flashstate", "--sessions", "50", "--duration-min", "300",
              "--token-scale", "1", "--out", str(out)],
             stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
