@@ -3,9 +3,10 @@ a summary row out (`simulate`), optionally written as a run directory (`write_ru
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -253,10 +254,18 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     the collector's passes free next to nothing, yet took ~15% of a 48-session replay
     (measured with scripts/bench_sim.py); the few cycles a run drops (absorbed blocks) are
     collected once it is resumed. Nothing a run computes depends on it."""
+    with gc_paused():
+        return _simulate(trace, cfg, profile)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for a run, restored after (`simulate`'s
+    docstring says why; `replay.sim.fleet.simulate_fleet` pauses it alike)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(trace, cfg, profile)
+        yield
     finally:
         if was_enabled:
             gc.enable()

@@ -16,7 +16,12 @@ with the times put on one clock (a subagent's `t` counts from its own start, whi
 `spawn_t` after its parent's) and ties broken by walk order then request index (aiperf
 breaks them by the request's position in the file; ties are rare). Written from the
 definition, vectorised: an id counts as seen for a request when it first occurred in an
-earlier request of the order.
+earlier request of the order. Only each request's suffix past what it shares with its
+trajectory's previous request enters that search: the shared lead is seen (the previous
+request came earlier), and by induction along each trajectory the suffixes of the earlier
+requests hold every id the earlier requests held. This is 7x faster on the synthetic corpus
+(18.7 -> 2.6 s for 393 roots) with the same counts (tests/unit/replay/traces/test_traces_prefix.py
+checks it against the definition).
 """
 
 from __future__ import annotations
@@ -40,6 +45,26 @@ def _absolute_starts(root: Trajectory) -> dict[str, float]:
     return out
 
 
+def _shared_with_previous(trajs: list[Trajectory], order: np.ndarray) -> np.ndarray:
+    """Per request (in walk order): the leading ids it shares with its trajectory's previous
+    request when that one comes earlier in `order`, else 0."""
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    shared = np.zeros(len(order), dtype=np.int64)
+    at = 0
+    for tr in trajs:
+        prev: np.ndarray | None = None
+        for i in range(tr.num_requests):
+            cur = np.asarray(tr.blocks(i), dtype=np.int64)
+            if prev is not None and rank[at + i - 1] < rank[at + i]:
+                m = min(len(prev), len(cur))
+                differ = np.flatnonzero(prev[:m] != cur[:m])
+                shared[at + i] = differ[0] if len(differ) else m
+            prev = cur
+        at += tr.num_requests
+    return shared
+
+
 def prefix_blocks(root: Trajectory) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{trajectory id: (hit blocks, total blocks)} for the root and every subagent below
     it, one entry per request (int64 arrays), under aiperf's per-trace rule (module
@@ -54,24 +79,29 @@ def prefix_blocks(root: Trajectory) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     lengths = np.concatenate([np.diff(tr.hash_offsets).astype(np.int64) for tr in trajs])
     # Requests in aiperf's order: time, then walk order, then index.
     order = np.lexsort((index, walk_pos, times))
-    ids = [trajs[int(walk_pos[r])].blocks(int(index[r])) for r in order]
     n = len(order)
-    hits_sorted = np.zeros(n, dtype=np.int64)
-    sorted_len = lengths[order]
-    if n and int(sorted_len.sum()):
-        flat = np.concatenate([np.asarray(a, dtype=np.int64) for a in ids])
-        owner = np.repeat(np.arange(n, dtype=np.int64), sorted_len)
+    shared = _shared_with_previous(trajs, order)
+    suffixes = [
+        np.asarray(trajs[int(walk_pos[r])].blocks(int(index[r])), dtype=np.int64)[shared[r] :]
+        for r in order
+    ]
+    lead = shared[order]
+    hits_sorted = lead.copy()
+    suffix_len = lengths[order] - lead
+    if n and int(suffix_len.sum()):
+        flat = np.concatenate(suffixes)
+        owner = np.repeat(np.arange(n, dtype=np.int64), suffix_len)
         # The request (in the order) where each id first occurs.
         _, first_pos, inverse = np.unique(flat, return_index=True, return_inverse=True)
         seen_before = owner[first_pos][inverse] < owner
-        # Leading run per request: up to its first id not seen before (or its end).
+        # Leading run per suffix: up to its first id not seen before (or its end).
         pos = np.arange(len(flat), dtype=np.int64)
         unseen_at = np.where(seen_before, len(flat), pos)
-        bounds = np.concatenate(([0], np.cumsum(sorted_len)))
-        nonempty = sorted_len > 0
+        bounds = np.concatenate(([0], np.cumsum(suffix_len)))
+        nonempty = suffix_len > 0
         first_unseen = np.minimum.reduceat(unseen_at, bounds[:-1][nonempty])
         ends = bounds[1:][nonempty]
-        hits_sorted[nonempty] = np.minimum(first_unseen, ends) - bounds[:-1][nonempty]
+        hits_sorted[nonempty] += np.minimum(first_unseen, ends) - bounds[:-1][nonempty]
     hits = np.empty(n, dtype=np.int64)
     hits[order] = hits_sorted
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
