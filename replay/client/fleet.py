@@ -43,14 +43,13 @@ from replay.fleet import (
     Ticket,
     make_router,
 )
+from replay.fleet.base import MAX_REPLICAS
 from replay.records import RequestRecord
 
 # replay.emulator.server.REPLICA_HEADER and replay.engines.smg.ROUTED_HEADER (tests check
 # they agree; the client does not import the emulator).
 REPLICA_HEADER = "x-replay-replica"
 SMG_WORKER_HEADER = "x-smg-routed-worker-id"
-# More replicas than any fleet the harness routes or reads: a larger id is a broken header.
-MAX_REPLICAS = 1024
 
 
 class FleetError(ValueError):

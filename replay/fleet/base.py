@@ -23,6 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+# The most replicas one engine's fleet may have, for every executor: `--replicas` is bounded
+# by it (replay.runspec.fields; `--replicas 100000` used to start emulators until memory ran
+# out), the client caps the URLs a router names with it and reads a larger replica id in a
+# response header as a broken header (replay.client.fleet; issue 36).
+MAX_REPLICAS = 1024
+
 
 class PrefixView(Protocol):
     """A prompt's prefix identity: equal `key_at(p)` ⇔ equal first p tokens."""

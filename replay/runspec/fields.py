@@ -11,6 +11,7 @@ from typing import Annotated, Any, cast
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from replay.fleet.base import MAX_REPLICAS
 from replay.presets import PRESETS
 from replay.windows import Minutes
 from replay.workload import DEFAULT_WORKLOAD as W
@@ -28,10 +29,6 @@ INT64_MAX = 2**63 - 1
 # A year of the trace's clock: a longer run overflows the clocks that time it (nanosecond
 # deadlines) long before it could end; no recorded agent trace comes near it.
 MAX_DURATION_MIN = 525_600.0
-# The most replicas one engine's fleet may have: more than any fleet the harness routes (the
-# client reads a larger replica id as a broken header: replay.client.fleet.MAX_REPLICAS, the
-# same number), and `--replicas 100000` used to start emulators until memory ran out.
-MAX_REPLICAS = 1024
 
 
 def flagged(default: Any, flag: str, help: str, *aliases: str, **rules: Any) -> Any:
