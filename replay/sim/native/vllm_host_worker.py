@@ -127,14 +127,7 @@ class HostEngine(SchedEngine):
             sampled_token_ids=sampled,
             kv_connector_output=out,
         )
-        finished: list[str] = []
-        for eco in s.update_from_output(so, mro).values():
-            for o in eco.outputs:
-                if o.finish_reason is not None:
-                    finished.append(o.request_id)
-        for rid in finished:
-            self.outputs.pop(rid, None)
-        return {"finished": finished}
+        return {"finished": self._update(so, mro)}
 
     def run(self, rid: str, n: int, ids: list[int]) -> dict[str, Any]:
         self.add(rid, n, ids)

@@ -228,14 +228,7 @@ class Engine:
             sampled_token_ids=sampled,
         )
         emitted = [rid for rid, tok in zip(ids, sampled, strict=True) if tok]
-        finished: list[str] = []
-        for eco in s.update_from_output(so, mro).values():
-            for o in eco.outputs:
-                if o.finish_reason is not None:
-                    finished.append(o.request_id)
-        for rid in finished:
-            self.outputs.pop(rid, None)
-            self.seen.discard(rid)
+        finished = self._update(so, mro)
         return {
             "scheduled": sched,
             "emitted": emitted,
@@ -245,6 +238,19 @@ class Engine:
             "evicted": self.evicted,
             **self._counts(),
         }
+
+    def _update(self, so: Any, mro: Any) -> list[str]:
+        """The step's model output handed to the scheduler; the requests it finished, which
+        this worker then forgets."""
+        finished: list[str] = []
+        for eco in self.sched.update_from_output(so, mro).values():
+            for o in eco.outputs:
+                if o.finish_reason is not None:
+                    finished.append(o.request_id)
+        for rid in finished:
+            self.outputs.pop(rid, None)
+            self.seen.discard(rid)
+        return finished
 
     def abort(self, rid: str) -> dict[str, Any]:
         from vllm.v1.request import RequestStatus
