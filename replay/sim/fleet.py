@@ -227,17 +227,8 @@ def _simulate_fleet(trace: Trace, cfg: FleetConfig, profile: ModelProfile | None
         if r.sent_s is not None
     ]
     wall = time.perf_counter() - t0
-    assert settings.capacity is not None
     summary = run_summary(
-        cfg,
-        records,
-        meter,
-        profile.model_copy(update={"gpus": profile.gpus * cfg.replicas}),  # every replica's
-        sessions,
-        wall_seconds=wall,
-        capacity=settings.capacity.reported_blocks * cfg.replicas,
-        evictions=sum(c.cache.evictions for c in caches),
-        refusals=sum(c.cache.admission_refusals for c in caches),
+        cfg, records, meter, profile, sessions, settings, caches, wall_seconds=wall
     )
     summary.update(
         {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -217,15 +217,18 @@ def run_summary(
     meter: RunMeter,
     profile: ModelProfile,
     sessions: Sessions,
+    settings: CacheSettings,
+    caches: Sequence[SimCache],
     *,
     wall_seconds: float,
-    capacity: int,
-    evictions: int,
-    refusals: int,
 ) -> dict[str, Any]:
     """The run's row of the sweep's summary (`replay.sim.measures.summarize`) and what was
-    replayed (`run_shape`); `profile` counts the GPUs of every engine the run's `capacity`
-    (in blocks) is spread over."""
+    replayed (`run_shape`), over every engine of the run (`caches`: one, or a fleet's
+    replicas, each of `settings`' capacity): their GPUs (`profile`'s per engine), blocks,
+    evictions and admission refusals added up."""
+    assert settings.capacity is not None
+    n = len(caches)
+    profile = profile.model_copy(update={"gpus": profile.gpus * n})
     summary = summarize(
         records,
         meter.occ,
@@ -235,9 +238,9 @@ def run_summary(
         seed=cfg.seed,
         timing=cfg.timing,
         wall_seconds=wall_seconds,
-        capacity=capacity,
-        evictions=evictions,
-        refusals=refusals,
+        capacity=settings.capacity.reported_blocks * n,  # replay.sim.cache.capacity: the one rule
+        evictions=sum(c.cache.evictions for c in caches),
+        refusals=sum(c.cache.admission_refusals for c in caches),
         working_set_blocks=meter.ws.mean_blocks(cfg.duration_s),
         token_scale=cfg.token_scale,
     )
@@ -296,17 +299,8 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
         if r.sent_s is not None
     ]
     wall = time.perf_counter() - t0
-    assert settings.capacity is not None
     summary = run_summary(
-        cfg,
-        records,
-        meter,
-        profile,
-        sessions,
-        wall_seconds=wall,
-        capacity=settings.capacity.reported_blocks,  # replay.sim.cache.capacity: the one rule
-        evictions=cache.evictions,
-        refusals=cache.admission_refusals,
+        cfg, records, meter, profile, sessions, settings, [sim_cache], wall_seconds=wall
     )
     engine: dict[str, float] = {}
     if isinstance(executor, EngineExecutor):
