@@ -18,6 +18,7 @@ import numpy as np
 
 from replay.sim.cache.hybrid import HybridCache
 from replay.sim.cache.keys import LineagePrefix
+from replay.sim.native.turns import interleaved
 
 
 @dataclass(frozen=True)
@@ -153,20 +154,10 @@ def tight(rng: np.random.Generator, B: int, conv: int = 5, turns: int = 6) -> li
     """Several conversations interleaved and overlapping in time, in a cache too small for
     them all: evictions decide the hits."""
     out: list[Req] = []
-    heads = [-1] * conv
     t = 0.0
-    for _ in range(turns):
-        for c in range(conv):
-            prev = heads[c]
-            o = int(rng.integers(1, B))
-            if prev < 0:
-                n, shared = int(rng.integers(2 * B, 5 * B)), 0
-            else:
-                shared = out[prev].n + out[prev].out
-                n = shared + int(rng.integers(1, 2 * B))
-            out.append(Req(n, o, prev, shared, t, hold=float(rng.uniform(0.5, 3.0))))
-            heads[c] = len(out) - 1
-            t += float(rng.uniform(0.2, 1.5))
+    for n, o, prev, shared in interleaved(rng, B, conv, turns, (2, 5)):
+        out.append(Req(n, o, prev, shared, t, hold=float(rng.uniform(0.5, 3.0))))
+        t += float(rng.uniform(0.2, 1.5))
     return out
 
 

@@ -27,6 +27,7 @@ from replay.sim.cache.keys import LineagePrefix
 from replay.sim.cache.policies import make_policy
 from replay.sim.cache.tiers import HostTier
 from replay.sim.native.tokens import TokenSource
+from replay.sim.native.turns import interleaved
 from replay.sim.native.worker import ENGINES, ENV_PYTHON, SETUP_HINT, EngineSpec, Worker
 
 ENGINE = "vllm-host"
@@ -161,20 +162,7 @@ def conversations(rng: np.random.Generator, conv: int = 4, turns: int = 5) -> li
     """Conversations taking turns (a, b, c, d, a, b, ...), each turn the previous turn's
     prompt and output plus new text: with a GPU cache smaller than their working set, a
     conversation's prefix has left the GPU by its next turn and is found in host memory."""
-    out: list[Turn] = []
-    heads = [-1] * conv
-    for _ in range(turns):
-        for c in range(conv):
-            prev = heads[c]
-            o = int(rng.integers(1, B))
-            if prev < 0:
-                n, shared = int(rng.integers(3 * B, 6 * B)), 0
-            else:
-                shared = out[prev].n + out[prev].out
-                n = shared + int(rng.integers(1, 2 * B))
-            out.append(Turn(n, o, prev, shared))
-            heads[c] = len(out) - 1
-    return out
+    return [Turn(*r) for r in interleaved(rng, B, conv, turns, (3, 6))]
 
 
 def agreement(ours: list[Hit], theirs: list[Hit]) -> dict[str, Any]:
