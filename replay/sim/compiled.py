@@ -29,6 +29,7 @@ MODULES: tuple[str, ...] = (
     "nodes",
     "keys",
     "requests",
+    "store",
     "hybrid",
     "materialize",
     "eviction",

@@ -79,19 +79,7 @@ SIM_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # Known while other work of issue 33 lands; each is removed once its import is gone (the
 # last test fails while one is listed that no longer exists).
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # The cache core calls its materialisation, eviction and policy, and they call it back
-    # (naming `HybridCache` in annotations); a view for them must stay compiled (mypyc) to
-    # keep the per-block calls native.
-    frozenset(
-        {
-            "replay.sim.cache.hybrid",
-            "replay.sim.cache.materialize",
-            "replay.sim.cache.eviction",
-            "replay.sim.cache.policy_base",
-        }
-    ),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_ARROWS: set[tuple[str, str]] = set()
 
 

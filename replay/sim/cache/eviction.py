@@ -11,6 +11,9 @@
 - `Marconi`: recovery units by normalised recency + α · normalised prefill saved per block.
 - `NoEviction`: the unbounded cache.
 
+The hooks they implement (`Eviction`) live with the store they act on
+(`replay.sim.cache.store`).
+
 Priorities are kept in lazy heaps: an entry is re-checked when it reaches the top and pushed
 again if its object changed since, so a pop costs O(log n) and nothing scans the cache.
 """
@@ -18,53 +21,20 @@ again if its object changed since, so a pop costs O(log n) and nothing scans the
 from __future__ import annotations
 
 import heapq
-import itertools
-from typing import TYPE_CHECKING, Any
-
-from mypy_extensions import mypyc_attr
+from typing import Any
 
 from replay.sim.cache.nodes import Block, State
+from replay.sim.cache.store import CacheStore, Eviction, Pool
 
-if TYPE_CHECKING:
-    from replay.sim.cache.hybrid import HybridCache
-
-Pool = str  # "any" (one shared pool), "kv" or "state" (SGLang's two pools)
-
-
-@mypyc_attr(allow_interpreted_subclasses=True)  # SGLang's LRU (sglang_policy) is interpreted
-class Eviction:
-    """Hooks the cache calls; the default keeps everything and evicts nothing."""
-
-    unit_owned = False  # KV lives only as part of recovery units (orphan KV is freed)
-
-    def __init__(self, cache: HybridCache):
-        self.cache = cache
-        self._seq = itertools.count()
-        self.victim: Block | State | None = None  # the last one evicted (for error messages)
-
-    def on_resume(self, s: State, now: float) -> None:
-        """A request pinned `s` to resume from it."""
-
-    def on_state_released(self, s: State, now: float, used: bool = True) -> None:
-        """The last live request holding `s` ended (`used`: that counts as a use of `s`;
-        LRU policies read the use from `s.last_use`, which the caller sets)."""
-
-    def on_states_added(self, states: list[State], now: float) -> None:
-        """New resident checkpoints (before admission)."""
-
-    def admit(self, s: State, now: float) -> bool:
-        return True
-
-    def refresh(self, states: list[State], now: float) -> None:
-        """`states` moved to another block (a partial block was absorbed)."""
-
-    def after_release(self, path: list[Block], now: float) -> None:
-        """A request ended; `path` is its block path, now unpinned."""
-        if self.unit_owned and path:
-            self.cache.collect(path[-1])
-
-    def evict_one(self, pool: Pool, now: float) -> bool:
-        return False
+__all__ = [
+    "AllocationLRU",
+    "Eviction",
+    "GreedyDualSize",
+    "Marconi",
+    "NoEviction",
+    "Pool",
+    "UnitLRU",
+]
 
 
 class NoEviction(Eviction):
@@ -74,7 +44,7 @@ class NoEviction(Eviction):
 class AllocationLRU(Eviction):
     """Per-allocation LRU over blocks and checkpoints (one heap per pool)."""
 
-    def __init__(self, cache: HybridCache):
+    def __init__(self, cache: CacheStore):
         super().__init__(cache)
         self.heaps: dict[Pool, list[tuple[Any, ...]]] = {"any": [], "kv": [], "state": []}
         self._limit: dict[Pool, int] = dict.fromkeys(self.heaps, 1024)  # compaction trigger
@@ -149,7 +119,7 @@ class UnitLRU(Eviction):
 
     unit_owned = True
 
-    def __init__(self, cache: HybridCache):
+    def __init__(self, cache: CacheStore):
         super().__init__(cache)
         self.heap: list[tuple[Any, ...]] = []
         self._limit = 1024  # heap length that triggers a compaction
@@ -224,7 +194,7 @@ class UnitLRU(Eviction):
 class GreedyDualSize(UnitLRU):
     """FlashState's GreedyDual-Size over recovery units (Eq. 7), optionally leaf-last."""
 
-    def __init__(self, cache: HybridCache, tiers: bool = False, idle_s: float = 60.0):
+    def __init__(self, cache: CacheStore, tiers: bool = False, idle_s: float = 60.0):
         super().__init__(cache)
         self.tiers = tiers
         self.idle_s = idle_s
@@ -380,7 +350,7 @@ class Marconi(GreedyDualSize):
     or go around it); the utility itself needs min/max over the candidates, so eviction is a
     scan over the resident units rather than a heap pop."""
 
-    def __init__(self, cache: HybridCache, alpha: float = 1.0):
+    def __init__(self, cache: CacheStore, alpha: float = 1.0):
         super().__init__(cache)
         self.alpha = alpha
 
@@ -419,7 +389,7 @@ def _pos(s: State) -> int:
     return s.pos
 
 
-def branches(cache: HybridCache, s: State) -> int:
+def branches(cache: CacheStore, s: State) -> int:
     """How many nearest deeper checkpoints hang below `s` (0: a leaf, ≥2: a branch point)."""
     for o in s.block.rstates:
         if o.pos > s.pos:

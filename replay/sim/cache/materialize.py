@@ -16,10 +16,11 @@ from replay.sim.cache.nodes import Block, State
 from replay.sim.cache.requests import CacheError
 
 if TYPE_CHECKING:
-    from replay.sim.cache.hybrid import Handle, HybridCache
+    from replay.sim.cache.requests import Handle
+    from replay.sim.cache.store import CacheStore
 
 
-def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: float) -> None:
+def finish_request(cache: CacheStore, h: Handle, full: Prefix, e: int, now: float) -> None:
     if not h.reserved:
         raise CacheError("finish() before a successful reserve()")
     if full.length < e:
@@ -54,7 +55,7 @@ def finish_request(cache: HybridCache, h: Handle, full: Prefix, e: int, now: flo
     _fit(cache, path, added, now)
 
 
-def _fit(cache: HybridCache, path: list[Block], added: list[State], now: float) -> None:
+def _fit(cache: CacheStore, path: list[Block], added: list[State], now: float) -> None:
     """Bring a finished request back within capacity. `reserve` held ceil(total/B) blocks,
     but ending can take one more: the prompt's terminal partial block (written at
     `prefill_done` for a checkpoint placed in it) is folded into the final block only if no
@@ -74,7 +75,7 @@ def _fit(cache: HybridCache, path: list[Block], added: list[State], now: float) 
         cache.collect(path[-1])
 
 
-def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
+def prefill_done(cache: CacheStore, h: Handle, now: float) -> None:
     """Full prompt blocks become pinned tree nodes; early placements are cached."""
     if not h.reserved:
         raise CacheError("prefill_done() before a successful reserve()")
@@ -135,7 +136,7 @@ def prefill_done(cache: HybridCache, h: Handle, now: float) -> None:
         h.held_state = last
 
 
-def _take_reserved(cache: HybridCache, h: Handle, parent: Block, b: Block) -> None:
+def _take_reserved(cache: CacheStore, h: Handle, parent: Block, b: Block) -> None:
     """A prompt block becomes resident in one of the blocks `reserve` held for it."""
     b.resident = True
     cache.resident_blocks += 1
@@ -145,7 +146,7 @@ def _take_reserved(cache: HybridCache, h: Handle, parent: Block, b: Block) -> No
         _absorb_partials(cache, parent, b, h.prefix)
 
 
-def _tail_block(cache: HybridCache, h: Handle, parent: Block, now: float) -> Block:
+def _tail_block(cache: CacheStore, h: Handle, parent: Block, now: float) -> Block:
     """The prompt's terminal partial block as a node (pinned by the request), so that the
     checkpoints placed inside it are cached now; `finish` folds it into the final block."""
     n = h.prompt_len
@@ -166,7 +167,7 @@ def _tail_block(cache: HybridCache, h: Handle, parent: Block, now: float) -> Blo
     return tb
 
 
-def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None:
+def _add_states(cache: CacheStore, new_states: list[State], now: float) -> None:
     ev = cache.eviction
     ev.on_states_added(new_states, now)
     for s in new_states:
@@ -176,7 +177,7 @@ def _add_states(cache: HybridCache, new_states: list[State], now: float) -> None
 
 
 def _materialize(
-    cache: HybridCache, full: Prefix, e: int, stamp: float, absorb_from: int, known: list[Block]
+    cache: CacheStore, full: Prefix, e: int, stamp: float, absorb_from: int, known: list[Block]
 ) -> list[Block]:
     """Blocks of [0, e) as resident nodes, stamped `stamp`. From block `absorb_from` on (where the request
     resumed: the previous turn's terminal block is there), shorter partial siblings are
@@ -230,7 +231,7 @@ def _covering_sibling(parent: Block, full: Prefix, end: int) -> Block | None:
     return None
 
 
-def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) -> None:
+def _absorb_partials(cache: CacheStore, parent: Block, b: Block, full: Prefix) -> None:
     """Move checkpoints of shorter partial siblings whose tokens `b` holds onto `b`
     (callers skip it when `parent` has no child but `b`, the usual case)."""
     for p in list(parent.related(full)):
@@ -260,7 +261,7 @@ def _absorb_partials(cache: HybridCache, parent: Block, b: Block, full: Prefix) 
 
 
 def _register_states(
-    cache: HybridCache, full: Prefix, path: list[Block], positions: list[int], now: float
+    cache: CacheStore, full: Prefix, path: list[Block], positions: list[int], now: float
 ) -> list[State]:
     B, states = cache.B, cache.states
     added: list[State] = []

@@ -41,7 +41,8 @@ from replay.sim.cache.policy_base import (
 )
 
 if TYPE_CHECKING:
-    from replay.sim.cache.hybrid import HybridCache, ResumeInfo
+    from replay.sim.cache.hybrid import ResumeInfo
+    from replay.sim.cache.store import CacheStore
 
 # The rule switches (`replay.sim.cache.policy_base.RULES`) as the source's words read for the
 # policies of its simulation (seed 000, "My simulation"; issue 22, docs/policy-table.md):
@@ -119,7 +120,7 @@ class FlashStatePolicy(_AscPolicy):
     description = "ASC + GDS inside leaf-last tiers with idle demotion (release code)"
     options: ClassVar[dict[str, Any]] = {"leaf_idle_s": 60.0}
 
-    def make_eviction(self, cache: HybridCache) -> Eviction:
+    def make_eviction(self, cache: CacheStore) -> Eviction:
         return GreedyDualSize(cache, tiers=True, idle_s=float(self.opts["leaf_idle_s"]))
 
 
@@ -128,7 +129,7 @@ class MarconiPolicy(_AscPolicy):
     description = "ASC + units by recency + α·prefill saved per block (Marconi)"
     options: ClassVar[dict[str, Any]] = {"alpha": 1.0}
 
-    def make_eviction(self, cache: HybridCache) -> Eviction:
+    def make_eviction(self, cache: CacheStore) -> Eviction:
         return Marconi(cache, alpha=float(self.opts["alpha"]))
 
 

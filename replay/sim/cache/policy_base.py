@@ -11,8 +11,8 @@ from replay.profiles import ModelProfile
 from replay.sim.cache.hybrid import HybridCache
 
 if TYPE_CHECKING:
-    from replay.sim.cache.eviction import Eviction
     from replay.sim.cache.requests import ResumeInfo
+    from replay.sim.cache.store import CacheStore, Eviction
 
 
 class PolicyError(ValueError):
@@ -201,7 +201,7 @@ class Policy:
     def make_placement(self, profile: ModelProfile) -> Placement:
         return ChunkBoundaries(profile.chunk_tokens)
 
-    def make_eviction(self, cache: HybridCache) -> Eviction:
+    def make_eviction(self, cache: CacheStore) -> Eviction:
         if self.eviction_class is None:
             raise NotImplementedError(f"policy '{self.name}' names no eviction_class")
         return self.eviction_class(cache)
