@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from replay.sim.cache.keys import Prefix, common_prefix_length
+from replay.sim.cache.keys import Prefix, shared_length
 from replay.sim.cache.materialize import finish_request
 from replay.sim.cache.materialize import prefill_done as materialize_prompt
 from replay.sim.cache.nodes import Block, State
@@ -78,7 +78,9 @@ class HybridCache(CacheStore):
         parent = chain[-1] if chain else self.root
         tail: list[tuple[State, bool]] = []
         for c in parent.related(prefix):
-            lcp = _common(prefix, c.src, parent.end, min(c.end, n)) if c.src is not None else 0
+            lcp = (
+                shared_length(prefix, c.src, parent.end, min(c.end, n)) if c.src is not None else 0
+            )
             if lcp <= parent.end:
                 continue
             ideal = max(ideal, lcp)
@@ -195,13 +197,3 @@ class HybridCache(CacheStore):
         """The request ended at `total_len`: its blocks and checkpoints join the cache."""
         self.clock = now
         finish_request(self, h, full, total_len, now)
-
-
-def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
-    """Length of the common prefix of `q` and `src` within [lo, hi], given they share lo."""
-    hi = min(hi, q.length, src.length)
-    if hi <= lo:
-        return lo
-    if q.key_at(hi) == src.key_at(hi):
-        return hi
-    return common_prefix_length(q, src, lo, hi - 1)

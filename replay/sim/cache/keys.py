@@ -131,3 +131,14 @@ def common_prefix_length(a: Prefix, b: Prefix, lo: int, hi: int) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def shared_length(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
+    """Length of the common prefix of `q` and `src` within [lo, hi], given they share `lo`
+    (the end checked first: a sibling usually holds all of it or little)."""
+    hi = min(hi, q.length, src.length)
+    if hi <= lo:
+        return lo
+    if q.key_at(hi) == src.key_at(hi):
+        return hi
+    return common_prefix_length(q, src, lo, hi - 1)

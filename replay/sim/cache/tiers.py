@@ -56,7 +56,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from replay.profiles import ModelProfile
-from replay.sim.cache.keys import Prefix, common_prefix_length
+from replay.sim.cache.keys import Prefix, shared_length
 from replay.sim.cache.nodes import Block, State
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class HostTier:
             for c in parent.related(prefix):
                 if c.src is None or not (c.resident or c in hb):
                     continue
-                lcp = _common(prefix, c.src, parent.end, min(c.end, n))
+                lcp = shared_length(prefix, c.src, parent.end, min(c.end, n))
                 if lcp <= parent.end:
                     continue
                 for s in c.states:
@@ -210,16 +210,6 @@ class HostTier:
     def seconds(self, blocks: int) -> float:
         """Seconds to load `blocks` blocks from host memory over the link."""
         return blocks * self.block_bytes / self.bandwidth if self.bandwidth > 0 else 0.0
-
-
-def _common(q: Prefix, src: Prefix, lo: int, hi: int) -> int:
-    """Length of the common prefix of `q` and `src` within [lo, hi], given they share lo."""
-    hi = min(hi, q.length, src.length)
-    if hi <= lo:
-        return lo
-    if q.key_at(hi) == src.key_at(hi):
-        return hi
-    return common_prefix_length(q, src, lo, hi - 1)
 
 
 # Host-to-GPU bandwidth per GPU, bytes per second: PCIe Gen5 x16 as measured host to device
