@@ -37,10 +37,12 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from replay.config_paths import REAL_CORPUS
+from replay.runspec.sim import manifest_spec
 from replay.sim import compiled
 from replay.sim.cache.policies import POLICY_NAMES
 from replay.sim.fleet import FleetConfig
@@ -249,7 +251,13 @@ def main() -> int:
     configs = plan(policies, sessions, 1, model=args.model)
     with tempfile.TemporaryDirectory() as tmp:
         w0 = time.perf_counter()
-        rows = run_sweep(trace, configs, Path(tmp), workers=args.workers)
+        rows = run_sweep(
+            trace,
+            configs,
+            Path(tmp),
+            workers=args.workers,
+            spec_of=partial(manifest_spec, trace=next(iter(traces))),
+        )
         sweep_wall = time.perf_counter() - w0
     total = sum(r["all_requests"] for r in rows)
     print(

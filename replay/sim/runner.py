@@ -364,13 +364,14 @@ def write_run(
     command: str = "replay simulate",
     trace_source: str = "",
     trace_sha256: str | None = None,
-    spec: dict[str, Any] | None = None,
+    spec: dict[str, Any],
 ) -> Path:
     """The run directory (DESIGN.md contract) for one simulated run, a fleet's too: its
     config says how many engine copies the GPUs count (`engine_copies`), the engine's flags
     (`engine_flags`) and the fields the run config does not hold (`not_run_config`); `spec`:
-    the run's spec as the manifest stores it (the command line resolves it:
-    `replay.runspec.sim.manifest_spec`; None: none stored)."""
+    the run's spec as the manifest stores it, required: every simulated manifest carries its
+    spec (the caller builds it, as the command line does: `replay.runspec.sim.manifest_spec`;
+    this layer never imports the spec's)."""
     cfg = result.config
     profile = load_profile(cfg.model)
     s = result.summary

@@ -179,11 +179,12 @@ def run_sweep(
     trace_source: str = "",
     command: str = "replay simulate",
     on_result: Callable[[SimResult], None] | None = None,
-    spec_of: Callable[[SimConfig], dict[str, Any]] | None = None,
+    spec_of: Callable[[SimConfig], dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """Run every config, write its run directory under `out_dir` and `summary.csv`; returns
-    the summary rows in plan order. `spec_of`: a run's spec as its manifest stores it (the
-    command line's, `replay.runspec.sim.manifest_spec`; None: none stored)."""
+    the summary rows in plan order. `spec_of`: a run's spec as its manifest stores it,
+    required: every simulated manifest carries its spec (the command line's,
+    `replay.runspec.sim.manifest_spec`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = (
         _on_ray(trace, configs, ray_address) if ray_address else _local(trace, configs, workers)
@@ -196,7 +197,7 @@ def run_sweep(
             command=command,
             trace_source=trace_source,
             trace_sha256=trace.sha256,
-            spec=None if spec_of is None else spec_of(res.config),
+            spec=spec_of(res.config),
         )
         by_name[res.config.run_name] = res.summary
         if on_result is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from replay.commands.sim_child import run_in_child
+from replay.runspec.sim import manifest_spec
 from replay.sim.runner import SimConfig, SimResult
 from replay.sim.sweep import results, run_sweep
 from replay.traces.loader import load_trace
@@ -98,7 +99,7 @@ def test_an_exception_in_the_command_kills_the_sweep_child_and_its_pool(tmp_path
     seen: set[int] = set()
 
     def work(on_result: Callable[[SimResult], None]) -> list[dict[str, Any]]:
-        return run_sweep(trace, configs, out, workers=2, on_result=on_result)
+        return run_sweep(trace, configs, out, workers=2, on_result=on_result, spec_of=manifest_spec)
 
     def on_done(name: str, row: dict[str, Any]) -> None:
         seen.update(descendants(os.getpid()) - before)

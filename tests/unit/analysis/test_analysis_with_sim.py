@@ -10,6 +10,7 @@ import pytest
 
 from analysis.metrics import window_metrics
 from analysis.runs import load_run
+from replay.runspec.sim import manifest_spec
 from replay.sim import runner as sim_runner
 from replay.traces import loader, synth
 
@@ -22,7 +23,8 @@ def test_metrics_match_the_simulators_summary(tmp_path: Path) -> None:
         policy="vllm", sessions=4, seed=0, duration_s=1200.0, window=(300.0, 1200.0)
     )
     result = sim_runner.simulate(trace, cfg)
-    run = load_run(sim_runner.write_run(result, tmp_path / "run"))
+    spec = manifest_spec(cfg, str(trace_path))
+    run = load_run(sim_runner.write_run(result, tmp_path / "run", spec=spec))
     own = result.summary  # the simulator's own row (replay.sim.measures)
     m = window_metrics(run).set_index("engine").loc["vllm"]
     assert m["window_start_s"] == 300.0 and m["gpus"] == 2

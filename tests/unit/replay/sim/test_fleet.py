@@ -11,6 +11,7 @@ import pytest
 
 from replay.fleet import router_names
 from replay.rundir import read_manifest, read_requests
+from replay.runspec.sim import manifest_spec
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_sweep
@@ -72,7 +73,7 @@ def test_sweep_writes_fleet_runs_with_all_gpus(sample: Trace, tmp_path: Path) ->
     )  # fmt: skip
     configs = plan(["flashstate"], [6], 1, replicas=[2], routers=["state_aware"], **common)
     assert [c.run_name for c in configs] == ["flashstate-r2-state_aware-s6-seed0"]
-    run_sweep(sample, configs, tmp_path)
+    run_sweep(sample, configs, tmp_path, spec_of=manifest_spec)
     run = tmp_path / configs[0].run_name
     eng = read_manifest(run).engines[0]
     assert eng.gpus is not None and eng.gpus % 2 == 0

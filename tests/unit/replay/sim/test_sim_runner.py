@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from replay.rundir import read_manifest, read_requests
+from replay.runspec.sim import manifest_spec
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.traces import load_trace
@@ -79,7 +80,8 @@ def test_a_request_larger_than_the_cache_overflows(trace):
 
 def test_write_run_follows_the_run_directory_contract(trace, tmp_path):
     res = simulate(trace, SimConfig("sglang", 2, **SHORT))
-    run = write_run(res, tmp_path / "r1", trace_source="small.jsonl")
+    spec = manifest_spec(res.config, "small.jsonl")
+    run = write_run(res, tmp_path / "r1", trace_source="small.jsonl", spec=spec)
     man = read_manifest(run)
     assert man.status == "completed" and man.engines[0].name == "sglang"
     assert man.engines[0].kind == "sim" and man.seed == 0 and man.executor == "simulator"

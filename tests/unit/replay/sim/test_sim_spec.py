@@ -1,20 +1,25 @@
 """Every simulated run directory stores its point's spec (`replay.runspec.model.RunSpec`,
 `Manifest.spec`), which reads back into the typed model and builds the same simulator config
-(`replay.runspec.sim.config_of`); `replay run --resume` refuses a simulated run by name."""
+(`replay.runspec.sim.config_of`); the simulator's writers (`write_run`, `run_sweep`) take it
+from every caller; `replay run --resume` refuses a simulated run by name."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from analysis.runs import load_run
 from replay.cli import app
 from replay.rundir import read_manifest
 from replay.runspec.model import RunSpec
 from replay.runspec.sim import config_of, manifest_spec, spec_of
 from replay.sim.fleet import FleetConfig
-from replay.sim.runner import SimConfig
+from replay.sim.runner import SimConfig, simulate, write_run
+from replay.sim.sweep import run_sweep
+from replay.traces import load_trace
 
 runner = CliRunner()
 SHORT = ["--duration-min", "6", "--window", "2-6", "--seed", "3"]
@@ -93,3 +98,30 @@ def test_run_resume_refuses_a_simulated_run(sweep: Path) -> None:
     assert res.exit_code == 2, res.output
     assert f"--resume {run_dir}: a simulated run (replay simulate), not a live one" in text
     assert "run its sweep again: replay " in text  # the command line it stored
+
+
+def test_the_simulators_writers_store_the_spec_they_are_given(
+    small_corpus: Path, tmp_path: Path
+) -> None:
+    trace = load_trace(small_corpus)
+    src = str(small_corpus)
+    cfgs: list[SimConfig] = [
+        SimConfig("vllm", 2, seed=3, timing="engine", duration_s=360.0, window=(120.0, 360.0)),
+        FleetConfig(
+            "sglang", 2, 1, duration_s=360.0, window=(0.0, 360.0), replicas=2, router="session_hash"
+        ),
+    ]
+    with pytest.raises(TypeError, match="spec_of"):  # no manifest without its spec
+        run_sweep(trace, cfgs, tmp_path / "none")  # type: ignore[call-arg]
+    run_sweep(trace, cfgs, tmp_path / "sweep", spec_of=partial(manifest_spec, trace=src))
+    res = simulate(trace, cfgs[0])
+    with pytest.raises(TypeError, match="spec"):
+        write_run(res, tmp_path / "none")  # type: ignore[call-arg]
+    one = write_run(res, tmp_path / "one", spec=manifest_spec(cfgs[0], src))
+    for cfg, run_dir in [*((c, tmp_path / "sweep" / c.run_name) for c in cfgs), (cfgs[0], one)]:
+        man = read_manifest(run_dir)
+        assert man.spec == manifest_spec(cfg, src)
+        assert config_of(RunSpec.model_validate(man.spec)) == cfg  # reads back to its config
+        assert load_run(run_dir).manifest.spec == man.spec  # the analysis reads it too
+        res = runner.invoke(app, ["run", "--resume", str(run_dir)])
+        assert res.exit_code == 2 and "a simulated run" in " ".join(res.output.split())

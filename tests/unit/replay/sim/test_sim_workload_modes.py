@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from replay.rundir import read_manifest
+from replay.runspec.sim import manifest_spec
 from replay.sim.measures import WorkingSet
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.traces import load_trace
@@ -79,7 +80,7 @@ def test_reused_trajectories_are_counted_and_start_cold(trace: Trace) -> None:
 
 def test_manifest_records_the_effective_cache_and_scale(trace: Trace, tmp_path: Path) -> None:
     res = simulate(trace, SimConfig("vllm", 2, token_scale=16, subagents="skip", **SHORT))
-    m = read_manifest(write_run(res, tmp_path / "run"))
+    m = read_manifest(write_run(res, tmp_path / "run", spec=manifest_spec(res.config)))
     cfg = m.config
     assert cfg.capacity_blocks == res.summary["capacity_blocks"] > 0
     assert cfg.block_tokens == 272 and cfg.full_size_block_tokens == 4352
