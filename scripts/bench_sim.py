@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.config_paths import REAL_CORPUS
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim import compiled
 from replay.sim.cache.policies import POLICY_NAMES
 from replay.sim.fleet import FleetConfig

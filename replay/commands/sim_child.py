@@ -41,7 +41,7 @@ from replay.lifeline import pdeathsig_preexec
 from replay.rundir import write_json_atomic
 from replay.rundir_lock import utc_now
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim.runner import SimConfig, SimResult
 from replay.sim.sweep import write_summary_csv
 

@@ -201,11 +201,11 @@ def _out_dir(path: Path) -> Path:
 def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
              ray: str | None) -> list[Any]:  # fmt: skip
     """Every point of the sweep: its spec (`SweepSpec.points`), the config the simulator
-    runs built from it (`replay.runspec.sim.config_of`). The points are counted and checked
+    runs built from it (`replay.runspec.sweep.config_of`). The points are counted and checked
     against the machine first (`check_sim_work`): `--seeds 100000000` used to build specs until memory
     ran out (issue 36). A Ray cluster runs the points, not this machine's pool."""
     from replay.commands.scale_guard import ScaleError, check_sim_work
-    from replay.runspec.sim import config_of
+    from replay.runspec.sweep import config_of
 
     duration_s = spec.workload.duration_min * 60
     pool = workers if ray is None else 1
@@ -247,7 +247,7 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
 
     from analysis.summary import summarize_dir
     from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
-    from replay.runspec.sim import manifest_spec
+    from replay.runspec.sweep import manifest_spec
     from replay.sim.runner import SimResult
     from replay.sim.sweep import run_sweep
 

@@ -118,7 +118,7 @@ def _confirm(tr: Trace, trace: str, configs: list[SimConfig], slo: Slo, threshol
     `out` and summarised there."""
     from analysis.slo_search import Probe
     from analysis.summary import summarize_dir
-    from replay.runspec.sim import manifest_spec
+    from replay.runspec.sweep import manifest_spec
     from replay.sim.sweep import run_sweep
 
     got: dict[tuple[str, int], tuple[Probe, SimResult]] = {}
@@ -219,7 +219,7 @@ def run_search(
     from replay.commands.scale_guard import ScaleError, check_sim_work
     from replay.commands.simulate import _check_capacity, _check_executors, _load, _out_dir, _spec
     from replay.profiles import load_profile
-    from replay.runspec.sim import config_of
+    from replay.runspec.sweep import config_of
     from replay.traces import sample_path
 
     spec = _spec(given, policies, str(start), 1, "engine", engine, (None, None))

@@ -118,7 +118,7 @@ class SimConfig:
 
     def fleet_shape(self) -> dict[str, Any]:
         """The spec's fleet fields (a fleet's replicas, router and its options): what
-        `replay.runspec.sim.spec_of` adds to one engine's."""
+        `replay.runspec.sweep.spec_of` adds to one engine's."""
         return {}
 
 
@@ -370,7 +370,7 @@ def write_run(
     config says how many engine copies the GPUs count (`engine_copies`), the engine's flags
     (`engine_flags`) and the fields the run config does not hold (`not_run_config`); `spec`:
     the run's spec as the manifest stores it, required: every simulated manifest carries its
-    spec (the caller builds it, as the command line does: `replay.runspec.sim.manifest_spec`;
+    spec (the caller builds it, as the command line does: `replay.runspec.sweep.manifest_spec`;
     this layer never imports the spec's)."""
     cfg = result.config
     profile = load_profile(cfg.model)

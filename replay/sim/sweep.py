@@ -44,7 +44,7 @@ def plan(
 ) -> list[SimConfig]:
     """Every combination, policies outermost (runs of one policy finish together), for
     scripts and tests (`replay simulate` resolves a spec per point and runs
-    `replay.runspec.sim.config_of`'s config of each). With
+    `replay.runspec.sweep.config_of`'s config of each). With
     `replicas` and `routers` each point is a fleet (`replay.sim.fleet`) of every replica
     count × router; without, one engine per run."""
     if not replicas and not routers:
@@ -184,7 +184,7 @@ def run_sweep(
     """Run every config, write its run directory under `out_dir` and `summary.csv`; returns
     the summary rows in plan order. `spec_of`: a run's spec as its manifest stores it,
     required: every simulated manifest carries its spec (the command line's,
-    `replay.runspec.sim.manifest_spec`)."""
+    `replay.runspec.sweep.manifest_spec`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = (
         _on_ray(trace, configs, ray_address) if ray_address else _local(trace, configs, workers)

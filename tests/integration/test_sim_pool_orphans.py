@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from replay.commands.sim_child import run_in_child
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim.runner import SimConfig, SimResult
 from replay.sim.sweep import results, run_sweep
 from replay.traces.loader import load_trace

@@ -10,7 +10,7 @@ import pytest
 
 from analysis.metrics import window_metrics
 from analysis.runs import load_run
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim import runner as sim_runner
 from replay.traces import loader, synth
 

@@ -11,7 +11,7 @@ import pytest
 
 from replay.fleet import router_names
 from replay.rundir import read_manifest, read_requests
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_sweep

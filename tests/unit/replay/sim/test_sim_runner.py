@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from replay.rundir import read_manifest, read_requests
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim.measures import SUMMARY_COLUMNS
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.traces import load_trace

@@ -1,6 +1,6 @@
 """Every simulated run directory stores its point's spec (`replay.runspec.model.RunSpec`,
 `Manifest.spec`), which reads back into the typed model and builds the same simulator config
-(`replay.runspec.sim.config_of`); the simulator's writers (`write_run`, `run_sweep`) take it
+(`replay.runspec.sweep.config_of`); the simulator's writers (`write_run`, `run_sweep`) take it
 from every caller; `replay run --resume` refuses a simulated run by name."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from analysis.runs import load_run
 from replay.cli import app
 from replay.rundir import read_manifest
 from replay.runspec.model import RunSpec
-from replay.runspec.sim import config_of, manifest_spec, spec_of
+from replay.runspec.sweep import config_of, manifest_spec, spec_of
 from replay.sim.fleet import FleetConfig
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.sim.sweep import run_sweep

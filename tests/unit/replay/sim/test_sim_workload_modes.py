@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from replay.rundir import read_manifest
-from replay.runspec.sim import manifest_spec
+from replay.runspec.sweep import manifest_spec
 from replay.sim.measures import WorkingSet
 from replay.sim.runner import SimConfig, simulate, write_run
 from replay.traces import load_trace
