@@ -27,8 +27,6 @@ from replay.commands.common import console, err_console, fail
 from replay.runspec import flags as F
 
 if TYPE_CHECKING:
-    import asyncio
-
     from replay.client.orchestrate import RunOutcome, RunPlan
     from replay.commands.run_stop import HardStop
     from replay.runspec.live import Resolved, RunFlags
@@ -106,34 +104,6 @@ def _print_reports(reports: list[Any], plan: RunPlan) -> None:
             )
 
 
-def _stop_on_signals(hard: HardStop | None) -> asyncio.Event:
-    """SIGINT and SIGTERM set the returned event (the clean stop); a second one cancels the
-    running task outright (records already flushed are still kept)."""
-    import asyncio
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-
-    def on_signal() -> None:
-        # First Ctrl-C: stop cleanly (cancel in-flight requests, write the summary). A second
-        # one cancels the run's task outright; records already flushed are still kept.
-        if stop.is_set() and main is not None:
-            main.cancel()
-        stop.set()
-
-    def on_raw_signal(signum: int, frame: Any) -> None:
-        # A plain handler, run between bytecodes even while the loop is swamped: it arms the
-        # hard stop at once, and hands the clean stop to the loop.
-        if hard is not None:
-            hard.arm(signal.Signals(signum).name)
-        loop.call_soon_threadsafe(on_signal)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_raw_signal)
-    return stop
-
-
 async def _drive(
     plan: RunPlan,
     show_panel: bool,
@@ -149,9 +119,10 @@ async def _drive(
         run_live,
     )
     from replay.client.panel import panel, progress_line
+    from replay.commands.run_stop import stop_on_signals
     from replay.redact import redact_url
 
-    stop = _stop_on_signals(hard)
+    stop = stop_on_signals(hard)
     names = ", ".join(f"{e.name} ({e.kind} at {redact_url(e.url)})" for e in plan.engines)
     err_console.print(f"preflight: {escape(names)}", highlight=False)
     reports = await check_engines(plan)
@@ -176,6 +147,21 @@ async def _drive(
             err_console.print(progress_line(stats, elapsed, duration), highlight=False)
 
     return await run_live(plan, stop=stop, on_tick=line, reports=reports)
+
+
+def _resolved(flags: RunFlags, given: dict[str, Any]) -> Resolved:
+    """The run's spec, new (`live.resolve_new`) or resumed (`run_spec.resumed`, refusing the
+    workload flags); a refused setting fails naming its flag or field."""
+    from replay.runspec import live
+    from replay.runspec.resolve import SpecError
+
+    try:
+        if flags.resume is not None:
+            live.refuse_workload_flags(flags, given)
+            return run_spec.resumed(flags)
+        return live.resolve_new(flags)
+    except SpecError as e:
+        fail(str(e))
 
 
 def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
@@ -374,7 +360,7 @@ def replay_run(
     from replay.client.config import shared_url_warnings
 
     res = run_spec.with_fleet(
-        run_spec.resolve(flags, given), flags, fleet or dict.fromkeys(run_spec.FLEET_FLAGS)
+        _resolved(flags, given), flags, fleet or dict.fromkeys(run_spec.FLEET_FLAGS)
     )
     for w in shared_url_warnings([e.engine for e in res.spec.engines]):
         err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)

@@ -1,7 +1,7 @@
-"""`replay run`'s spec from its flags, before anything starts: a new run's (resolved by
-`replay.runspec.live`) or a resumed one's (its manifest's, with the flags that may change),
-its fleet and process flags, and the engine logs it was given. Each refusal fails naming the
-flag or the file."""
+"""`replay run`'s spec from its flags, before anything starts: a resumed run's (its
+manifest's, with the flags that may change; a new run's is `replay.runspec.live.resolve_new`,
+which the command calls itself), its fleet and process flags, and the engine logs it was
+given. Each refusal fails naming the flag or the file."""
 
 from __future__ import annotations
 
@@ -52,21 +52,6 @@ def resumed(flags: RunFlags) -> Resolved:
     spec = live.resume_limits(live.with_urls(spec, flags.endpoint, run_dir), flags)
     settings = live.embedded_layer()[1] if spec.emulated else None
     return Resolved(spec, [], settings, spec.workload.time_scale)
-
-
-def resolve(flags: RunFlags, given: dict[str, Any]) -> Resolved:
-    """The run's spec, new or resumed; a refused setting fails naming its flag or field."""
-    from replay.runspec import live
-    from replay.runspec.resolve import SpecError
-
-    try:
-        if flags.resume is not None:
-            live.refuse_workload_flags(flags, given)
-            return resumed(flags)
-        res = live.resolve_new(flags)
-    except SpecError as e:
-        fail(str(e))
-    return res
 
 
 def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
@@ -139,4 +124,4 @@ def engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
     return out
 
 
-__all__ = ["FLEET_FLAGS", "engine_logs", "resolve", "resumed", "with_fleet"]
+__all__ = ["FLEET_FLAGS", "engine_logs", "resumed", "with_fleet"]

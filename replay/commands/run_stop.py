@@ -7,17 +7,20 @@ signal also arms `HardStop`: if the run has not ended `GRACE_S` later, a thread 
 manifest `interrupted` (with a note), and the process exits 130 at once. The records
 flushed so far stay in the journal (whole lines; a torn last one is cut on resume), the
 emulators die with the harness (`replay.lifeline`), and the run resumes with --resume
-(which takes over the dead writer's lock).
+(which takes over the dead writer's lock). `stop_on_signals` installs both handlers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -89,4 +92,30 @@ class HardStop:
         os._exit(130)
 
 
-__all__ = ["GRACE_S", "HardStop", "mark_interrupted"]
+def stop_on_signals(hard: HardStop | None) -> asyncio.Event:
+    """SIGINT and SIGTERM set the returned event (the clean stop); a second one cancels the
+    running task outright (records already flushed are still kept)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def on_signal() -> None:
+        # First Ctrl-C: stop cleanly (cancel in-flight requests, write the summary). A second
+        # one cancels the run's task outright; records already flushed are still kept.
+        if stop.is_set() and main is not None:
+            main.cancel()
+        stop.set()
+
+    def on_raw_signal(signum: int, frame: Any) -> None:
+        # A plain handler, run between bytecodes even while the loop is swamped: it arms the
+        # hard stop at once, and hands the clean stop to the loop.
+        if hard is not None:
+            hard.arm(signal.Signals(signum).name)
+        loop.call_soon_threadsafe(on_signal)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_raw_signal)
+    return stop
+
+
+__all__ = ["GRACE_S", "HardStop", "mark_interrupted", "stop_on_signals"]
