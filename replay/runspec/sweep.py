@@ -60,10 +60,16 @@ class SweepSpec(BaseModel):
         fleets: list[tuple[int, str | None]] = [(1, None)]
         if self.replicas or self.routers:
             fleets = [(k, r) for k in self.replicas or [1] for r in self.routers or ["round_robin"]]
+        # The workload as resolved once (`sweep_workload`: each count checked, the window
+        # parsed), each point's session count and seed put in; nothing is built again.
         workloads = {
-            (n, s): build(
-                WorkloadSpec,
-                [Layer(FLAGS, {"sessions": n}), Layer("replay simulate", self._workload(s))],
+            (n, s): self.workload.model_copy(
+                update={
+                    "sessions": n,
+                    "seed": self.workload.seed + s,
+                    "trace": trace,
+                    "token_scale": token_scale,
+                }
             )
             for n in self.sessions
             for s in range(self.seeds)
@@ -71,7 +77,7 @@ class SweepSpec(BaseModel):
         return [
             point(
                 p,
-                workloads[n, s].model_copy(update={"trace": trace, "token_scale": token_scale}),
+                workloads[n, s],
                 self.engine.profile,
                 self.timing,
                 capacity_blocks=self.engine.capacity_blocks,
@@ -84,11 +90,6 @@ class SweepSpec(BaseModel):
             for n in self.sessions
             for s in range(self.seeds)
         ]
-
-    def _workload(self, s: int) -> dict[str, Any]:
-        """The workload of seed number `s` (the first is `workload.seed`)."""
-        values = self.workload.model_dump(exclude={"sessions"})
-        return {**values, "seed": self.workload.seed + s}
 
 
 def point(
@@ -150,7 +151,7 @@ def config_of(spec: RunSpec) -> SimConfig:
     assert e.policy is not None and e.timing is not None, "not a simulated engine's spec"
     common: dict[str, Any] = {
         "policy": e.policy,
-        "sessions": w.sessions,
+        "sessions": spec.workload.sessions,
         "seed": w.seed,
         "model": e.profile or DEFAULT_MODEL,
         "timing": e.timing,
