@@ -36,6 +36,7 @@ import numpy as np
 import replay
 from replay.engines.adapters import Adapter, StreamResult
 from replay.fleet import (
+    DEFAULT_ROUTER,
     EXTERNAL,
     Fleet,
     RouterContext,
@@ -61,25 +62,21 @@ class FleetSpec:
     """One engine's replicas and who routes them."""
 
     urls: tuple[str, ...]  # replica URLs; with router "external": the router's URL only
-    router: str = "round_robin"  # a replay.fleet router, or "external"
+    router: str = DEFAULT_ROUTER  # a replay.fleet router, or "external"
     params: Mapping[str, object] = field(default_factory=dict)
     router_version: str | None = None  # external: the router's version, as the user says
 
     def check(self, engine: str) -> None:
+        """The URLs fit the router; the router's name and parameters are `make_router`'s to
+        check, when `ClientFleet` builds it."""
         if not self.urls:
             raise FleetError(f"engine {engine}: a fleet needs at least one URL")
-        if self.router == EXTERNAL:
-            if len(self.urls) != 1:
-                raise FleetError(
-                    f"--router external: engine {engine} names {len(self.urls)} URLs; give "
-                    "the router's one URL (it knows its workers), or drop --router external "
-                    "to let the client route"
-                )
-            return
-        try:  # an unknown name too (make_router's UnknownRouter)
-            make_router(self.router, RouterContext(replicas=len(self.urls)), self.params)
-        except ValueError as e:
-            raise FleetError(f"--router {self.router}: {e}") from None
+        if self.router == EXTERNAL and len(self.urls) != 1:
+            raise FleetError(
+                f"--router external: engine {engine} names {len(self.urls)} URLs; give "
+                "the router's one URL (it knows its workers), or drop --router external "
+                "to let the client route"
+            )
 
 
 class _Watched(StreamResult):
@@ -128,7 +125,10 @@ class ClientFleet:
             for a in self.adapters:
                 a.keep_headers = (REPLICA_HEADER, SMG_WORKER_HEADER)
         else:
-            router = make_router(spec.router, RouterContext(len(spec.urls), seed), spec.params)
+            try:  # an unknown name too (make_router's UnknownRouter)
+                router = make_router(spec.router, RouterContext(len(spec.urls), seed), spec.params)
+            except ValueError as e:
+                raise FleetError(f"--router {spec.router}: {e}") from None
             self.fleet = Fleet(router)
         self.worker_urls: list[str] = []  # external: replicas in order of first appearance
 

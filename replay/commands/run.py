@@ -149,19 +149,25 @@ async def _drive(
     return await run_live(plan, stop=stop, on_tick=line, reports=reports)
 
 
-def _resolved(flags: RunFlags, given: dict[str, Any]) -> Resolved:
-    """The run's spec, new (`live.resolve_new`) or resumed (`run_spec.resumed`, refusing the
-    workload flags); a refused setting fails naming its flag or field."""
+def _resolved(flags: RunFlags, given: dict[str, Any], fleet: dict[str, Any]) -> Resolved:
+    """The run's spec: new (`live.resolve_new`, then --router, --replicas, --workers, --ray:
+    `apply_fleet_flags`) or resumed (`run_spec.resumed`, refusing the workload and fleet
+    flags); a refused setting fails naming its flag or field."""
     from replay.runspec import live
+    from replay.runspec.fleet import FleetFlagError, apply_fleet_flags
     from replay.runspec.resolve import SpecError
 
     try:
         if flags.resume is not None:
             live.refuse_workload_flags(flags, given)
-            return run_spec.resumed(flags)
-        return live.resolve_new(flags)
-    except SpecError as e:
+            res = run_spec.resumed(flags)
+        else:
+            res = live.resolve_new(flags)
+            res = dataclasses.replace(res, spec=apply_fleet_flags(res.spec, **fleet))
+    except (SpecError, FleetFlagError) as e:
         fail(str(e))
+    run_spec.check_fleet(res.spec, flags, fleet)
+    return res
 
 
 def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
@@ -359,9 +365,7 @@ def replay_run(
     """`replay run` over its flags: the spec, the trace, the plan, the run, the report."""
     from replay.client.config import shared_url_warnings
 
-    res = run_spec.with_fleet(
-        _resolved(flags, given), flags, fleet or dict.fromkeys(run_spec.FLEET_FLAGS)
-    )
+    res = _resolved(flags, given, fleet or {})
     for w in shared_url_warnings([e.engine for e in res.spec.engines]):
         err_console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     for line in res.notes:
@@ -479,5 +483,5 @@ def register(app: typer.Typer) -> None:
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
         flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
-        fleet = dict(zip(run_spec.FLEET_FLAGS, (router, replicas, workers, ray), strict=True))
+        fleet = dict(router=router, replicas=replicas, workers=workers, ray=ray)
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)

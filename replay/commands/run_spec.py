@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from replay.runspec.live import Resolved, RunFlags
     from replay.runspec.model import RunSpec
 
-FLEET_FLAGS = ("--router", "--replicas", "--workers", "--ray")
-
 
 def resumed(flags: RunFlags) -> Resolved:
     """The stored spec of the run to resume, plus the flags that may change (engine URLs,
@@ -54,30 +52,21 @@ def resumed(flags: RunFlags) -> Resolved:
     return Resolved(spec, [], settings, spec.workload.time_scale)
 
 
-def with_fleet(res: Resolved, flags: RunFlags, fleet: dict[str, Any]) -> Resolved:
-    """--router, --replicas, --workers, --ray on the spec (a resumed run keeps its own)."""
-    from replay.runspec.fleet import FleetFlagError, apply_fleet_flags
-    from replay.runspec.live import Resolved
-
+def check_fleet(spec: RunSpec, flags: RunFlags, fleet: dict[str, Any]) -> None:
+    """The checks on the fleet and process flags besides their fields' (the command applies
+    them: `replay.runspec.fleet.apply_fleet_flags`): a resumed run keeps its own, so
+    --resume refuses them; a new run's processes fit here and its --ray answers."""
     if flags.resume is not None:
-        named = [f for f, v in fleet.items() if v is not None]
+        named = [f"--{f}" for f, v in fleet.items() if v is not None]
         if named:
             fail(
                 f"--resume continues {flags.resume} with its own replicas, router and client "
                 f"workers; drop {', '.join(named)}"
             )
-        return res
-    try:
-        spec = apply_fleet_flags(
-            res.spec, router=fleet["--router"], replicas=fleet["--replicas"],
-            workers=fleet["--workers"], ray=fleet["--ray"],
-        )  # fmt: skip
-    except FleetFlagError as e:
-        fail(str(e))
+        return
     _check_processes(spec)
     if spec.ray is not None:
         _check_ray(spec.ray)
-    return Resolved(spec, res.notes, res.settings, res.user_time_scale)
 
 
 def _check_ray(address: str) -> None:
@@ -124,4 +113,4 @@ def engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
     return out
 
 
-__all__ = ["FLEET_FLAGS", "engine_logs", "resumed", "with_fleet"]
+__all__ = ["check_fleet", "engine_logs", "resumed"]

@@ -14,9 +14,17 @@ from replay.fleet.base import (
     RouteRequest,
 )
 from replay.fleet.book import Fleet, LoadBook, Ticket
-from replay.fleet.registry import EXTERNAL, ROUTERS, UnknownRouter, make_router, router_names
+from replay.fleet.registry import (
+    DEFAULT_ROUTER,
+    EXTERNAL,
+    ROUTERS,
+    UnknownRouter,
+    make_router,
+    router_names,
+)
 
 __all__ = [
+    "DEFAULT_ROUTER",
     "EXTERNAL",
     "ROUTERS",
     "Decision",

@@ -24,6 +24,10 @@ ROUTERS: dict[str, type[Router]] = {
 }
 
 
+# The router of an engine of several replicas when none is named (`replay run`, `replay
+# simulate`, the client's and the simulator's fleets).
+DEFAULT_ROUTER = RoundRobin.name
+
 # A real router in front of the replicas, whose choice the client reads back: a choice of
 # `replay run --router`, not a policy here.
 EXTERNAL = "external"

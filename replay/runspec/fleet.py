@@ -12,11 +12,11 @@ over no replicas with the same words (`no_replicas`).
 from __future__ import annotations
 
 from replay.client.fleet import EXTERNAL, FleetSpec
+from replay.fleet.registry import DEFAULT_ROUTER
 from replay.runspec.fields import EngineShape
 from replay.runspec.model import EngineRun, RunSpec
 from replay.runspec.resolve import FLAGS, Layer, SpecError, build
 
-DEFAULT_ROUTER = "round_robin"
 _EXTERNAL_EMULATED = (
     "--router external reads the replica from a real router in front of the engines: give "
     "the router's URL with --endpoint NAME=URL (emulators: --replicas N with a router the "

@@ -23,7 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.fleet import ROUTERS, Fleet, RouterContext, RouteRequest, Ticket, make_router
+from replay.fleet import (
+    DEFAULT_ROUTER,
+    ROUTERS,
+    Fleet,
+    RouterContext,
+    RouteRequest,
+    Ticket,
+    make_router,
+)
 from replay.profiles import ModelProfile
 from replay.records import RequestRecord
 from replay.sim.driver import EventLoop, SimRequest
@@ -53,7 +61,7 @@ class FleetConfig(SimConfig):
     """A simulated run of `replicas` copies of the policy's engine behind `router`."""
 
     replicas: int = 1
-    router: str = "round_robin"
+    router: str = DEFAULT_ROUTER
     router_opts: dict[str, Any] = field(default_factory=dict)
 
     @property
