@@ -39,7 +39,7 @@ from analysis.manifest import (
 from analysis.runs import Run, covered_s
 from replay.metric_registry import METRICS as REGISTRY
 from replay.rundir import RunDirError
-from replay.windows import WindowError, clip_to_covered
+from replay.windows import WindowError, clip_to_covered, parse_window_min, seconds
 
 ERROR_STATUSES = ("error", "timeout")
 
@@ -338,8 +338,9 @@ def engine_metrics(
     }
 
 
-def resolve_window(run: Run, window: Window | tuple[float, float] | None) -> Window:
-    """`window` (default: the run's own) inside the time the run's data covers
+def resolve_window(run: Run, window: Window | tuple[float, float] | str | None) -> Window:
+    """`window` (default: the run's own; text: a command's `--window A-B` as given, in
+    minutes, a bad one a WindowError naming the flag) inside the time the run's data covers
     (`replay.windows.clip_to_covered`): a given window past the data is a RunDirError, one
     that ends after it is clipped; the clip is said in the window's source and the run's
     notes, so rates are divided by the time covered and a report says which."""
@@ -348,6 +349,9 @@ def resolve_window(run: Run, window: Window | tuple[float, float] | None) -> Win
         win = own
     elif isinstance(window, Window):
         win = window
+    elif isinstance(window, str):
+        lo_s, hi_s = seconds(parse_window_min(window, "--window"))
+        win = Window(lo_s, hi_s, f"--window {window} min")
     else:
         win = Window(float(window[0]), float(window[1]), "argument")
     given = win.source != own.source  # the run's own window (passed on again) is never refused

@@ -82,14 +82,16 @@ def build_report(
     *,
     sheet: str | None = None,
     gpu: str | None = None,
-    window: Window | tuple[float, float] | None = None,
+    window: Window | tuple[float, float] | str | None = None,
     figures: bool = True,
     static: bool = True,
     pricing_dir: Path | None = None,
     bin_s: float = 60.0,
 ) -> ReportResult:
-    """Analyse the runs and write the report. `RunDirError` (bad run directory),
-    `ReportError` (bad options) and `pricing.PricingError` (unknown sheet/GPU) propagate."""
+    """Analyse the runs and write the report; `window`: as `analysis.metrics.resolve_window`
+    takes it (a command's `--window` text too). `RunDirError` (bad run directory),
+    `replay.windows.WindowError` (bad `--window` text), `ReportError` (bad options) and
+    `pricing.PricingError` (unknown sheet/GPU) propagate."""
     fmts = parse_formats(formats)
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -121,7 +123,7 @@ def _write(
     result: ReportResult,
     figures: bool,
     static: bool,
-    window: Window | tuple[float, float] | None,
+    window: Window | tuple[float, float] | str | None,
     bin_s: float,
 ) -> ReportResult:
     """The report's files into `out` (`build_report`'s second half)."""

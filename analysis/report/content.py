@@ -51,7 +51,7 @@ class ReportData:
 
 def analyze_run(
     run: Run,
-    window: Window | tuple[float, float] | None = None,
+    window: Window | tuple[float, float] | str | None = None,
     sheet: str | None = None,
     gpu: str | None = None,
     pricing_dir: Path | None = None,
@@ -86,7 +86,7 @@ def analyze_run(
 
 def analyze(
     runs: list[Run],
-    window: Window | tuple[float, float] | None = None,
+    window: Window | tuple[float, float] | str | None = None,
     sheet: str | None = None,
     gpu: str | None = None,
     pricing_dir: Path | None = None,

@@ -20,7 +20,7 @@ from analysis.provenance import run_provenance
 from analysis.runs import Run, load_run
 from analysis.verdicts import with_verdicts
 from pricing import PriceSheet, PricingError, usd
-from replay.commands.common import console, err_console, fail, window_option
+from replay.commands.common import console, err_console, fail
 from replay.commands.price_common import (
     break_even_text,
     caveats,
@@ -29,6 +29,7 @@ from replay.commands.price_common import (
     resolve_sheet,
 )
 from replay.rundir import RunDirError
+from replay.windows import WindowError
 
 
 def ceiling_note(rows: list[EnginePrice]) -> str | None:
@@ -117,12 +118,11 @@ def price_run(
     """Print (or JSON-dump) every engine of `run_dir` priced at its window metrics."""
     sheet = resolve_sheet(sheet_name, pricing_dir)
     forced = None if gpu_name is None else resolve_gpu(gpu_name, pricing_dir)
-    win = window_option(window)
     try:
         run = load_run(run_dir)
-        used = resolve_window(run, win)  # clipped to the data, with a note (run.notes)
+        used = resolve_window(run, window)  # clipped to the data, with a note (run.notes)
         metrics = with_verdicts(run, window_metrics(run, used), used)
-    except RunDirError as err:
+    except (RunDirError, WindowError) as err:
         fail(str(err))
     if metrics.empty:
         fail(f"{run.path}: the run has no engines with request records")

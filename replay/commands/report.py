@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from replay.commands.common import console, err_console, fail, window_option
+from replay.commands.common import console, err_console, fail
 from replay.runspec import flags as F
 
 if TYPE_CHECKING:
@@ -111,8 +111,8 @@ def register(app: typer.Typer) -> None:
         from analysis.report.build import ReportError, build_report
         from analysis.runs import RunDirError
         from pricing import PricingError
+        from replay.windows import WindowError
 
-        win = window_option(window)
         try:
             runs, bad = load_runs(expand_run_dirs(run_dirs))
         except RunDirError as e:
@@ -125,10 +125,10 @@ def register(app: typer.Typer) -> None:
             fail(f"no run could be read ({len(bad)} tried); fix the files named above")
         try:
             result = build_report(
-                runs, out, formats, sheet=sheet, gpu=gpu, window=win, figures=figures,
+                runs, out, formats, sheet=sheet, gpu=gpu, window=window, figures=figures,
                 static=static, bin_s=bin_s,
             )  # fmt: skip
-        except (RunDirError, ReportError) as e:
+        except (RunDirError, ReportError, WindowError) as e:
             fail(str(e))
         except PricingError as e:
             fail(f"pricing: {e}")

@@ -15,6 +15,7 @@ from analysis.metrics import resolve_window, window_metrics
 from analysis.runs import covered_s, load_run
 from replay.cli import app
 from replay.rundir import RunDirError
+from replay.windows import WindowError
 
 
 def _run(builder: Any, status: str | None = None) -> Path:
@@ -105,3 +106,15 @@ def test_a_window_with_no_measured_request_is_noted(builder: Any) -> None:
     run = load_run(b.write(config={"window": [60.0, 180.0], "duration_s": 180.0}))
     notes = build_summary(run).notes
     assert any(n.startswith("a: no request was measured in the window") for n in notes), notes
+
+
+def test_a_commands_window_text_is_read_in_minutes_and_refused_naming_the_flag(
+    builder: Any,
+) -> None:
+    run = load_run(_run(builder))
+    win = resolve_window(run, "1-2")  # `--window` as given (price, report): minutes
+    assert (win.start_s, win.end_s, win.source) == (60.0, 120.0, "--window 1-2 min")
+    with pytest.raises(WindowError, match="--window 9-3: need 0 ≤ A < B"):
+        resolve_window(run, "9-3")
+    with pytest.raises(WindowError, match="--window x: expected A-B in minutes"):
+        resolve_window(run, "x")
