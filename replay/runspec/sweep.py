@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from replay.fleet import DEFAULT_ROUTER
 from replay.profiles import DEFAULT_MODEL
 from replay.runspec.fields import EngineShape, WorkloadSpec
 from replay.runspec.resolve import FLAGS, Layer, build
@@ -59,7 +60,9 @@ class SweepSpec(BaseModel):
         first); `trace`: the trace's path."""
         fleets: list[tuple[int, str | None]] = [(1, None)]
         if self.replicas or self.routers:
-            fleets = [(k, r) for k in self.replicas or [1] for r in self.routers or ["round_robin"]]
+            fleets = [
+                (k, r) for k in self.replicas or [1] for r in self.routers or [DEFAULT_ROUTER]
+            ]
         # The workload as resolved once (`sweep_workload`: each count checked, the window
         # parsed), each point's session count and seed put in; nothing is built again.
         workloads = {

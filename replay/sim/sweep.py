@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from replay.fleet import DEFAULT_ROUTER
 from replay.lifeline import bind_to_parent
 from replay.sim.fleet import FleetConfig, simulate_fleet
 from replay.sim.measures import SUMMARY_COLUMNS
@@ -66,7 +67,7 @@ def plan(
         )
         for p in policies
         for k in (replicas or (1,))
-        for r in (routers or ("round_robin",))
+        for r in (routers or (DEFAULT_ROUTER,))
         for n in sessions
         for s in range(seeds)
     ]
