@@ -189,7 +189,7 @@ def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
         fail(f"--out {run_dir}: already holds a run; choose a new --out or --resume it")
     trace = spec.workload.trace
     try:
-        sample = trace is None or Path(trace) == sample_path()
+        sample = live.is_sample(trace)
         loaded = load_trace(trace or sample_path())
     except (TraceError, FileNotFoundError) as e:
         fail(f"--trace: {e}")
@@ -202,6 +202,7 @@ def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
         spec = live.finish(res, loaded, sample, spec.workload.token_scale)
     except SpecError as e:
         fail(str(e))
+    run_spec.check_capacity(spec, flags.capacity_blocks)
     return spec, loaded, run_dir
 
 
@@ -466,6 +467,7 @@ def register(app: typer.Typer) -> None:
         slo: _Slo = None,
         router: F.Router = None,
         replicas: F.Replicas = None,
+        capacity_blocks: F.CapacityBlocks = None,
         workers: _Workers = None,
         ray: _Ray = None,
         engine_log: _EngineLog = None,
@@ -481,7 +483,9 @@ def register(app: typer.Typer) -> None:
                   start_range=start_range, start_at=start_at,
                   recycle_start=recycle_start)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
-        flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out)
-        given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out}
+        flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out,
+                         capacity_blocks)  # fmt: skip
+        given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out,
+                 "--capacity-blocks": capacity_blocks}  # fmt: skip
         fleet = dict(router=router, replicas=replicas, workers=workers, ray=ray)
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)

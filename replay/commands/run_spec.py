@@ -69,6 +69,23 @@ def check_fleet(spec: RunSpec, flags: RunFlags, fleet: dict[str, Any]) -> None:
         _check_ray(spec.ray)
 
 
+def check_capacity(spec: RunSpec, flag: int | None) -> None:
+    """--capacity-blocks sizes each emulated engine's cache as asked (the emulator's own
+    check, `make_cache`, as `replay simulate` checks it), before any emulator starts."""
+    from replay.emulator.config import EmulatorConfigError, emulator_config, make_cache
+
+    w = spec.workload
+    for e in spec.engines if flag is not None else []:
+        try:
+            cfg = emulator_config(
+                e.name, model=e.profile, port=0, time_scale=w.time_scale,
+                token_scale=w.token_scale, blocks=e.capacity_blocks,
+            )  # fmt: skip
+            make_cache(cfg, cfg.resolved_profile())
+        except (EmulatorConfigError, ValueError) as err:
+            fail(f"--capacity-blocks {flag}: engine {e.name}: {err}")
+
+
 def _check_ray(address: str) -> None:
     """--ray answers within seconds, as `replay simulate` checks it: `replay run --ray
     127.0.0.1:1` used to wait 330 s on Ray's own retries (issue 36)."""
@@ -113,4 +130,4 @@ def engine_logs(given: list[str], spec: RunSpec) -> dict[str, Path]:
     return out
 
 
-__all__ = ["check_fleet", "engine_logs", "resumed"]
+__all__ = ["check_capacity", "check_fleet", "engine_logs", "resumed"]

@@ -17,6 +17,7 @@ from replay.client.config import (
     load_config_file,
 )
 from replay.redact import MASK, redact_url
+from replay.runspec.fields import EngineShape
 from replay.runspec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
 from replay.runspec.resolve import FLAGS, Layer, SpecError, build, merged
 from replay.runspec.workload import EMBEDDED, workload
@@ -36,6 +37,7 @@ class RunFlags:
     limits: dict[str, Any] = field(default_factory=dict)
     slo: str | None = None
     out: Path | None = None
+    capacity_blocks: int | None = None  # --capacity-blocks: the emulated engines' cache
 
 
 @dataclass
@@ -86,12 +88,38 @@ def _engines(flags: RunFlags) -> tuple[list[EngineSpec], FileConfig | None]:
         raise SpecError(str(e)) from None
 
 
-def _engine_runs(specs: list[EngineSpec], settings: Any) -> list[EngineRun]:
+def is_sample(trace: str | None) -> bool:
+    """The run replays the bundled sample trace (no --trace, or the sample's own path)."""
+    from replay.traces import sample_path
+
+    return trace is None or Path(trace) == sample_path()
+
+
+def _capacity(flag: int | None, settings: Any, trace: str | None) -> int | None:
+    """An emulated engine's cache size in blocks: --capacity-blocks, else the embedded
+    default's `blocks:`, which is the bundled sample's only (None: the profile's)."""
+    if flag is not None:
+        return build(EngineShape, [Layer(FLAGS, {"capacity_blocks": flag})]).capacity_blocks
+    blocks = getattr(settings, "blocks", None)
+    try:
+        return blocks if blocks is not None and is_sample(trace) else None
+    except FileNotFoundError as e:
+        raise SpecError(f"--trace: {e}") from None
+
+
+def _engine_runs(
+    specs: list[EngineSpec], settings: Any, capacity: int | None, trace: str | None
+) -> list[EngineRun]:
     emulated = all(s.url is None for s in specs)
     if not emulated and any(s.url is None for s in specs):
         missing = ", ".join(s.name for s in specs if s.url is None)
         raise SpecError(f"engines {missing} have no url; give every engine a url or none")
     if not emulated:
+        if capacity is not None:
+            raise SpecError(
+                f"--capacity-blocks {capacity}: sizes the cache of emulated engines only (no "
+                "--endpoint, or a --config without urls); a real engine's server sizes its own"
+            )
         return [EngineRun(engine=s, executor="live") for s in specs]
     bad = [s.name for s in specs if s.kind not in EMULATED_KINDS]
     if bad:
@@ -101,7 +129,7 @@ def _engine_runs(specs: list[EngineSpec], settings: Any) -> list[EngineRun]:
     from replay.profiles import DEFAULT_MODEL
 
     profile = getattr(settings, "model", None) or DEFAULT_MODEL
-    blocks = getattr(settings, "blocks", None)
+    blocks = _capacity(capacity, settings, trace)
     return [
         EngineRun(engine=s, executor="emulated", profile=profile, capacity_blocks=blocks)
         for s in specs
@@ -126,7 +154,8 @@ def resolve_new(flags: RunFlags) -> Resolved:
     from replay.runspec.slo import run_slo
 
     slo = run_slo(flags.slo, file_cfg.slo if file_cfg else None, flags.config)
-    spec = RunSpec(workload=wl, engines=_engine_runs(specs, settings), limits=limits, slo=slo)
+    runs = _engine_runs(specs, settings, flags.capacity_blocks, wl.trace)
+    spec = RunSpec(workload=wl, engines=runs, limits=limits, slo=slo)
     _, source = merged(layers)
     user = wl.time_scale if source.get("time_scale") in (FLAGS, layers[1].where) else None
     notes = [f"measuring {used}"]
@@ -233,13 +262,13 @@ def token_scale(trace: Any, flag: float | None, settings: Any, emulated: bool) -
         raise SpecError(str(e)) from None
 
 
-def _emulated_engine(run: EngineRun, sample: bool) -> EngineRun:
+def _emulated_engine(run: EngineRun) -> EngineRun:
     """An emulator stands for its profile's engine (GLM-5.3-Flash: 2×B200), so per-GPU
     metrics and prices divide by the profile's GPUs unless the engine's config said
-    otherwise; the embedded default's block count is the bundled sample's only."""
+    otherwise. Its block count is kept as resolved (`_capacity`)."""
     from replay.profiles import ProfileError, load_profile
 
-    update: dict[str, Any] = {} if sample else {"capacity_blocks": None}
+    update: dict[str, Any] = {}
     spec = run.engine
     if spec.gpus == 1 and not spec.gpu_type:
         try:
@@ -254,12 +283,12 @@ def _emulated_engine(run: EngineRun, sample: bool) -> EngineRun:
 
 def finish(res: Resolved, trace: Any, sample: bool, flag_scale: float | None) -> RunSpec:
     """The spec once its trace is loaded: the trace's token scale, and each emulator's GPUs
-    and capacity (`_emulated_engine`)."""
+    (`_emulated_engine`)."""
     spec = res.spec
     emulated = spec.emulated
     settings = res.settings if emulated and sample else None
     scale = token_scale(trace, flag_scale, settings, emulated)
-    engines = [_emulated_engine(e, sample) if emulated else e for e in spec.engines]
+    engines = [_emulated_engine(e) if emulated else e for e in spec.engines]
     wl = spec.workload.model_copy(update={"token_scale": scale})
     return spec.model_copy(update={"workload": wl, "engines": engines, "sample": sample})
 
@@ -270,6 +299,7 @@ __all__ = [
     "RunFlags",
     "embedded_layer",
     "finish",
+    "is_sample",
     "refuse_workload_flags",
     "resolve_new",
     "resume_limits",
