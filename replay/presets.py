@@ -1,8 +1,8 @@
 """Workload presets: a peer benchmark's replay rules mapped onto ours (issue 35, point 1).
 
 `--preset NAME` on `replay run` and `replay simulate` fills in the workload fields the user did
-not give (flags and a config file win; `replay.runspec.workload` puts the preset's layer
-between them and the command's base layer). A preset's rules are data here, each with its
+not give (flags and a config file win; `replay.runspec.resolve.with_preset` puts the preset's
+layer between them and the command's base layer). A preset's rules are data here, each with its
 source and how our replay applies it; the manifest's spec records the preset and the fields it
 set (`WorkloadSpec.preset`), and the run's notes (`analysis.manifest.manifest_notes`) say which
 of the peer's rules are not applied. This module imports nothing of ours: the run

@@ -19,8 +19,7 @@ from replay.client.config import (
 from replay.redact import MASK, redact_url
 from replay.runspec.fields import EngineShape
 from replay.runspec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
-from replay.runspec.resolve import FLAGS, Layer, SpecError, build, merged
-from replay.runspec.workload import EMBEDDED, workload
+from replay.runspec.resolve import EMBEDDED, FLAGS, Layer, SpecError, build, merged, workload
 
 EMULATED_KINDS = ("vllm", "flashstate", "sglang")
 

@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from replay.fleet import DEFAULT_ROUTER
 from replay.profiles import DEFAULT_MODEL
 from replay.runspec.fields import EngineShape, WorkloadSpec
-from replay.runspec.resolve import FLAGS, Layer, build
-from replay.runspec.workload import workload
+from replay.runspec.resolve import FLAGS, Layer, build, workload
 from replay.sim.fleet import FleetConfig
 from replay.sim.runner import SimConfig
 from replay.workload import DEFAULT_WORKLOAD as W

@@ -11,9 +11,8 @@ import pytest
 
 from replay.presets import AGENTX, NO_GAP_CAP_S, PRESETS, preset_notes
 from replay.runspec.live import RunFlags, resolve_new, stored
-from replay.runspec.resolve import FLAGS, Layer, SpecError
+from replay.runspec.resolve import FLAGS, Layer, SpecError, workload
 from replay.runspec.sweep import sweep_workload
-from replay.runspec.workload import workload
 from replay.traces.model import Trace, Trajectory
 from replay.workload import Workload, WorkloadConfig, start_at_time
 

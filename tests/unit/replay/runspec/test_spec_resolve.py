@@ -16,8 +16,7 @@ from replay.cli import app
 from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec, flag_of
 from replay.runspec.live import RunFlags, resolve_new, stored
 from replay.runspec.model import RunSpec
-from replay.runspec.resolve import FLAGS, Layer, SpecError, build
-from replay.runspec.workload import workload
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build, workload
 
 CAPTURED = 7
 
