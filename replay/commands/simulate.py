@@ -105,7 +105,7 @@ def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int
           engine: dict[str, Any], fleet: tuple[str | None, str | None]) -> SweepSpec:  # fmt: skip
     """The sweep's spec from its flags; a refused value fails naming its flag."""
     from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
-    from replay.runspec.fields import EngineShape
+    from replay.runspec.fields import EngineShape, seed_span_error
     from replay.runspec.resolve import FLAGS, Layer, SpecError, build
     from replay.runspec.sweep import SweepSpec, sweep_workload
     from replay.sim.runner import TIMINGS
@@ -138,6 +138,8 @@ def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int
         fail(str(e))
     except ProfileError as e:
         fail(f"--model: {e}")
+    if (why := seed_span_error(wl.seed, seeds, "--seeds")) is not None:
+        fail(why)
     return SweepSpec(workload=wl, policies=names, sessions=counts, seeds=seeds, timing=timing,
                      engine=shape, replicas=fleet_sizes, routers=routers)  # fmt: skip
 

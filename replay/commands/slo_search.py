@@ -219,6 +219,7 @@ def run_search(
     from replay.commands.scale_guard import ScaleError, check_sim_work
     from replay.commands.simulate import _check_capacity, _check_executors, _load, _out_dir, _spec
     from replay.profiles import load_profile
+    from replay.runspec.fields import seed_span_error
     from replay.runspec.sweep import config_of
     from replay.traces import sample_path
 
@@ -227,6 +228,8 @@ def run_search(
     _check_executors(spec.policies, None)  # a native policy's engine is installed
     trace = spec.workload.trace or str(sample_path())
     bases = [config_of(p) for p in spec.points(scale, trace)]
+    if (why := seed_span_error(spec.workload.seed, confirm, "--confirm-seeds")) is not None:
+        fail(why)
     _check_capacity(bases)
     try:
         check_sim_work(tr, [limit], len(bases) * confirm, bases[0].duration_s, workers, confirm)

@@ -26,6 +26,20 @@ from replay.workload import (
 # Whole numbers a run writes (manifest.json, the parquet) must fit 64 bits: JSON and Arrow
 # writers refuse bigger ones, which used to surface as a traceback after the run had started.
 INT64_MAX = 2**63 - 1
+
+
+def seed_span_error(seed: int, count: int, flag: str) -> str | None:
+    """Why `count` seeds from `seed` (`seed`, +1, ...) do not fit a run's 64-bit whole
+    numbers, naming `flag` (the count's flag), or None."""
+    last = seed + count - 1
+    if last <= INT64_MAX:
+        return None
+    return (
+        f"{flag} {count}: from --seed {seed} the last seed would be {last}, past 2^63 - 1 "
+        f"(a run's files hold 64-bit whole numbers); lower --seed or {flag}"
+    )
+
+
 # A year of the trace's clock: a longer run overflows the clocks that time it (nanosecond
 # deadlines) long before it could end; no recorded agent trace comes near it.
 MAX_DURATION_MIN = 525_600.0

@@ -233,3 +233,24 @@ def test_a_port_that_accepts_tcp_but_is_no_ray_is_refused_in_seconds() -> None:
         finally:
             srv.close()
         assert time.monotonic() - t < 10
+
+
+@pytest.mark.parametrize(
+    ("command", "count_flag"),
+    [("simulate", "--seeds"), ("slo-search", "--confirm-seeds")],
+)
+def test_seeds_past_64_bits_are_refused_naming_the_flag(
+    tmp_path: Path, command: str, count_flag: str
+) -> None:
+    """--seed at 2^63 - 1 with a second seed: the last one used to reach the spec unchecked
+    (a traceback after the first point ran)."""
+    trace = _trace(tmp_path / "t.jsonl", 640)
+    args = [command, "--trace", trace, "--policies", "vllm", "--token-scale", "1",
+            "--seed", str(2**63 - 1), count_flag, "2", "--out", str(tmp_path / "o")]  # fmt: skip
+    if command == "slo-search":
+        args += ["--slo", "ttft=6"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, said(res)
+    text = said(res)
+    assert f"{count_flag} 2: from --seed {2**63 - 1} the last seed would be {2**63}" in text
+    assert "Traceback" not in text and not (tmp_path / "o").exists()
