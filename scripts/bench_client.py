@@ -97,6 +97,9 @@ def start_nginx(work: Path, port: int, core: int | None) -> subprocess.Popen[byt
     work.chmod(0o755)  # nginx's workers run as an unprivileged user and must read the body
     (work / "root" / "v1").mkdir(parents=True)
     (work / "root" / "v1" / "completions").write_text(render_stream())
+    # GET /health answers 200 (a static file): the client's engine watch ends a run whose
+    # engines all fail it for 30 s (replay.client.health), as every run past 30 s did here.
+    (work / "root" / "health").write_text("")
     temps = " ".join(
         f"{k}_temp_path {work}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )

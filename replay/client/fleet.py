@@ -34,7 +34,7 @@ from typing import Any, cast
 import numpy as np
 
 import replay
-from replay.engines.adapters import Adapter, StreamResult
+from replay.engines.adapters import Adapter, Body, StreamResult
 from replay.fleet import (
     DEFAULT_ROUTER,
     EXTERNAL,
@@ -169,7 +169,7 @@ class ClientFleet:
         )
 
     async def generate(
-        self, rec: RequestRecord, req: RouteRequest, body: bytes, res: StreamResult
+        self, rec: RequestRecord, req: RouteRequest, body: Body, res: StreamResult
     ) -> None:
         """Route (or let the router in front route), send, and fill the record's fleet
         columns. `res` is the caller's result; the stream is read into it."""

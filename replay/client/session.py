@@ -24,7 +24,7 @@ import numpy as np
 
 from replay.client.fleet import ClientFleet, conversation_key
 from replay.client.ideal import AlignRuleIndex, PrefixIndex
-from replay.engines.adapters import Adapter, StreamResult
+from replay.engines.adapters import Adapter, Body, StreamResult
 from replay.prompts import Context, PromptBuilder
 from replay.records import RequestRecord
 from replay.workload import Assignment, Spawn, Turn, Workload
@@ -228,7 +228,7 @@ class EngineSessions:
     # one turn --------------------------------------------------------------------------
     def _prepare(
         self, ctx: Context, i: int, out: int
-    ) -> tuple[np.ndarray, int, bytes | None, bool | None, tuple[int, int] | None]:
+    ) -> tuple[np.ndarray, int, Body | None, bool | None, tuple[int, int] | None]:
         prompt = ctx.prompt(i)
         extends = ctx.extends_previous(prompt)
         n = len(prompt)
@@ -239,7 +239,7 @@ class EngineSessions:
         if self.rule is not None:  # (state hit, the junction it would pin)
             hit = self.rule.state_hit(prompt)
             rule = (hit, self.rule.junction(ideal, hit))
-        return prompt, ideal, self.adapter.build_body(prompt, out), extends, rule
+        return prompt, ideal, self.adapter.request_body(prompt, out), extends, rule
 
     async def _turn(
         self, ctx: Context, a: Assignment, turn: Turn, scheduled_ns: int

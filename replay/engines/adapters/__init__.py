@@ -14,9 +14,11 @@ from replay.engines.adapters.base import (
     make_adapter,
     make_session,
 )
+from replay.engines.adapters.body import Body
 
 __all__ = [
     "Adapter",
+    "Body",
     "Limits",
     "StreamResult",
     "adapter_class",

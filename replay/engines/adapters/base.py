@@ -23,6 +23,8 @@ import numpy as np
 import orjson
 from aiohttp.client_proto import ResponseHandler
 
+from replay.engines.adapters.body import Body
+
 # Big enough for the stream of a million-token prompt (vLLM echoes `prompt_token_ids` in its
 # first chunk: ~7 bytes per id) without the reader pausing the socket mid-event.
 READ_BUFSIZE = 1 << 23
@@ -214,13 +216,20 @@ class Adapter(ABC):
     def build_body(self, prompt_ids: np.ndarray, max_tokens: int) -> bytes:
         """The request body for a token-id prompt generating exactly `max_tokens` tokens."""
 
+    def request_body(self, prompt_ids: np.ndarray, max_tokens: int) -> Body:
+        """`build_body`'s body as a `Body`, which an adapter that can sends in parts (the
+        replay's requests: a long prompt's JSON is never held whole)."""
+        return Body(self.build_body(prompt_ids, max_tokens))
+
     @abstractmethod
     def parser(self, result: StreamResult) -> StreamParser: ...
 
     def endpoint(self) -> str:
         return self.url + self.path
 
-    async def generate(self, body: bytes, result: StreamResult | None = None) -> StreamResult:
+    async def generate(
+        self, body: bytes | Body, result: StreamResult | None = None
+    ) -> StreamResult:
         """Send `body` and stream the answer into `result` (a fresh one if not given).
         Never raises for engine or network faults; re-raises cancellation after recording
         what arrived."""
@@ -234,8 +243,9 @@ class Adapter(ABC):
         phase = "waiting for the first token"
         try:
             async with asyncio.timeout_at(min(deadline, t0 + lim.first_token_timeout_s)) as cm:
+                data = body if isinstance(body, bytes) else body.stream()
                 async with self.session.post(
-                    self.endpoint(), data=body, headers=self.headers
+                    self.endpoint(), data=data, headers=self.headers
                 ) as resp:
                     if self.keep_headers:
                         res.headers = {

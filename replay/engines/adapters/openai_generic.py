@@ -31,6 +31,7 @@ from replay.engines.adapters.base import (
     engine_count,
     register,
 )
+from replay.engines.adapters.body import Body
 
 _CONS = "bdfgklmnprstvz"
 _VOW = "aeiou"
@@ -104,9 +105,11 @@ class OpenAIAdapter(Adapter):
         self.atoms.append(text)
         return -len(self.atoms)
 
-    async def generate(self, body: bytes, result: StreamResult | None = None) -> StreamResult:
+    async def generate(
+        self, body: bytes | Body, result: StreamResult | None = None
+    ) -> StreamResult:
         res = result if result is not None else StreamResult()
-        head, _, text_b = body.partition(b"\n")
+        head, _, text_b = bytes(body).partition(b"\n")
         max_tokens, prompt = int(head), text_b.decode()
         res.send_ns = time.perf_counter_ns()
         try:

@@ -12,7 +12,6 @@ Cached tokens need `--enable-cache-report`.
 from __future__ import annotations
 
 import numpy as np
-import orjson
 
 from replay.engines.adapters.base import (
     Adapter,
@@ -21,6 +20,7 @@ from replay.engines.adapters.base import (
     engine_count,
     register,
 )
+from replay.engines.adapters.body import Body, json_body
 
 
 class SglangParser(StreamParser):
@@ -79,8 +79,12 @@ class SglangAdapter(Adapter):
     path = "/generate"
 
     def build_body(self, prompt_ids: np.ndarray, max_tokens: int) -> bytes:
+        return bytes(self.request_body(prompt_ids, max_tokens))
+
+    def request_body(self, prompt_ids: np.ndarray, max_tokens: int) -> Body:
+        """The ids written in slices as the request is sent (`Body`)."""
         body = {
-            "input_ids": np.asarray(prompt_ids, dtype=np.int64),
+            "input_ids": None,
             "sampling_params": {
                 "max_new_tokens": int(max_tokens),
                 "min_new_tokens": int(max_tokens),
@@ -89,7 +93,7 @@ class SglangAdapter(Adapter):
             },
             "stream": True,
         }
-        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+        return json_body(body, "input_ids", prompt_ids)
 
     def parser(self, result: StreamResult) -> StreamParser:
         return SglangParser(result)
