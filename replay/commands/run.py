@@ -56,6 +56,7 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
                 time_scale=w.time_scale,
                 token_scale=w.token_scale,
                 blocks=e.capacity_blocks,
+                **e.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}),
             )
             for e in spec.engines
         ]
@@ -202,7 +203,7 @@ def _load(res: Resolved, flags: RunFlags) -> tuple[RunSpec, Any, Path]:
         spec = live.finish(res, loaded, sample, spec.workload.token_scale)
     except SpecError as e:
         fail(str(e))
-    run_spec.check_capacity(spec, flags.capacity_blocks)
+    run_spec.check_capacity(spec, flags)
     return spec, loaded, run_dir
 
 
@@ -468,6 +469,8 @@ def register(app: typer.Typer) -> None:
         router: F.Router = None,
         replicas: F.Replicas = None,
         capacity_blocks: F.CapacityBlocks = None,
+        host_memory_gb: F.HostMemoryGb = None,
+        host_bandwidth_gbs: F.HostBandwidthGbs = None,
         workers: _Workers = None,
         ray: _Ray = None,
         engine_log: _EngineLog = None,
@@ -484,8 +487,9 @@ def register(app: typer.Typer) -> None:
                   recycle_start=recycle_start)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
         flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out,
-                         capacity_blocks)  # fmt: skip
+                         capacity_blocks, host_memory_gb, host_bandwidth_gbs)  # fmt: skip
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out,
-                 "--capacity-blocks": capacity_blocks}  # fmt: skip
+                 "--capacity-blocks": capacity_blocks, "--host-memory-gb": host_memory_gb,
+                 "--host-bandwidth-gbs": host_bandwidth_gbs}  # fmt: skip
         fleet = dict(router=router, replicas=replicas, workers=workers, ray=ray)
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)

@@ -69,19 +69,24 @@ def check_fleet(spec: RunSpec, flags: RunFlags, fleet: dict[str, Any]) -> None:
         _check_ray(spec.ray)
 
 
-def check_capacity(spec: RunSpec, flag: int | None) -> None:
-    """--capacity-blocks sizes each emulated engine's cache as asked (the emulator's own
-    check, `make_cache`, as `replay simulate` checks it), before any emulator starts."""
+def check_capacity(spec: RunSpec, flags: RunFlags) -> None:
+    """--capacity-blocks sizes each emulated engine's cache as asked, and --host-memory-gb
+    gives it a host tier (the emulator's own check, `make_cache`, as `replay simulate`
+    checks them), before any emulator starts."""
     from replay.emulator.config import EmulatorConfigError, emulator_config, make_cache
+    from replay.sim.cache.tiers import TierError
 
-    w = spec.workload
-    for e in spec.engines if flag is not None else []:
+    w, flag = spec.workload, flags.capacity_blocks
+    for e in spec.engines if flag is not None or flags.host_memory_gb else []:
         try:
             cfg = emulator_config(
                 e.name, model=e.profile, port=0, time_scale=w.time_scale,
                 token_scale=w.token_scale, blocks=e.capacity_blocks,
+                host_memory_gb=e.host_memory_gb, host_bandwidth_gbs=e.host_bandwidth_gbs,
             )  # fmt: skip
             make_cache(cfg, cfg.resolved_profile())
+        except TierError as err:  # it names its flag
+            fail(f"{err} (engine {e.name})")
         except (EmulatorConfigError, ValueError) as err:
             fail(f"--capacity-blocks {flag}: engine {e.name}: {err}")
 

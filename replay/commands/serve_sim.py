@@ -2,10 +2,13 @@
 
 The command itself lives with the emulator (`replay.emulator.cli`); this module gives
 it the command line's console for its errors and its ready line, and the options every run
-shares from the run spec's fields (--model, --time-scale, --token-scale, --capacity-blocks),
-as `replay run` and `replay simulate` take them."""
+shares from the run spec's fields (--model, --time-scale, --token-scale, --capacity-blocks,
+--host-memory-gb, --host-bandwidth-gbs), as `replay run` and `replay simulate` take them, and
+the fields' own check of their range."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -13,12 +16,27 @@ from replay.commands.common import console, fail
 from replay.emulator import cli
 from replay.runspec.fields import EngineShape, WorkloadSpec
 from replay.runspec.flags import option_default
+from replay.runspec.resolve import FLAGS, Layer, SpecError, build
+
+
+def _check(values: dict[str, Any]) -> str | None:
+    """The host tier's flags in their fields' range (`EngineShape`, as `replay simulate` and
+    `replay run` check them): the refusal naming the flag, or None."""
+    try:
+        build(EngineShape, [Layer(FLAGS, values)])
+    except SpecError as e:
+        return str(e)
+    return None
+
 
 SHARED = cli.SharedOptions(
     model=option_default(EngineShape, "profile"),
     time_scale=option_default(WorkloadSpec, "time_scale"),
     token_scale=option_default(WorkloadSpec, "token_scale"),
     blocks=option_default(EngineShape, "capacity_blocks"),
+    host_memory_gb=option_default(EngineShape, "host_memory_gb"),
+    host_bandwidth_gbs=option_default(EngineShape, "host_bandwidth_gbs"),
+    check=_check,
 )
 
 

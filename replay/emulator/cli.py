@@ -56,6 +56,8 @@ def build_config(
     tokenizer: str | None = None,
     fail: Fail = plain_fail,
     replica: int | None = None,
+    host_memory_gb: float | None = None,
+    host_bandwidth_gbs: float | None = None,
 ) -> EmulatorConfig:
     """The config from flags (`emulator_config`, the one builder; a flag not given takes the
     model's default); a bad value fails naming its flag."""
@@ -65,6 +67,7 @@ def build_config(
             served_model_name=served_model_name, blocks=blocks, block_tokens=block_tokens,
             max_batch=max_batch, hash_tokens=hash_tokens, faults=faults,
             token_scale=token_scale, tokenizer=tokenizer, replica=replica,
+            host_memory_gb=host_memory_gb or None, host_bandwidth_gbs=host_bandwidth_gbs,
         )  # fmt: skip
     except EmulatorConfigError as e:
         fail(str(e))
@@ -77,9 +80,12 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
     from replay.emulator.launch import READY_PREFIX
     from replay.emulator.server import serve  # the server's imports: only to serve
     from replay.emulator.tokenizer import load_tokenizer
+    from replay.sim.cache.tiers import TierError
 
     try:
         make_cache(cfg, cfg.resolved_profile())
+    except TierError as e:  # it names its flag (--host-memory-gb)
+        fail(str(e))
     except ValueError as e:
         fail(f"--policy {cfg.policy_name}: {e}")
     try:
@@ -93,6 +99,7 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
             f"{READY_PREFIX} {url}  engine={cfg.engine} policy={cfg.policy_name} "
             f"model={profile.name} blocks={profile.blocks_per_engine}x"
             f"{profile.block_tokens} time-scale={cfg.time_scale:g}"
+            + (f" host-memory={cfg.host_memory_gb:g}GiB" if cfg.host_memory_gb else "")
         )
 
     try:
@@ -108,15 +115,20 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
 class SharedOptions:
     """serve-sim's options that are settings of any run, not the emulator's alone, each a
     typer option given as its parameter's default: the model, its clock, the trace's token
-    scale and the cache size. `replay serve-sim` passes the run spec's (`replay run` and
-    `replay simulate` take them under the same names: replay.commands.serve_sim); the
-    emulator's own process (`python -m replay.emulator`, started with
-    `EmulatorConfig.cli_args`) declares them from its config's fields (`own_options`)."""
+    scale, the cache size and its host-memory tier. `replay serve-sim` passes the run spec's
+    (`replay run` and `replay simulate` take them under the same names:
+    replay.commands.serve_sim), and `check`, which refuses a value outside its field's range
+    (the message, naming the flag; None: fine); the emulator's own process (`python -m
+    replay.emulator`, started with `EmulatorConfig.cli_args` from a checked spec) declares
+    them from its config's fields (`own_options`) and checks nothing more."""
 
     model: Any
     time_scale: Any
     token_scale: Any
     blocks: Any
+    host_memory_gb: Any
+    host_bandwidth_gbs: Any
+    check: Callable[[dict[str, Any]], str | None] = lambda _values: None
 
 
 def _own(key: str, *names: str) -> Any:
@@ -131,6 +143,8 @@ def own_options() -> SharedOptions:
         time_scale=_own("time_scale", "--time-scale"),
         token_scale=_own("token_scale", "--token-scale"),
         blocks=_own("blocks", "--capacity-blocks", "--blocks"),
+        host_memory_gb=_own("host_memory_gb", "--host-memory-gb"),
+        host_bandwidth_gbs=_own("host_bandwidth_gbs", "--host-bandwidth-gbs"),
     )
 
 
@@ -212,6 +226,8 @@ def register(
         served_model_name: ServedName = None,
         token_scale: float | None = opts.token_scale,
         blocks: int | None = opts.blocks,
+        host_memory_gb: float | None = opts.host_memory_gb,
+        host_bandwidth_gbs: float | None = opts.host_bandwidth_gbs,
         block_tokens: BlockTokens = None,
         max_batch: MaxBatch = None,
         hash_tokens: HashTokens = DEFAULT_HASH_TOKENS,
@@ -232,9 +248,12 @@ def register(
             "crash_after": crash_after, "slow_start_s": slow_start_s, "seed": fault_seed,
             "early_stop_rate": early_stop_rate, "lie_cached_rate": lie_cached_rate,
         }  # fmt: skip
+        host_tier = {"host_memory_gb": host_memory_gb, "host_bandwidth_gbs": host_bandwidth_gbs}
+        if refused := opts.check(host_tier):
+            fail(refused)
         cfg = build_config(
             engine, model, host, port, time_scale, policy, served_model_name, blocks,
             block_tokens, max_batch, hash_tokens, faults, token_scale, tokenizer, fail,
-            replica,
+            replica, **host_tier,
         )  # fmt: skip
         _serve(cfg, fail, say)

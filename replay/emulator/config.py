@@ -108,6 +108,18 @@ class EmulatorConfig(BaseModel):
         gt=0,
         description="the engine's cache size in blocks (default: the simulator's for the profile)",
     )
+    # A host-memory tier (issue 34, replay.sim.cache.tiers). No range here: `replay run` and
+    # `replay serve-sim` take them as the run spec's fields (`EngineShape`), which check it,
+    # and the tier itself refuses one it cannot build (`make_cache`).
+    host_memory_gb: float | None = Field(
+        default=None,
+        description="host memory (GiB) beside the GPU cache as a second tier (None or 0: none)",
+    )
+    host_bandwidth_gbs: float | None = Field(
+        default=None,
+        description="host-to-GPU bandwidth per GPU (GB/s) of loads from host memory "
+        "(default: the tier's)",
+    )
     block_tokens: int | None = Field(
         default=None, gt=0, description="tokens per cache block (overrides the profile's)"
     )
@@ -184,6 +196,10 @@ class EmulatorConfig(BaseModel):
             args += ["--token-scale", repr(self.token_scale)]
         if self.blocks is not None:
             args += ["--blocks", str(self.blocks)]
+        if self.host_memory_gb:
+            args += ["--host-memory-gb", repr(self.host_memory_gb)]
+        if self.host_bandwidth_gbs is not None:
+            args += ["--host-bandwidth-gbs", repr(self.host_bandwidth_gbs)]
         if self.block_tokens is not None:
             args += ["--block-tokens", str(self.block_tokens)]
         if self.max_batch is not None:
@@ -247,5 +263,10 @@ def emulator_config(
 
 
 def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
-    """The cache for `cfg.policy_name` on the emulator's (scaled) profile."""
-    return engine_cache(cfg.policy_name, profile, cfg.token_scale, cfg.blocks)
+    """The cache for `cfg.policy_name` on the emulator's (scaled) profile, with its host tier
+    if `cfg.host_memory_gb` (as the simulator's: hits from host memory are cached tokens).
+    Raises ValueError (`TierError` for the tier, naming its flag) where it cannot be built."""
+    return engine_cache(
+        cfg.policy_name, profile, cfg.token_scale, cfg.blocks,
+        cfg.host_memory_gb or 0.0, cfg.host_bandwidth_gbs,
+    )  # fmt: skip

@@ -37,6 +37,16 @@ class RunFlags:
     slo: str | None = None
     out: Path | None = None
     capacity_blocks: int | None = None  # --capacity-blocks: the emulated engines' cache
+    # --host-memory-gb, --host-bandwidth-gbs: the emulated engines' host-memory tier
+    host_memory_gb: float | None = None
+    host_bandwidth_gbs: float | None = None
+
+    @property
+    def host_tier(self) -> dict[str, float | None]:
+        return {
+            "host_memory_gb": self.host_memory_gb,
+            "host_bandwidth_gbs": self.host_bandwidth_gbs,
+        }
 
 
 @dataclass
@@ -106,8 +116,33 @@ def _capacity(flag: int | None, settings: Any, trace: str | None) -> int | None:
         raise SpecError(f"--trace: {e}") from None
 
 
+def _host_tier(given: dict[str, float | None]) -> dict[str, Any]:
+    """An emulated engine's host-memory tier (issue 34): the flags as `EngineShape` checks
+    them, kept as `replay simulate` keeps them (--host-memory-gb 0: none, and no bandwidth
+    without memory)."""
+    shape = build(EngineShape, [Layer(FLAGS, given)])
+    if not shape.host_memory_gb:
+        return {}
+    return shape.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}, exclude_none=True)
+
+
+def _refuse_host_tier(given: dict[str, float | None]) -> None:
+    """The host tier's flags with real engines: a server's host tier is its own flags."""
+    named = [f"--{k.replace('_', '-')} {v:g}" for k, v in given.items() if v is not None]
+    if named:
+        raise SpecError(
+            f"{', '.join(named)}: gives the emulated engines a host-memory tier only (no "
+            "--endpoint, or a --config without urls); a real engine's host tier is its own "
+            "server's flags (vLLM's KV offloading connector, SGLang's --hicache-size)"
+        )
+
+
 def _engine_runs(
-    specs: list[EngineSpec], settings: Any, capacity: int | None, trace: str | None
+    specs: list[EngineSpec],
+    settings: Any,
+    capacity: int | None,
+    trace: str | None,
+    host: dict[str, float | None] | None = None,
 ) -> list[EngineRun]:
     emulated = all(s.url is None for s in specs)
     if not emulated and any(s.url is None for s in specs):
@@ -119,6 +154,7 @@ def _engine_runs(
                 f"--capacity-blocks {capacity}: sizes the cache of emulated engines only (no "
                 "--endpoint, or a --config without urls); a real engine's server sizes its own"
             )
+        _refuse_host_tier(host or {})
         return [EngineRun(engine=s, executor="live") for s in specs]
     bad = [s.name for s in specs if s.kind not in EMULATED_KINDS]
     if bad:
@@ -129,8 +165,9 @@ def _engine_runs(
 
     profile = getattr(settings, "model", None) or DEFAULT_MODEL
     blocks = _capacity(capacity, settings, trace)
+    tier = _host_tier(host or {})
     return [
-        EngineRun(engine=s, executor="emulated", profile=profile, capacity_blocks=blocks)
+        EngineRun(engine=s, executor="emulated", profile=profile, capacity_blocks=blocks, **tier)
         for s in specs
     ]
 
@@ -153,7 +190,7 @@ def resolve_new(flags: RunFlags) -> Resolved:
     from replay.runspec.slo import run_slo
 
     slo = run_slo(flags.slo, file_cfg.slo if file_cfg else None, flags.config)
-    runs = _engine_runs(specs, settings, flags.capacity_blocks, wl.trace)
+    runs = _engine_runs(specs, settings, flags.capacity_blocks, wl.trace, flags.host_tier)
     spec = RunSpec(workload=wl, engines=runs, limits=limits, slo=slo)
     _, source = merged(layers)
     user = wl.time_scale if source.get("time_scale") in (FLAGS, layers[1].where) else None

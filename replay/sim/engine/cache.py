@@ -14,7 +14,7 @@ Positions are token counts from the start of the sequence; times are model secon
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from replay.profiles import ModelProfile
@@ -23,7 +23,7 @@ from replay.sim.cache.capacity import Capacity, resolve_capacity
 from replay.sim.cache.hybrid import Handle, HybridCache, ResumeInfo
 from replay.sim.cache.keys import Prefix
 from replay.sim.cache.kv_lru import KVLRUCache
-from replay.sim.cache.tiers import DEFAULT_BANDWIDTH_GBS, HostTier, attach_host_tier
+from replay.sim.cache.tiers import DEFAULT_BANDWIDTH_GBS, HostTier, TierError, attach_host_tier
 
 
 class EngineCache(Protocol):
@@ -170,13 +170,27 @@ def engine_cache(
     profile: ModelProfile,
     token_scale: float = 1.0,
     capacity_blocks: int | None = None,
+    host_memory_gb: float = 0.0,
+    host_bandwidth_gbs: float | None = None,
 ) -> EngineCache:
-    """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`."""
+    """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`, with a
+    host-memory tier of `host_memory_gb` GiB (0: none) loaded at `host_bandwidth_gbs` GB/s
+    per GPU (None: the tier's default), as `replay.sim.runner.scaled_settings` gives one."""
     if policy == "kv-lru":
+        if host_memory_gb:
+            raise TierError(
+                f"--host-memory-gb {host_memory_gb:g}: policy 'kv-lru' (a plain KV cache) has "
+                "no host tier; use an engine's own policy"
+            )
         cap = resolve_capacity(policy, profile, capacity_blocks)
         assert cap.blocks is not None
         return KVLRUCache(profile.block_tokens, cap.blocks, cap)
-    return SimCache(cache_settings(policy, profile, token_scale, capacity_blocks))
+    settings = cache_settings(policy, profile, token_scale, capacity_blocks)
+    if host_memory_gb:
+        settings = replace(
+            settings, host_memory_gb=host_memory_gb, host_bandwidth_gbs=host_bandwidth_gbs
+        )
+    return SimCache(settings)
 
 
 def _keep(prefix: Prefix, resume_pos: int, block: int) -> Prefix:
@@ -236,7 +250,11 @@ class SimCache:
         self, prompt: Prefix, prompt_len: int, now: float, hint: int
     ) -> tuple[Handle, ResumeInfo]:
         info = self.cache.lookup(prompt, prompt_len, now, hint)
-        h = self.cache.begin(_keep(prompt, info.resume_pos, self.cache.B), prompt_len, info, now)
+        B = self.cache.B
+        # Blocks loaded from host memory are built into the GPU's tree again from the first
+        # of them on (`materialize.prefill_done`), so the emulator's prompt keeps their tokens.
+        built = min((b.index * B + 1 for b in info.host_blocks), default=info.resume_pos)
+        h = self.cache.begin(_keep(prompt, min(info.resume_pos, built), B), prompt_len, info, now)
         return h, info
 
     def park(self, rid: int, prompt: Prefix, prompt_len: int, now: float, hint: int = 0) -> None:

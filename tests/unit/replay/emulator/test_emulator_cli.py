@@ -1,5 +1,5 @@
 """serve-sim's options that every run shares (--model, --time-scale, --token-scale,
---capacity-blocks/--blocks): `replay serve-sim` takes them from the run spec's fields, as
+--capacity-blocks/--blocks, --host-memory-gb, --host-bandwidth-gbs): `replay serve-sim` takes them from the run spec's fields, as
 `replay run` and `replay simulate` do, and the emulator's own process (`python -m
 replay.emulator`, which never imports the spec) under the same names from its config."""
 
@@ -18,7 +18,7 @@ def _names(shared: SharedOptions | None) -> dict[str, tuple[list[str], str | Non
     register(app, shared=shared)
     app.command("other")(lambda: None)  # a group, so the command is found by name
     cmd = get_command(app).commands["serve-sim"]  # type: ignore[attr-defined]
-    keys = ("model", "time_scale", "token_scale", "blocks")
+    keys = ("model", "time_scale", "token_scale", "blocks", "host_memory_gb", "host_bandwidth_gbs")
     return {p.name: (sorted(p.opts), p.help) for p in cmd.params if p.name in keys}
 
 
@@ -28,6 +28,8 @@ def test_both_command_lines_name_the_shared_options_as_the_spec_does() -> None:
         "time_scale": (WorkloadSpec, "time_scale"),
         "token_scale": (WorkloadSpec, "token_scale"),
         "blocks": (EngineShape, "capacity_blocks"),
+        "host_memory_gb": (EngineShape, "host_memory_gb"),
+        "host_bandwidth_gbs": (EngineShape, "host_bandwidth_gbs"),
     }
     replay_cli, emulator = _names(SHARED), _names(None)
     assert replay_cli.keys() == emulator.keys() == spec.keys()
