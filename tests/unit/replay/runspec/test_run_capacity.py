@@ -8,18 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-import replay.emulator.launch as launch
 from replay.cli import app
 from replay.runspec.live import RunFlags, finish, resolve_new
-
-CAPTURED = 7
-
-
-def said(res: Any) -> str:
-    return " ".join((res.output + res.stderr).split())
+from tests.unit.replay.runspec.conftest import said
 
 
 def test_the_flag_sizes_every_emulated_engine_whatever_the_trace() -> None:
@@ -36,22 +29,10 @@ def test_the_flag_sizes_every_emulated_engine_whatever_the_trace() -> None:
     assert plain.engines[0].capacity_blocks is None  # configs/workloads/default.yaml: null
 
 
-def test_the_flag_reaches_the_emulators_command_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    seen: list[Any] = []
-
-    def capture(configs: list[Any], **kwargs: Any) -> None:
-        seen.extend(configs)
-        raise typer.Exit(CAPTURED)
-
-    monkeypatch.setattr(launch, "start_emulator_group", capture)
-    res = CliRunner().invoke(
-        app,
-        ["run", "--engines", "vllm,sglang", "--capacity-blocks", "4000", "--replicas", "2",
-         "--out", str(tmp_path / "r"), "--no-panel"],
-    )  # fmt: skip
-    assert res.exit_code == CAPTURED, said(res)
+def test_the_flag_reaches_the_emulators_command_line(emulators_of: Any) -> None:
+    seen = emulators_of(
+        ["--engines", "vllm,sglang", "--capacity-blocks", "4000", "--replicas", "2"]
+    )
     assert [(c.engine, c.blocks) for c in seen] == [("vllm", 4000)] * 2 + [("sglang", 4000)] * 2
     args = seen[0].cli_args()
     assert args[args.index("--blocks") + 1] == "4000"

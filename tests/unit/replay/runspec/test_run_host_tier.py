@@ -6,23 +6,15 @@ where they cannot apply (real engines, --resume, a value out of the field's rang
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-import replay.emulator.launch as launch
 from replay.cli import app
 from replay.emulator.config import emulator_config, make_cache
 from replay.runspec.live import RunFlags, finish, resolve_new
-
-CAPTURED = 7
-
-
-def said(res: Any) -> str:
-    return " ".join((res.output + res.stderr).split())
+from tests.unit.replay.runspec.conftest import said
 
 
 def test_the_flags_reach_every_emulated_engine_of_the_spec() -> None:
@@ -41,22 +33,9 @@ def test_the_flags_reach_every_emulated_engine_of_the_spec() -> None:
     assert (e.host_memory_gb, e.host_bandwidth_gbs) == (None, None)
 
 
-def test_the_flags_reach_the_emulators_config_and_command_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    seen: list[Any] = []
-
-    def capture(configs: list[Any], **kwargs: Any) -> None:
-        seen.extend(configs)
-        raise typer.Exit(CAPTURED)
-
-    monkeypatch.setattr(launch, "start_emulator_group", capture)
-    res = CliRunner().invoke(
-        app,
-        ["run", "--engines", "vllm,sglang", "--host-memory-gb", "512", "--host-bandwidth-gbs",
-         "64", "--replicas", "2", "--out", str(tmp_path / "r"), "--no-panel"],
-    )  # fmt: skip
-    assert res.exit_code == CAPTURED, said(res)
+def test_the_flags_reach_the_emulators_config_and_command_line(emulators_of: Any) -> None:
+    seen = emulators_of(["--engines", "vllm,sglang", "--host-memory-gb", "512",
+                         "--host-bandwidth-gbs", "64", "--replicas", "2"])  # fmt: skip
     got = [(c.engine, c.host_memory_gb, c.host_bandwidth_gbs) for c in seen]
     assert got == [("vllm", 512, 64)] * 2 + [("sglang", 512, 64)] * 2
     args = seen[0].cli_args()
