@@ -406,6 +406,35 @@ def peer(
     }
 
 
+def full_size(args: argparse.Namespace) -> None:
+    """`--full-size N`: one run of N full-size sessions against nginx, and its figures."""
+    from client_ceiling import MEDIAN_PROMPT, full_size_run, raise_fd_limit
+
+    raise_fd_limit()
+    port = 18000 + os.getpid() % 2000
+    seconds = args.ceiling_seconds
+    with tempfile.TemporaryDirectory(prefix="bench-full-size-") as tmp:
+        srv = start_nginx(Path(tmp), port, None)
+        try:
+            r = full_size_run(
+                {"url": f"http://127.0.0.1:{port}", "sessions": args.full_size,
+                 "workers": args.workers, "seconds": seconds, "ramp_s": seconds / 2,
+                 "prompt_tokens": MEDIAN_PROMPT}
+            )  # fmt: skip
+        finally:
+            srv.terminate()
+            srv.wait(10)
+    print(json.dumps(r))
+    mb = r["peak_tree_rss_mb"]
+    print(
+        f"{r['sessions']:,} full-size sessions ({MEDIAN_PROMPT:,}-token prompts), "
+        f"{r['workers']} workers, {seconds:g} s (ramp {seconds / 2:g} s): {r['status']}, "
+        f"{r['rps']:.0f} requests/s measured, {r['errors']:,} errors, TTFT error p50 "
+        f"{r['ttft_err_p50_ms'] or 0:.0f} ms; the client's peak memory {mb / 1024:.1f} GB "
+        f"({mb / r['sessions']:.2f} MB a session, the processes' baseline included)"
+    )
+
+
 # --- main ----------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -431,13 +460,22 @@ def main() -> None:
         help="instead: client memory per full-size session and CPU a turn to build it "
         "(scripts/client_ceiling.py memory_per_session), beside the figure before (1.78 MB)",
     )
+    ap.add_argument(
+        "--full-size",
+        type=int,
+        metavar="N",
+        help="instead: N full-size sessions (105K-token prompts) against nginx for "
+        "--ceiling-seconds (after a ramp of half of it) with --workers processes: requests/s, "
+        "errors and the client's peak memory (issue 36: 10K from one machine)",
+    )
+    ap.add_argument("--workers", type=int, default=2, help="with --full-size (2)")
     ap.add_argument("--ceiling-seconds", type=float, default=20.0)
     ap.add_argument(
         "--ceiling-10k-prompt",
         type=int,
         default=10_000,
         help="prompt tokens at 10K sessions (full size needs ~0.5 MB of client state a "
-        "session, --memory, plus each in-flight request's ~0.7 MB body)",
+        "session, --memory; bodies are sent in parts)",
     )
     args = ap.parse_args()
     if args.worker:
@@ -447,6 +485,9 @@ def main() -> None:
         from client_ceiling import memory_per_session, print_memory
 
         print_memory(memory_per_session())
+        return
+    if args.full_size:
+        full_size(args)
         return
     if args.ceiling:
         from client_ceiling import ceiling_table

@@ -188,6 +188,51 @@ def _one(args: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
+def _tree_rss_mb(root: int) -> float:
+    """The resident memory of process `root` and every process below it, from /proc."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    kb = 0
+    for pid in tree:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    kb += int(line.split()[1])
+    return kb / 1024.0
+
+
+def full_size_run(args: dict[str, Any]) -> dict[str, Any]:
+    """One measurement (`measure`'s arguments) in its own process, with the peak resident
+    memory of that process and its workers together, sampled every second
+    (`peak_tree_rss_mb`; ru_maxrss counts only the largest child)."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), json.dumps(args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_mb(proc.pid))
+        time.sleep(1.0)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"client_ceiling: {args} failed:\n{err[-3000:]}")
+    res = dict(json.loads(out.strip().splitlines()[-1]))
+    res["peak_tree_rss_mb"] = peak
+    return res
+
+
 def ceiling_table(args: Any, start_nginx: Any, peer: Any) -> list[dict[str, Any]]:
     """Every measurement and the printed table. Ours: 1K sessions with full-size prompts
     and 10K sessions with --ceiling-10k-prompt tokens, each with 1, 2 and 4 workers, and 1K
