@@ -111,13 +111,25 @@ async def merge_loop(
     WorkerFailed when one fails for good (the run ends `failed`)."""
     while True:
         await asyncio.to_thread(pool.check)
-        rows = await asyncio.to_thread(pool.poll)
-        for row in rows:
-            writer.add(row)
-        _observe(stats, rows)
+        # A poll moves the part files' read offsets: cancelled while it runs (the run's end),
+        # the lines it read are merged before the cancellation goes on, or they were lost
+        # (`finish` reads on from the moved offsets).
+        polled = asyncio.ensure_future(asyncio.to_thread(pool.poll))
+        try:
+            rows = await asyncio.shield(polled)
+        except asyncio.CancelledError:
+            _merge(writer, stats, await polled)
+            raise
+        _merge(writer, stats, rows)
         if pool.failed:
             raise WorkerFailed(pool.failed)
         await asyncio.sleep(interval_s)
+
+
+def _merge(writer: RunWriter, stats: dict[str, LiveStats], rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        writer.add(row)
+    _observe(stats, rows)
 
 
 async def finish(
@@ -126,10 +138,7 @@ async def finish(
     """Stop the workers (none is left running), merge the rest of their records, note the
     restarts; the part files go once the journal holds every line of them."""
     await asyncio.to_thread(pool.stop)
-    rows = await asyncio.to_thread(pool.poll)
-    for row in rows:
-        writer.add(row)
-    _observe(stats, rows)
+    _merge(writer, stats, await asyncio.to_thread(pool.poll))
     writer.flush()
     if pool.notes:
         writer.update_manifest(notes=[*writer.manifest.notes, *pool.notes])

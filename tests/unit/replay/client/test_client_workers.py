@@ -224,3 +224,41 @@ async def test_a_resumed_run_with_workers_repeats_no_key_and_loses_no_line(
     for w in (0, 1):  # each worker's numbering goes on past the first segment's
         seqs = sorted(s for x, s in keys if x == w)
         assert seqs == list(range(len(seqs))), w
+
+
+async def test_a_merge_cancelled_mid_poll_keeps_the_lines_it_read() -> None:
+    """The run's end cancels the merge loop; a poll running then has moved the part files'
+    offsets, so its lines must be merged (they were lost: 191 records in one loaded run)."""
+    import threading
+
+    from replay.client import fanout
+
+    started, release = threading.Event(), threading.Event()
+    rows = [{"worker": 0, "seq": k} for k in range(3)]
+
+    class Pool:
+        failed = None
+
+        def check(self) -> None:
+            pass
+
+        def poll(self) -> list[dict[str, Any]]:
+            started.set()
+            release.wait(5)
+            return rows
+
+    class Writer:
+        def __init__(self) -> None:
+            self.added: list[dict[str, Any]] = []
+
+        def add(self, row: dict[str, Any]) -> None:
+            self.added.append(row)
+
+    writer = Writer()
+    task = asyncio.create_task(fanout.merge_loop(Pool(), writer, {}, 60.0))  # type: ignore[arg-type]
+    await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert writer.added == rows
