@@ -189,6 +189,9 @@ class Adapter(ABC):
         self.model = model
         self.limits = limits or Limits()
         self.headers = {"Content-Type": "application/json", **(headers or {})}
+        # Set when the server answered a body sent in parts with 411 Length Required: every
+        # later body goes whole, with its length.
+        self.whole_bodies = False
         self._session = session
         self._own_session = session is None
         self.keep_headers: tuple[str, ...] = ()  # response headers kept in StreamResult.headers
@@ -243,6 +246,8 @@ class Adapter(ABC):
         phase = "waiting for the first token"
         try:
             async with asyncio.timeout_at(min(deadline, t0 + lim.first_token_timeout_s)) as cm:
+                if self.whole_bodies and not isinstance(body, bytes):
+                    body = bytes(body)
                 data = body if isinstance(body, bytes) else body.stream()
                 async with self.session.post(
                     self.endpoint(), data=data, headers=self.headers
@@ -251,6 +256,10 @@ class Adapter(ABC):
                         res.headers = {
                             h: v for h in self.keep_headers if (v := resp.headers.get(h))
                         }
+                    if resp.status == 411 and not isinstance(body, bytes):
+                        # A server (or a proxy before it) that wants the body's length.
+                        self.whole_bodies = True
+                        return await self.generate(bytes(body), res)
                     if resp.status != 200:
                         text = (await resp.read())[:300].decode("utf-8", "replace")
                         res.fail("error", f"HTTP {resp.status}: {text.strip()}", resp.status)

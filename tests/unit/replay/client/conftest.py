@@ -59,6 +59,8 @@ class FakeEngine:
     # every completions response carries (a router's `x-replay-replica`).
     usage_override: dict = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    # 411 Length Required to a body sent in parts (chunked), as a server that wants lengths.
+    require_length: bool = False
 
     def cached_for(self, ids: list[int]) -> int:
         if not self.caching:
@@ -113,6 +115,8 @@ class FakeEngine:
             f"Bearer {self.auth_key}"
         ):
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        if self.require_length and req.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return web.Response(status=411, text="Length Required")
         if req.path in ("/v1/completions", "/generate"):
             self.generations += 1
         if self.echo_after is not None and self.generations > self.echo_after:

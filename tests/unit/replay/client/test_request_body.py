@@ -41,3 +41,17 @@ async def test_a_streamed_body_reaches_a_real_server_whole(fake_engine: Any) -> 
         r = await a.generate(a.request_body(ids, 3))
     assert r.status == "ok", r.error
     assert fake_engine.requests[-1]["prompt"] == ids.tolist()
+
+
+async def test_a_server_that_wants_a_length_gets_the_body_whole(fake_engine: Any) -> None:
+    """411 Length Required to a body in parts: the request goes again whole, and so does
+    every later one (a server or proxy that refuses chunked request bodies)."""
+    fake_engine.require_length = True
+    ids = np.arange(400, 400 + SLICE + 5, dtype=np.int32)
+    async with make_adapter("vllm", fake_engine.url, "fake-model") as a:
+        first = await a.generate(a.request_body(ids, 3))
+        assert first.status == "ok", first.error
+        assert a.whole_bodies
+        second = await a.generate(a.request_body(ids[:100], 3))
+    assert second.status == "ok", second.error
+    assert [len(r["prompt"]) for r in fake_engine.requests] == [SLICE + 5, 100]
