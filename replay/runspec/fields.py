@@ -255,6 +255,16 @@ class EngineShape(BaseModel):
         gt=0,
         le=100_000,
     )
+    # SGLang HiCache's split of host memory: the share of its bytes the host KV pool gets
+    # (the rest: the host Mamba pool); None: the engine's own rule (`replay.sim.cache.tiers`).
+    host_kv_share: float | None = flagged(
+        None,
+        "--kv-share",
+        "Share of host memory for the host KV pool, the rest for the state pool (SGLang "
+        "HiCache only; default: the engine's own split, as its device pools).",
+        ge=0,
+        le=1,
+    )
     replicas: int = flagged(
         1, "--replicas", "Copies of each engine behind a router.", ge=1, le=MAX_REPLICAS
     )

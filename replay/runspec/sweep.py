@@ -83,7 +83,9 @@ class SweepSpec(BaseModel):
                 self.engine.profile,
                 self.timing,
                 capacity_blocks=self.engine.capacity_blocks,
-                **self.engine.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}),
+                **self.engine.model_dump(
+                    include={"host_memory_gb", "host_bandwidth_gbs", "host_kv_share"}
+                ),
                 replicas=k,
                 router=r,
             )
@@ -163,6 +165,7 @@ def config_of(spec: RunSpec) -> SimConfig:
         "capacity_blocks": e.capacity_blocks,
         "host_memory_gb": e.host_memory_gb or 0.0,
         "host_bandwidth_gbs": e.host_bandwidth_gbs,
+        "host_kv_share": e.host_kv_share,
         "subagents": w.subagents,
         "token_scale": spec.workload.token_scale or 1.0,
         "warmup_s": w.warmup_s,
@@ -215,6 +218,7 @@ def spec_of(cfg: SimConfig, trace: str | None = None) -> RunSpec:
         capacity_blocks=cfg.capacity_blocks,
         host_memory_gb=cfg.host_memory_gb or None,
         host_bandwidth_gbs=cfg.host_bandwidth_gbs if cfg.host_memory_gb else None,
+        host_kv_share=cfg.host_kv_share if cfg.host_memory_gb else None,
         policy_opts=cfg.policy_opts or None,
         engine_rules=cfg.engine_rules or None,
         admission=cfg.admission,

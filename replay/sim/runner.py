@@ -39,7 +39,13 @@ from replay.workload import (
 
 Timing = Literal["trace", "engine"]
 # Recorded as the engine's flags (where set), not in the run config.
-_ENGINE_FIELDS = ("engine_rules", "admission", "host_memory_gb", "host_bandwidth_gbs")
+_ENGINE_FIELDS = (
+    "engine_rules",
+    "admission",
+    "host_memory_gb",
+    "host_bandwidth_gbs",
+    "host_kv_share",
+)
 TIMINGS: tuple[str, ...] = ("trace", "engine")
 
 
@@ -61,6 +67,7 @@ class SimConfig:
     # host-to-GPU bandwidth per GPU in GB/s (None: the tier's default).
     host_memory_gb: float = 0.0
     host_bandwidth_gbs: float | None = None
+    host_kv_share: float | None = None  # SGLang's host KV pool share (None: the engine's rule)
     subagents: SubagentMode = DEFAULT_WORKLOAD.subagents
     # The trace's token lengths were divided by this (`replay.traces.scale`): the profile
     # and the policy's token-valued options are scaled alike, so a scaled context takes as
@@ -142,6 +149,11 @@ def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacit
         from replay.sim.cache.tiers import check_host_tier
 
         check_host_tier(cfg.policy, scaled, cfg.host_memory_gb)
+    if cfg.host_kv_share is not None:  # a split of host memory the engine can take
+        from replay.sim.cache.tiers import check_kv_share
+
+        pooled = settings.capacity.pooled
+        check_kv_share(cfg.policy, pooled, cfg.host_memory_gb, cfg.host_kv_share)
     return settings.capacity
 
 
@@ -160,6 +172,7 @@ def scaled_settings(
             settings,
             host_memory_gb=cfg.host_memory_gb,
             host_bandwidth_gbs=cfg.host_bandwidth_gbs,
+            host_kv_share=cfg.host_kv_share,
         )
     return profile, settings
 

@@ -253,25 +253,47 @@ def check_host_tier(policy: str, profile: ModelProfile, host_memory_gb: float) -
         raise TierError(f"{where}: {e}") from None
 
 
+def check_kv_share(policy: str, two_pools: bool, host_memory_gb: float, kv_share: float) -> None:
+    """Raise `TierError` where a KV share of host memory cannot be honoured: the engine keeps
+    one host pool (vLLM's connector, FlashState: blocks and states share it), there is no
+    host memory, or the share is no fraction."""
+    where = f"--kv-share {kv_share:g}"
+    if not 0 <= kv_share <= 1:
+        raise TierError(f"{where}: a share of host memory is a fraction in [0, 1]")
+    if not host_memory_gb:
+        raise TierError(f"{where}: there is no host memory to split (--host-memory-gb 0)")
+    if not two_pools:
+        raise TierError(
+            f"{where}: policy '{policy}' keeps one host pool (KV blocks and states share it), "
+            "so there is no split to set; only SGLang's HiCache has a KV and a state pool"
+        )
+
+
 def attach_host_tier(
     cache: HybridCache,
     policy: str,
     profile: ModelProfile,
     host_memory_gb: float,
     bandwidth_gbs: float = DEFAULT_BANDWIDTH_GBS,
+    kv_share: float | None = None,
 ) -> HostTier:
     """Give `cache` (policy `policy` on `profile`) a host tier of `host_memory_gb` GiB,
     loaded at `bandwidth_gbs` GB/s per GPU (the engine's GPUs each load their shard), sized
-    by rule 2: one pool of blocks, or SGLang's two pools split as its device pools."""
+    by rule 2: one pool of blocks, or SGLang's two pools split as its device pools, or
+    `kv_share` of the bytes to the KV pool where given (`replay plan-host`'s override)."""
     check_host_tier(policy, profile, host_memory_gb)
     if bandwidth_gbs <= 0:
         raise TierError(f"--host-bandwidth-gbs must be positive, not {bandwidth_gbs}")
     per_block = block_bytes(profile)
     blocks = int(host_memory_gb * GIB // per_block)
     slots: int | None = None
+    two_pools = cache.state_slots is not None and cache.capacity is not None
+    if kv_share is not None:
+        check_kv_share(policy, two_pools, host_memory_gb, kv_share)
     if cache.state_slots is not None and cache.capacity is not None:
         kv_dev = cache.capacity - cache.C * cache.state_slots
         share = kv_dev / cache.capacity  # the device pools' bytes (rule 2, SGLang)
+        share = share if kv_share is None else kv_share
         slots = int(blocks * (1 - share)) // cache.C
         blocks = int(blocks * share)
     tier = HostTier(

@@ -124,6 +124,7 @@ class CacheSettings:
     # host-to-GPU bandwidth per GPU in GB/s (None: the tier's default).
     host_memory_gb: float = 0.0
     host_bandwidth_gbs: float | None = None
+    host_kv_share: float | None = None  # SGLang's host KV pool share (None: its own rule)
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
@@ -222,7 +223,12 @@ class SimCache:
         if settings.host_memory_gb > 0:
             bw = settings.host_bandwidth_gbs or DEFAULT_BANDWIDTH_GBS
             self.host = attach_host_tier(
-                self.cache, settings.policy, settings.profile, settings.host_memory_gb, bw
+                self.cache,
+                settings.policy,
+                settings.profile,
+                settings.host_memory_gb,
+                bw,
+                settings.host_kv_share,
             )
         self._load: dict[int, float] = {}  # request -> seconds its host load takes
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
