@@ -293,9 +293,12 @@ def attach_host_tier(
     if cache.state_slots is not None and cache.capacity is not None:
         kv_dev = cache.capacity - cache.C * cache.state_slots
         share = kv_dev / cache.capacity  # the device pools' bytes (rule 2, SGLang)
-        share = share if kv_share is None else kv_share
-        slots = int(blocks * (1 - share)) // cache.C
-        blocks = int(blocks * share)
+        if kv_share is None:
+            slots = int(blocks * (1 - share)) // cache.C
+            blocks = int(blocks * share)
+        else:  # a given share: the KV pool's blocks, the rest whole states (no float residue)
+            kv = int(blocks * kv_share + 1e-9)
+            slots, blocks = (blocks - kv) // cache.C, kv
     tier = HostTier(
         cache,
         blocks,
