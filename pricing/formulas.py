@@ -290,6 +290,20 @@ def provider_economics(
     )
 
 
+def host_memory_cost_per_gpu_hour(
+    host_gb: Number, usd_per_gb_hour: Number, gpus_per_engine: int
+) -> Decimal:
+    """USD per GPU-hour an engine's `host_gb` GiB of host memory costs its provider at
+    `usd_per_gb_hour` (issue 34 point 4), spread over the engine's GPUs as every figure of
+    `Economics` is: 512 GiB at $0.004 on a 2-GPU engine is $1.024 per GPU-hour. Subtract it
+    from `Economics.profit_per_gpu_hour` for the profit net of host memory."""
+    if gpus_per_engine <= 0:
+        raise PricingError(f"gpus_per_engine must be ≥ 1, got {gpus_per_engine}")
+    gb = _non_negative(host_gb, "host_gb")
+    rate = _non_negative(usd_per_gb_hour, "usd_per_gb_hour")
+    return gb * rate / gpus_per_engine
+
+
 def per_gpu(rate_per_engine: Number, gpus_per_engine: int) -> Decimal:
     """An engine-wide token rate divided over its GPUs (the demo's 61.7K output tokens/min
     per 2-GPU engine is 30,850 per GPU), exact."""

@@ -190,6 +190,19 @@ class GpuRate(_Described):
     )
 
 
+class HostMemoryRate(_Described):
+    """What a provider pays for the host memory (DRAM) a cache tier holds, US dollars per
+    GiB-hour (issue 34 point 4: "the provider's cost counts host memory at a rate per
+    GB-hour"); `gpus.yaml`'s optional `host_memory` entry."""
+
+    usd_per_gb_hour: Decimal = Field(
+        description="USD per GiB of host memory per hour",
+        ge=0,
+        le=MAX_GPU_RATE,
+        allow_inf_nan=False,
+    )
+
+
 class _SheetsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default: str = Field(description="the sheet used when none is named")
@@ -200,6 +213,7 @@ class _GpusFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default: str = Field(description="the GPU used when none is named")
     gpus: dict[str, dict[str, Any]] = Field(min_length=1)
+    host_memory: dict[str, Any] | None = Field(None, description="a `HostMemoryRate`")
 
 
 E = TypeVar("E", PriceSheet, GpuRate)
@@ -263,7 +277,9 @@ def _explain(
         unit = (
             "US dollars per GPU-hour"
             if loc.endswith("rate_per_gpu_hour")
-            else ("US dollars per 1M tokens")
+            else "US dollars per GiB-hour"
+            if loc.endswith("usd_per_gb_hour")
+            else "US dollars per 1M tokens"
         )
         what = (
             f"must be at most {le:,} {unit}, thousands of times any list's (got "
@@ -319,6 +335,23 @@ def load_gpu_rates(pricing_dir: Path | str | None = None) -> Catalog[GpuRate]:
     """The GPU rental rates of `pricing_dir/gpus.yaml` (see `default_pricing_dir`)."""
     base = Path(pricing_dir) if pricing_dir is not None else default_pricing_dir()
     return _load_catalog(base / GPUS_FILE, _GpusFile, "gpus", GpuRate)
+
+
+def get_host_memory_rate(pricing_dir: Path | str | None = None) -> HostMemoryRate | None:
+    """The host-memory rate of `pricing_dir/gpus.yaml` (its `host_memory` entry), None where
+    the file gives none. Raises `PricingConfigError` naming the field for a bad one."""
+    base = Path(pricing_dir) if pricing_dir is not None else default_pricing_dir()
+    path = base / GPUS_FILE
+    try:
+        raw = _GpusFile.model_validate(_read_yaml(path)).host_memory
+    except ValidationError as e:
+        raise _explain(path, (), e, _GpusFile) from e
+    if raw is None:
+        return None
+    try:
+        return HostMemoryRate.model_validate({"name": "host_memory", **raw})
+    except ValidationError as e:
+        raise _explain(path, ("host_memory",), e, HostMemoryRate) from e
 
 
 def get_sheet(name: str | None = None, pricing_dir: Path | str | None = None) -> PriceSheet:

@@ -12,6 +12,7 @@ from replay import __version__
 from replay.commands import (
     dashboard,
     engines,
+    plan_host,
     price,
     report,
     run,
@@ -61,7 +62,8 @@ def _root(
     """Agent-trace replay harness."""
 
 
-for module in (run, simulate, slo_search, serve_sim, traces, price, report, dashboard, engines):
+for module in (run, simulate, slo_search, plan_host, serve_sim, traces, price, report, dashboard,
+               engines):  # fmt: skip
     module.register(app)
 
 

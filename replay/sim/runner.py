@@ -120,7 +120,9 @@ class SimConfig:
     def engine_flags(self) -> list[str]:
         """The engine's flags in the manifest: the policy's options, then the engine rules."""
         return [f"{k}={v}" for k, v in sorted(self.policy_opts.items())] + [
-            f"{k}={getattr(self, k)}" for k in _ENGINE_FIELDS if getattr(self, k)
+            f"{k}={getattr(self, k)}"
+            for k in _ENGINE_FIELDS
+            if getattr(self, k) or (k == "host_kv_share" and self.host_kv_share is not None)
         ]
 
     def fleet_shape(self) -> dict[str, Any]:
