@@ -283,28 +283,37 @@ def _notes(rows: list[dict[str, Any]], one_pool: list[str], rate: tuple[float, s
     priced = (f"host memory at ${usd:g} per GiB-hour ({where})" if usd
               else f"host memory is unpriced ({where}): net = profit")  # fmt: skip
     err_console.print(
-        f"◀ best (--best {best}): per policy, {CRITERIA[best][2]}, ties to the lower TTFT "
-        f"p50, then the smaller host. TTFT in seconds; profit, host cost and net in USD per "
-        f"GPU-hour (net = profit − host cost); {priced}. Runs: {out}",
+        f"GiB: host memory per engine; KV: the host KV pool's share of it; hit: hit rate, host: "
+        f"its part served from host memory; p50/p90: TTFT; profit and net: USD per GPU-hour, "
+        f"net = profit − GiB × rate ÷ GPUs, {priced}. ◀ best (--best {best}): per policy, "
+        f"{CRITERIA[best][2]}, ties to the lower TTFT p50, then the smaller host. Runs: {out} "
+        "(plan_host.json: every figure)",
         highlight=False,
     )
 
 
 def _show(rows: list[dict[str, Any]], title: str) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
-    cols = ("policy", "host GiB", "KV share", "hit", "host hit", "TTFT p50", "TTFT p90",
-            "profit", "host cost", "net", "")  # fmt: skip
+    table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    # host GiB; the KV pool's share; hit rate and its part from host; TTFT; USD per GPU-hour
+    cols = ("policy", "GiB", "KV", "hit", "host", "p50 s", "p90 s", "profit", "net")
+    wide = max(len(r["policy"]) for r in rows)
     for col in cols:
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        left = col == "policy"
+        table.add_column(
+            col,
+            justify="left" if left or col == "net" else "right",
+            min_width=wide if left else None,
+        )
     for r in rows:
         table.add_row(
             r["policy"], f"{r['host_gb']:g}", _share(r),
             _cell(r["hit_rate"], ".1%"), _cell(r["host_hit_rate"], ".1%"),
             _cell(r["ttft_p50_s"], ".2f"), _cell(r["ttft_p90_s"], ".2f"),
-            _cell(r["profit_per_gpu_hour"], ".2f"), _cell(r["host_cost_per_gpu_hour"], ".2f"),
-            _cell(r["net_profit_per_gpu_hour"], ".2f"), "◀" if r["best"] else "",
+            _cell(r["profit_per_gpu_hour"], ".2f"),
+            _cell(r["net_profit_per_gpu_hour"], ".2f") + (" ◀" if r["best"] else ""),
         )  # fmt: skip
     console.print(table)
 
