@@ -24,6 +24,11 @@ shares and hit rates are the answer's seed band (`replay.band`'s `EngineBand`). 
 is seeded: its probes all use the first seed, so near the edge another seed may fall
 on the other side, which the confirmation says.
 
+The probes run on the simulator (`replay slo-search --policies`) or through `replay run`
+(`--engines`: the built-in emulators; `--endpoint`: live engines), each probe then a run
+directory whose summary.json's `slo_request_share` is judged the same way; `executor` in the
+file says which.
+
 `slo_search.json` (`SEARCH_FILE`) sits in the search's output folder beside the
 confirmation runs; `replay report` on that folder (or on one of its runs) shows it.
 """
@@ -45,6 +50,11 @@ from analysis.slo import Slo, request_within
 
 SEARCH_FILE = "slo_search.json"
 DEFAULT_THRESHOLD = 0.9  # the share of requests that must meet the tier: its 90th percentile
+EXECUTOR_WORDS = {
+    "sim-engine": "simulated (engine timing)",
+    "emulated": "emulated engines (replay run)",
+    "live": "live engines (replay run)",
+}
 
 
 class SearchError(ValueError):
@@ -198,6 +208,14 @@ class SloSearch:
     window: tuple[float, float]
     trace: str
     engines: list[EngineAnswer]
+    # Which executor probed: "sim-engine" (the simulator, engine timing), "emulated" (the
+    # built-in emulators through `replay run`) or "live" (`--endpoint` engines).
+    executor: str = "sim-engine"
+
+    @property
+    def how(self) -> str:
+        """The executor in words, for the printed answer and the report."""
+        return EXECUTOR_WORDS.get(self.executor, self.executor)
 
     @property
     def tier(self) -> str:
@@ -258,6 +276,7 @@ class SloSearch:
             window=(float(lo), float(hi)),
             trace=str(data["trace"]),
             engines=engines,
+            executor=str(data.get("executor") or "sim-engine"),
         )
 
 
@@ -317,6 +336,7 @@ def search_rows(search: SloSearch) -> list[dict[str, Any]]:
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "EXECUTOR_WORDS",
     "SEARCH_FILE",
     "EngineAnswer",
     "Probe",

@@ -349,7 +349,7 @@ def _slo_search_tables(data: ReportData) -> list[Table]:
                     _c("hit_max", "Hit rate max", "%", kind="pct"),
                     _c("probes", "Probes", kind="int"),
                 ],
-                f"replay slo-search, simulated (engine timing): the largest session count whose "
+                f"replay slo-search, {search.how}: the largest session count whose "
                 f"measured requests met the SLO on seed {search.seed} (bracketing, then "
                 f"bisection, {search.start}..{search.limit} sessions), rerun on seeds {seeds}; "
                 "agents per GPU = sessions ÷ the engine's GPUs; the tier is judged at the "

@@ -5,7 +5,11 @@ The search and its objective are `analysis.slo_search` (bracketing by doubling, 
 bisection on whole session counts; a load holds when at least `--slo-share` of its measured
 requests meet the `--slo` thresholds). Each probe is one simulated run on the first seed;
 the answer is then rerun on `--confirm-seeds` seeds, written as run directories under
-`--out` with `slo_search.json` beside them, which `replay report OUT` shows."""
+`--out` with `slo_search.json` beside them, which `replay report OUT` shows.
+
+With `--engines` (emulated) or `--endpoint NAME=URL` (live) instead of `--policies`, each probe
+is one `replay run` of one engine through its own resolution and executor
+(`replay.commands.slo_probe`), kept as a run directory under `OUT/probes/`."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from replay.sim.cache.policies import POLICY_NAMES
 if TYPE_CHECKING:
     from analysis.slo import Slo
     from analysis.slo_search import EngineAnswer, Probe, SloSearch
+    from replay.commands.slo_probe import RunProbes
     from replay.sim.runner import SimConfig, SimResult
     from replay.traces.model import Trace
 
@@ -166,7 +171,7 @@ def _show(search: SloSearch, out: Path) -> None:
 
     from analysis.slo_search import search_rows
 
-    table = Table(title=f"Largest load meeting the SLO: {search.tier}")
+    table = Table(title=f"Largest load meeting the SLO, {search.how}: {search.tier}")
     for col in ("engine", "sessions", "GPUs", "agents/GPU", "held", "SLO share", "hit rate"):
         table.add_column(col, justify="left" if col == "engine" else "right")
 
@@ -204,8 +209,9 @@ def _show(search: SloSearch, out: Path) -> None:
             )
     err_console.print(
         f"held: confirmation seeds ({', '.join(map(str, search.seeds))}) on which the answer "
-        "met the SLO; SLO share and hit rate: their range over those seeds. Probes, runs and "
-        f"slo_search.json: {out}; the paper-ready report: replay report {out}",
+        "met the SLO; SLO share and hit rate: their range over those seeds. Probed by: "
+        f"{search.executor}. Probes, runs and slo_search.json: {out}; the paper-ready report: "
+        f"replay report {out}",
         highlight=False,
     )
 
@@ -272,9 +278,61 @@ def run_search(
     return search
 
 
+def run_probe_search(probes: RunProbes, slo: Slo, threshold: float, start: int, limit: int,
+                     confirm: int, out: Path) -> SloSearch:  # fmt: skip
+    """The search through `replay run` (emulated or live engines, `slo_probe`): each engine's
+    probes under `out/probes`, its confirmation runs in `out`, and `slo_search.json`."""
+    from analysis.slo_search import SloSearch, write_search
+    from replay.commands.simulate import _out_dir
+    from replay.commands.slo_probe import confirm_engine, search_engine
+    from replay.runspec.fields import seed_span_error
+
+    if (why := seed_span_error(probes.seed, confirm, "--confirm-seeds")) is not None:
+        fail(why)
+    out = _out_dir(out)
+    answers = []
+    for name in probes.flags:
+        err_console.print(
+            f"{name}: searching {start}..{limit} sessions, {probes.executor} ({out}/probes)",
+            highlight=False,
+        )
+        answers.append(search_engine(probes, name, probes.seed, threshold, start, limit, out))
+    seeds = [probes.seed + k for k in range(confirm)]
+    for a in answers:
+        if a.sessions > 0:
+            err_console.print(
+                f"confirming {a.engine} at {a.sessions} sessions on {confirm} seed(s) → {out}",
+                highlight=False,
+            )
+            confirm_engine(probes, a, seeds, threshold, out)
+    search = SloSearch(
+        slo=slo.model_dump(), threshold=threshold, seed=probes.seed, seeds=seeds, start=start,
+        limit=limit, duration_s=probes.duration_s, window=probes.window, trace=probes.trace,
+        engines=answers, executor=probes.executor,
+    )  # fmt: skip
+    write_search(out, search)
+    return search
+
+
 # The search's own options (the workload's and the engine's are the run spec's: F).
 Policies = Annotated[
-    str, typer.Option("--policies", help=f"Comma list of: {', '.join(POLICY_NAMES)}.")
+    str | None,
+    typer.Option("--policies", help=f"Simulated: comma list of: {', '.join(POLICY_NAMES)}."),
+]
+Engines = Annotated[
+    str | None,
+    typer.Option(
+        "--engines",
+        help="Emulated: engines each probe runs as `replay run --engines` does (flashstate, "
+        "vllm, sglang), one engine per run.",
+    ),
+]
+Endpoint = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--endpoint",
+        help="Live: NAME=URL (or NAME=KIND@URL) per engine, as `replay run`; repeat.",
+    ),
 ]
 SloText = Annotated[str | None, typer.Option("--slo", help=SLO_HELP)]
 SloShare = Annotated[
@@ -299,10 +357,50 @@ Workers = Annotated[int, typer.Option("--workers", min=1, help="Workers for conf
 AsJson = Annotated[bool, typer.Option("--json", help="Print slo_search.json's content.")]
 
 
+def _probes(policies: str | None, engines: str | None, endpoint: list[str], given: dict[str, Any],
+            run: dict[str, Any], slo: str | None, start: int, limit: int) -> RunProbes | None:  # fmt: skip
+    """Which executor probes (None: the simulator, --policies), refusing the flags that do
+    not fit it; for emulated or live engines, their `replay run` flags resolved
+    (`slo_probe.plan_probes`). `run`: --time-scale, --token-scale, --model, --capacity-blocks,
+    --workers."""
+    from replay.commands.slo_probe import plan_probes
+    from replay.runspec.live import RunFlags
+
+    through_run = engines is not None or bool(endpoint)
+    if policies is not None and through_run:
+        fail(
+            "--policies: names simulated policies; drop it to search the engines of --engines "
+            "(emulated) or --endpoint (live), or drop those to simulate"
+        )
+    if policies is None and not through_run:
+        fail("give --policies (simulated), --engines (emulated) or --endpoint (live engines)")
+    if not through_run:
+        if run["time_scale"] is not None:
+            fail(
+                "--time-scale: paces emulated (--engines) or live (--endpoint) probes; a "
+                "simulated search (--policies) has no wall clock; drop it"
+            )
+        return None
+    if run["model"] is not None:
+        fail(
+            "--model: sets the simulated policies' profile; emulated engines take "
+            "configs/workloads/default.yaml's model (as `replay run`) and live ones serve their "
+            "own; drop it"
+        )
+    if run["workers"] != 1:
+        fail("--workers: runs simulated confirmations side by side; emulated and live probes "
+             "run one `replay run` at a time; drop it")  # fmt: skip
+    wl = {**given, "time_scale": run["time_scale"], "token_scale": run["token_scale"]}
+    base = RunFlags(engines, endpoint, None, None, wl, {}, slo, None, run["capacity_blocks"])
+    return plan_probes(engines, endpoint, base, start, limit)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("slo-search")
     def _cmd(
-        policies: Policies,
+        policies: Policies = None,
+        engines: Engines = None,
+        endpoint: Endpoint = None,
         slo: SloText = None,
         slo_share: SloShare = 0.9,
         start: Start = DEFAULT_START,
@@ -316,13 +414,14 @@ def register(app: typer.Typer) -> None:
         warmup_s: F.WarmupS = None,
         subagents: F.Subagents = None,
         token_scale: F.TokenScale = None,
+        time_scale: F.TimeScale = None,
         model: F.Model = None,
         capacity_blocks: F.CapacityBlocks = None,
         out: Out = None,
         workers: Workers = 1,
         as_json: AsJson = False,
     ) -> None:
-        """The largest load (sessions) meeting an SLO per policy, simulated; as agents per GPU."""
+        """The largest load meeting an SLO per policy or engine, as agents per GPU."""
         import orjson
 
         from replay.rundir import new_run_id
@@ -331,11 +430,18 @@ def register(app: typer.Typer) -> None:
         tier = _slo(slo)
         given = dict(trace=trace, duration_min=duration_min, window=window, seed=seed,
                      gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents)  # fmt: skip
-        engine = {"profile": model, "capacity_blocks": capacity_blocks}
+        run = dict(time_scale=time_scale, token_scale=token_scale, model=model,
+                   capacity_blocks=capacity_blocks, workers=workers)  # fmt: skip
+        probes = _probes(policies, engines, endpoint or [], given, run, slo, start, max_sessions)
         folder = out or Path("runs") / new_run_id("slo")
         try:
-            search = run_search(given, policies, engine, tier, slo_share, start, max_sessions,
-                                confirm_seeds, workers, token_scale, folder)  # fmt: skip
+            if probes is not None:
+                search = run_probe_search(probes, tier, slo_share, start, max_sessions,
+                                          confirm_seeds, folder)  # fmt: skip
+            else:
+                engine = {"profile": model, "capacity_blocks": capacity_blocks}
+                search = run_search(given, policies or "", engine, tier, slo_share, start,
+                                    max_sessions, confirm_seeds, workers, token_scale, folder)  # fmt: skip
         except KeyboardInterrupt:
             err_console.print(
                 f"[yellow]interrupted:[/] the search stopped; {folder} holds the confirmation "
@@ -351,4 +457,4 @@ def register(app: typer.Typer) -> None:
         _show(search, folder)
 
 
-__all__ = ["register", "run_search"]
+__all__ = ["register", "run_probe_search", "run_search"]
