@@ -159,18 +159,17 @@ class Engine:
             kvcache=pool,
             need_sort=False,
         )
-        self.cache = UnifiedRadixCache(
-            CacheInitParams(
-                req_to_token_pool=self.rtp,
-                token_to_kv_pool_allocator=self.alloc,
-                page_size=1,
-                disable=False,
-                enable_mamba_extra_buffer=True,
-                chunked_prefill_size=int(cfg["chunk"]),
-                tree_components=(ComponentType.FULL, ComponentType.MAMBA),
-                tree_core_backend=cfg.get("tree_core"),
-            )
+        self.params = CacheInitParams(
+            req_to_token_pool=self.rtp,
+            token_to_kv_pool_allocator=self.alloc,
+            page_size=1,
+            disable=False,
+            enable_mamba_extra_buffer=True,
+            chunked_prefill_size=int(cfg["chunk"]),
+            tree_components=(ComponentType.FULL, ComponentType.MAMBA),
+            tree_core_backend=cfg.get("tree_core"),
         )
+        self.cache = UnifiedRadixCache(self.params)  # kept: HiCache's init takes them too
         self.chunk = int(cfg["chunk"])
         self.track_grid = mamba_track_grid(1)
         self.token_decode = cfg.get("decode_steps", "merged") == "token"
@@ -221,6 +220,7 @@ class Engine:
         )
         n = len(tokens)
         req.init_next_round_input(self.cache)  # match_prefix + copy-on-write of the state
+        self._matched(req)
         hit = int(req.prefix_len)
         req.lock = self.cache.lock(req.last_node)
         # Admission (PrefillAdder.add_one_req, managers/schedule_policy.py L1336-1394; the
@@ -263,6 +263,10 @@ class Engine:
             return {"ok": False, "hit": hit, "why": f"retracted: {e}"[:200], **self._free()}
         self.running[rid] = req
         return {"ok": True, "hit": hit, "chunks": chunks, **self._free()}
+
+    def _matched(self, req: Any) -> None:
+        """After the match, before admission: nothing here (no host tier); the HiCache
+        worker (`sglang_host_worker.py`) loads a host hit back."""
 
     def _unadmit(self, req: Any) -> None:
         self.cache.unlock(req.lock)
