@@ -374,6 +374,9 @@ def register(app: typer.Typer) -> None:
         capacity_blocks: F.CapacityBlocks = None,
         host_memory_gb: F.HostMemoryGb = None,
         host_bandwidth_gbs: F.HostBandwidthGbs = None,
+        external_memory_gb: F.ExternalMemoryGb = None,
+        external_bandwidth_gbs: F.ExternalBandwidthGbs = None,
+        external_store: F.ExternalStore = None,
         replicas: F.ReplicasList = None,
         router: F.RouterList = None,
         seeds: int = typer.Option(1, "--seeds", min=1, help="Seeds per point: --seed, +1, …"),
@@ -397,7 +400,10 @@ def register(app: typer.Typer) -> None:
                      recycle_start=recycle_start)  # fmt: skip
         engine = {"profile": model, "capacity_blocks": capacity_blocks,
                   "host_memory_gb": host_memory_gb or None,
-                  "host_bandwidth_gbs": host_bandwidth_gbs}  # fmt: skip
+                  "host_bandwidth_gbs": host_bandwidth_gbs,
+                  "external_memory_gb": external_memory_gb or None,
+                  "external_bandwidth_gbs": external_bandwidth_gbs,
+                  "external_store": external_store}  # fmt: skip
         spec = _spec(given, policies, sessions, seeds, timing, engine, (replicas, router))
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)

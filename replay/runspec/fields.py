@@ -207,6 +207,17 @@ class LimitsSpec(BaseModel):
     )
 
 
+def known_store(name: str | None) -> str | None:
+    """An external store the engine model knows (`replay.sim.cache.tiers`, rule 5)."""
+    if name is None:
+        return None
+    from replay.sim.cache.tiers import STORE_HOLDS_STATES
+
+    if name not in STORE_HOLDS_STATES:
+        raise ValueError(f"unknown external store; choose one of {', '.join(STORE_HOLDS_STATES)}")
+    return name
+
+
 def known_router(name: str | None) -> str | None:
     """A router of `replay.fleet`, or `external` (a real one in front of the replicas): the
     one check of a router's name, whichever command or file gives it."""
@@ -254,6 +265,29 @@ class EngineShape(BaseModel):
         "Gen5 x16 as measured; an assumption for the profile's GPUs).",
         gt=0,
         le=100_000,
+    )
+    # An external store behind host memory (issue 34, replay.sim.cache.tiers rule 5).
+    external_memory_gb: float | None = flagged(
+        None,
+        "--external-memory-gb",
+        "External store (GiB) per engine behind host memory, a third cache tier (default 0: "
+        "none; needs --host-memory-gb; docs/cache-tiers.md).",
+        ge=0,
+        le=1_048_576,
+    )
+    external_bandwidth_gbs: float | None = flagged(
+        None,
+        "--external-bandwidth-gbs",
+        "Bandwidth per GPU, GB/s, of loads from the external store into host memory (default "
+        "54, as the host link: an assumption, a store in local host memory).",
+        gt=0,
+        le=100_000,
+    )
+    external_store: Annotated[str | None, AfterValidator(known_store)] = flagged(
+        None,
+        "--external-store",
+        "What the external store is: mooncake (KV and Mamba states; the default) or lmcache "
+        "(KV only: a hybrid model's resume finds no state there).",
     )
     # SGLang HiCache's split of host memory: the share of its bytes the host KV pool gets
     # (the rest: the host Mamba pool); None: the engine's own rule (`replay.sim.cache.tiers`).

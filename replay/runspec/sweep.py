@@ -84,7 +84,14 @@ class SweepSpec(BaseModel):
                 self.timing,
                 capacity_blocks=self.engine.capacity_blocks,
                 **self.engine.model_dump(
-                    include={"host_memory_gb", "host_bandwidth_gbs", "host_kv_share"}
+                    include={
+                        "host_memory_gb",
+                        "host_bandwidth_gbs",
+                        "host_kv_share",
+                        "external_memory_gb",
+                        "external_bandwidth_gbs",
+                        "external_store",
+                    }
                 ),
                 replicas=k,
                 router=r,
@@ -166,6 +173,9 @@ def config_of(spec: RunSpec) -> SimConfig:
         "host_memory_gb": e.host_memory_gb or 0.0,
         "host_bandwidth_gbs": e.host_bandwidth_gbs,
         "host_kv_share": e.host_kv_share,
+        "external_memory_gb": e.external_memory_gb or 0.0,
+        "external_bandwidth_gbs": e.external_bandwidth_gbs,
+        "external_store": e.external_store,
         "subagents": w.subagents,
         "token_scale": spec.workload.token_scale or 1.0,
         "warmup_s": w.warmup_s,
@@ -219,6 +229,9 @@ def spec_of(cfg: SimConfig, trace: str | None = None) -> RunSpec:
         host_memory_gb=cfg.host_memory_gb or None,
         host_bandwidth_gbs=cfg.host_bandwidth_gbs if cfg.host_memory_gb else None,
         host_kv_share=cfg.host_kv_share if cfg.host_memory_gb else None,
+        external_memory_gb=cfg.external_memory_gb or None,
+        external_bandwidth_gbs=cfg.external_bandwidth_gbs if cfg.external_memory_gb else None,
+        external_store=cfg.external_store if cfg.external_memory_gb else None,
         policy_opts=cfg.policy_opts or None,
         engine_rules=cfg.engine_rules or None,
         admission=cfg.admission,

@@ -121,6 +121,7 @@ def summarize(
     refusals: int = 0,
     working_set_blocks: float | None = None,
     token_scale: float = 1.0,
+    external: bool = False,
 ) -> dict[str, Any]:
     """The summary row: measured requests are the non-priming ones whose first token came
     inside the window (rates as fractions, misses in tokens per request). The working set
@@ -173,22 +174,29 @@ def summarize(
     if timing == "engine":
         row.update(_engine_metrics(measured, records, profile, (a, b), token_scale))
     if any(r.cached_tokens_host is not None for r in records):  # a cache with tiers
-        row.update(_tier_metrics(measured, cached, total))
+        row.update(_tier_metrics(measured, cached, total, external))
     return row
 
 
 def _tier_metrics(
-    measured: list[RequestRecord], cached: np.ndarray, total: int
+    measured: list[RequestRecord], cached: np.ndarray, total: int, external: bool = False
 ) -> dict[str, float]:
     """Of the measured requests' prompt tokens (`host_hit_rate`) and of their cached tokens
-    (`host_hit_share`), those host memory served (issue 34); the GPU's share is the rest."""
+    (`host_hit_share`), those host memory served (issue 34); the GPU's share is the rest.
+    With an external store (`external`), the same for the tokens it served."""
     host = int(sum(r.cached_tokens_host or 0 for r in measured))
     hits = int(cached.sum())
-    return {
+    out = {
         "host_hit_rate": host / total if total else 0.0,
         "host_hit_share": host / hits if hits else 0.0,
         "host_hit_requests": sum(1 for r in measured if r.cached_tokens_host),
     }
+    if external:
+        ext = int(sum(r.cached_tokens_external or 0 for r in measured))
+        out["external_hit_rate"] = ext / total if total else 0.0
+        out["external_hit_share"] = ext / hits if hits else 0.0
+        out["external_hit_requests"] = sum(1 for r in measured if r.cached_tokens_external)
+    return out
 
 
 def _engine_metrics(

@@ -45,6 +45,9 @@ _ENGINE_FIELDS = (
     "host_memory_gb",
     "host_bandwidth_gbs",
     "host_kv_share",
+    "external_memory_gb",
+    "external_bandwidth_gbs",
+    "external_store",
 )
 TIMINGS: tuple[str, ...] = ("trace", "engine")
 
@@ -68,6 +71,12 @@ class SimConfig:
     host_memory_gb: float = 0.0
     host_bandwidth_gbs: float | None = None
     host_kv_share: float | None = None  # SGLang's host KV pool share (None: the engine's rule)
+    # An external store behind host memory (replay.sim.cache.tiers, rule 5): GiB per engine
+    # (0: none), its bandwidth into host memory per GPU in GB/s (None: the host link's
+    # default), and what it is (None: mooncake, KV and states; lmcache: KV only).
+    external_memory_gb: float = 0.0
+    external_bandwidth_gbs: float | None = None
+    external_store: str | None = None
     subagents: SubagentMode = DEFAULT_WORKLOAD.subagents
     # The trace's token lengths were divided by this (`replay.traces.scale`): the profile
     # and the policy's token-valued options are scaled alike, so a scaled context takes as
@@ -156,6 +165,11 @@ def sim_capacity(cfg: SimConfig, profile: ModelProfile | None = None) -> Capacit
 
         pooled = settings.capacity.pooled
         check_kv_share(cfg.policy, pooled, cfg.host_memory_gb, cfg.host_kv_share)
+    if cfg.external_memory_gb or cfg.external_store is not None:  # rule 5's store
+        from replay.sim.cache.tiers import check_external
+
+        store = cfg.external_store or "mooncake"
+        check_external(cfg.host_memory_gb, cfg.external_memory_gb, store)
     return settings.capacity
 
 
@@ -175,6 +189,13 @@ def scaled_settings(
             host_memory_gb=cfg.host_memory_gb,
             host_bandwidth_gbs=cfg.host_bandwidth_gbs,
             host_kv_share=cfg.host_kv_share,
+        )
+    if cfg.external_memory_gb:  # an external store behind it (tiers rule 5)
+        settings = replace(
+            settings,
+            external_memory_gb=cfg.external_memory_gb,
+            external_bandwidth_gbs=cfg.external_bandwidth_gbs,
+            external_store=cfg.external_store or "mooncake",
         )
     return profile, settings
 
@@ -258,6 +279,7 @@ def run_summary(
         refusals=sum(c.cache.admission_refusals for c in caches),
         working_set_blocks=meter.ws.mean_blocks(cfg.duration_s),
         token_scale=cfg.token_scale,
+        external=bool(cfg.external_memory_gb),
     )
     summary.update(run_shape(profile, cfg, sessions))
     return summary

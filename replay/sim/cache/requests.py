@@ -46,6 +46,10 @@ class ResumeInfo:
     load_blocks: int = 0
     host_blocks: list[Block] = field(default_factory=list)
     host_state: State | None = None
+    # An external store behind host memory (`tiers.ExternalStore`): the prompt tokens it
+    # served and the blocks it moves into host memory (the loads above include them).
+    external_tokens: int = 0
+    external_load_blocks: int = 0
 
     @property
     def redundant(self) -> int:
@@ -96,7 +100,7 @@ class ResumeInfo:
             self.dependency_miss,
             self.capacity_miss,
             cached_host=self.host_tokens if self.tiered else None,
-            cached_external=0 if self.tiered else None,
+            cached_external=self.external_tokens if self.tiered else None,
         )
 
 

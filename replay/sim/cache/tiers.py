@@ -46,6 +46,24 @@ installed in `.venv-vllm`, the versions the GPU tier models; paths inside the pa
    they become GPU-resident again (the request holds room for them as for computed blocks).
    Tokens served from the host are the prefix past the GPU-resident run.
 
+5. An external store behind host memory (Mooncake; LMCache), `ExternalStore`: it holds a
+   copy of what host memory holds and keeps what host memory drops while it fits, the one
+   longest external-only first out (one pool, states at `checkpoint_blocks` each). Written
+   through from the host: SGLang backs each node up to its storage backend once the node's
+   host write-through is acknowledged (`mem_cache/unified_radix_cache.py:1714-1729`,
+   `write_backup_storage`, `:1901`); vLLM's `MooncakeStoreConnector` stores "exactly the
+   blocks the local prefix cache would" as they are computed and the Mamba state at exact
+   boundaries (`distributed/kv_transfer/kv_connector/v1/mooncake/store/coordinator.py:
+   283-308`). What it holds: Mooncake holds KV and Mamba states (SGLang's storage pools:
+   `mem_cache/hicache_storage.py:91-96`, a Mamba pool's hit needs its trailing pages; vLLM:
+   the boundary-state hand-off above); LMCache holds KV only (its vLLM connector,
+   `LMCacheConnectorV1`, is no `SupportsHMA`, and vLLM then turns the hybrid KV cache
+   manager off: `config/vllm.py:2171-2190`), so a hybrid resume finds no state there and
+   KV it holds is usable only up to a state on the GPU or in host memory. A hit is
+   resolved as rule 3 with each entry on the GPU, in host memory or in the store; what
+   the store serves is loaded through host memory at the store's bandwidth, on the clock
+   as host loads are (rule host_load), the two loads one after the other.
+
 FlashState with host memory: the source (seed 000) reports a 512 GiB host cache (Table 4)
 and a fork built on vLLM with a Mooncake fork, nothing of its tier rules; so it is modelled
 with vLLM's connector rules (an assumption docs/cache-tiers.md names).
@@ -65,6 +83,7 @@ if TYPE_CHECKING:
 
 HitRule = Literal["connector", "tree"]
 GIB = 1 << 30
+_NONE: dict[object, int] = {}  # no external store: nothing is external-only
 
 
 def hit_rule_for(policy: str) -> HitRule:
@@ -101,6 +120,7 @@ class HostTier:
         self._tick = 0
         self.evictions = 0
         self.loads = 0
+        self.external: ExternalStore | None = None  # rule 5: a store behind host memory
 
     # what the host holds ------------------------------------------------------------
     def _fit(self) -> None:
@@ -113,39 +133,57 @@ class HostTier:
                 s = next(iter(states), None)
                 if s is None or (b is not None and blocks[b] <= states[s]):
                     del blocks[b]  # type: ignore[arg-type]
+                    self._spill(b, None)
                 else:
                     del states[s]
+                    self._spill(None, s)
                 self.evictions += 1
             return
         room = self.kv_cap - c.resident_blocks
         while blocks and len(blocks) > room:
-            del blocks[next(iter(blocks))]
+            b = next(iter(blocks))
+            del blocks[b]
+            self._spill(b, None)
             self.evictions += 1
         slots = self.state_cap - c.resident_states
         while states and len(states) > slots:
-            del states[next(iter(states))]
+            s = next(iter(states))
+            del states[s]
+            self._spill(None, s)
             self.evictions += 1
+
+    def _spill(self, b: Block | None, s: State | None) -> None:
+        """Rule 5: what host memory drops stays in the external store, if there is one."""
+        if self.external is not None:
+            self.external.dropped(b, s)
 
     def evicted_block(self, b: Block) -> None:
         """The GPU dropped `b` (rule 1): its host copy is now host-only, the most recent."""
         self._tick += 1
         self.blocks.pop(b, None)
         self.blocks[b] = self._tick
+        if self.external is not None:  # in host memory again: no longer external-only
+            self.external.blocks.pop(b, None)
         self._fit()
 
     def evicted_state(self, s: State) -> None:
         self._tick += 1
         self.states.pop(s, None)
         self.states[s] = self._tick
+        if self.external is not None:
+            self.external.states.pop(s, None)
         self._fit()
 
     # a request's view ---------------------------------------------------------------
     def extend(self, info: ResumeInfo, prefix: Prefix, n: int) -> None:
-        """Rule 3: the deepest resume position past the GPU's that host memory makes usable
-        (at most n − 1: the last prompt token is recomputed for its logits, as both engines
-        cap a hit), and what loading it takes (rule 4). Changes `info` only (a lookup is
-        pure); `loaded` takes the loaded entries out of the host-only set once they are in."""
-        if not self.blocks and not self.states:
+        """Rule 3: the deepest resume position past the GPU's that host memory (and the
+        external store behind it, rule 5) makes usable (at most n − 1: the last prompt token
+        is recomputed for its logits, as both engines cap a hit), and what loading it takes
+        (rule 4). Changes `info` only (a lookup is pure); `loaded` takes the loaded entries
+        out of the host-only and external-only sets once they are in."""
+        x = self.external
+        xb, xs = (x.blocks, x.states) if x is not None else (_NONE, _NONE)
+        if not self.blocks and not self.states and not xb and not xs:
             return
         cap = max(n - 1, 0)
         r = info.resume_pos
@@ -156,33 +194,38 @@ class HostTier:
         last: Block | None = None
         complete = True
         for b in info.path:
-            if not b.resident and b not in hb:
+            if not b.resident and b not in hb and b not in xb:
                 complete = False
                 break
             last = b
             for s in b.states:
                 p = s.pos
-                if best < p <= cap and (s.resident or s in hs):
+                if best < p <= cap and (s.resident or s in hs or s in xs):
                     best, best_state = p, s
         if complete:  # states inside a child block the prompt ends or diverges in
             parent = last if last is not None else self.cache.root
             for c in parent.related(prefix):
-                if c.src is None or not (c.resident or c in hb):
+                if c.src is None or not (c.resident or c in hb or c in xb):
                     continue
                 lcp = shared_length(prefix, c.src, parent.end, min(c.end, n))
                 if lcp <= parent.end:
                     continue
                 for s in c.states:
                     p = s.pos
-                    if best < p <= min(lcp, cap) and (s.resident or s in hs):
+                    if best < p <= min(lcp, cap) and (s.resident or s in hs or s in xs):
                         best, best_state, tail = p, s, c
         if best_state is None:
             return
-        p = best
-        covered = [*info.path[: -(-p // B)], *((tail,) if tail is not None else ())]
+        covered = [*info.path[: -(-best // B)], *((tail,) if tail is not None else ())]
+        self._charge(info, covered, best, best_state)
+
+    def _charge(self, info: ResumeInfo, covered: list[Block], p: int, best: State) -> None:
+        """Rule 4 for a resume at `p` from `best` over the blocks `covered`: what is loaded,
+        from which tier, and the tokens each tier serves."""
+        r, B = info.resume_pos, self.cache.B
         if self.rule == "tree":  # SGLang: device nodes reused, host-only ones loaded back
             info.chain = [b for b in info.path[: p // B] if b.resident]
-            state_load = not best_state.resident
+            state_load = not best.resident
             load = [b for b in covered if not b.resident]
             info.load_blocks = len(load)
             info.host_tokens = sum(min(b.end, p) - b.index * B for b in load)
@@ -191,10 +234,23 @@ class HostTier:
             load = [b for b in covered[r // B :] if not b.resident]
             info.load_blocks = len(covered) - r // B
             info.host_tokens = p - r
-        info.load_blocks += self.C if state_load else 0
+        from_host = state_load  # the state comes from host memory (else: on the GPU)
+        x = self.external
+        if x is not None:  # rule 5: what only the store holds comes from there
+            far = [b for b in load if b in x.blocks]
+            far_state = state_load and not best.resident and best in x.states
+            if far or far_state:
+                lo = 0 if self.rule == "tree" else r
+                ext = sum(min(b.end, p) - max(b.index * B, lo) for b in far)
+                info.host_tokens -= ext
+                info.external_tokens = ext
+                info.load_blocks -= len(far)
+                info.external_load_blocks = len(far) + (self.C if far_state else 0)
+                from_host = not far_state
+        info.load_blocks += self.C if state_load and from_host else 0
         info.host_blocks = load
-        info.host_state = best_state if state_load else None
-        info.state = None if state_load else best_state
+        info.host_state = best if state_load else None
+        info.state = None if state_load else best
         info.resume_pos = p
         info.resident_pos = max(info.resident_pos, p)
         info.checkpoint_pos = max(info.checkpoint_pos, info.resident_pos)
@@ -206,10 +262,83 @@ class HostTier:
         if state is not None:
             self.states.pop(state, None)
         self.loads += 1
+        if self.external is not None:
+            self.external.loaded(blocks, state)
+
+    def load_seconds(self, info: ResumeInfo) -> float:
+        """Seconds `info`'s load takes: its host blocks over the host link, then what the
+        external store serves over the store's (rule 5: through host memory)."""
+        t = self.seconds(info.load_blocks)
+        if info.external_load_blocks and self.external is not None:
+            t += self.external.seconds(info.external_load_blocks)
+        return t
 
     def seconds(self, blocks: int) -> float:
         """Seconds to load `blocks` blocks from host memory over the link."""
         return blocks * self.block_bytes / self.bandwidth if self.bandwidth > 0 else 0.0
+
+
+StoreKind = Literal["mooncake", "lmcache"]
+# What each store holds (rule 5): Mooncake KV and Mamba states, LMCache KV only.
+STORE_HOLDS_STATES: dict[str, bool] = {"mooncake": True, "lmcache": False}
+
+
+class ExternalStore:
+    """The external-only blocks and states behind one engine's host tier (rule 5), least
+    recent first. `blocks`: its capacity in blocks (states count `C` each); a store that
+    holds no states (LMCache) drops what host memory drops of them."""
+
+    def __init__(
+        self, host: HostTier, blocks: int, holds_states: bool, block_bytes: float, bandwidth: float
+    ) -> None:
+        self.host = host
+        self.cap = blocks
+        self.holds_states = holds_states
+        self.block_bytes = block_bytes
+        self.bandwidth = bandwidth
+        self.blocks: dict[Block, int] = {}
+        self.states: dict[State, int] = {}
+        self._tick = 0
+        self.evictions = 0
+        self.loads = 0
+
+    def dropped(self, b: Block | None, s: State | None) -> None:
+        """Host memory dropped `b` or `s`: the store's copy is now the only one."""
+        self._tick += 1
+        if b is not None:
+            self.blocks[b] = self._tick
+        elif s is not None and self.holds_states:
+            self.states[s] = self._tick
+        self._fit()
+
+    def _fit(self) -> None:
+        """The store's room for external-only entries: its capacity less its copies of what
+        host memory holds (which holds copies of the GPU's, rule 1)."""
+        h, c, C = self.host, self.host.cache, self.host.C
+        held = c.resident_blocks + len(h.blocks)
+        if self.holds_states:
+            held += C * (c.resident_states + len(h.states))
+        blocks, states = self.blocks, self.states
+        while (blocks or states) and len(blocks) + C * len(states) > self.cap - held:
+            b = next(iter(blocks), None)
+            s = next(iter(states), None)
+            if s is None or (b is not None and blocks[b] <= states[s]):
+                del blocks[b]  # type: ignore[arg-type]
+            else:
+                del states[s]
+            self.evictions += 1
+
+    def loaded(self, blocks: list[Block], state: State | None) -> None:
+        hit = False
+        for b in blocks:
+            hit = self.blocks.pop(b, None) is not None or hit
+        if state is not None:
+            hit = self.states.pop(state, None) is not None or hit
+        self.loads += hit
+
+    def seconds(self, blocks: int) -> float:
+        """Seconds to bring `blocks` blocks from the store into host memory."""
+        return blocks * self.block_bytes / self.bandwidth
 
 
 # Host-to-GPU bandwidth per GPU, bytes per second: PCIe Gen5 x16 as measured host to device
@@ -309,3 +438,43 @@ def attach_host_tier(
     )
     cache.host = tier
     return tier
+
+
+def check_external(host_memory_gb: float, external_memory_gb: float, store: str) -> None:
+    """Raise `TierError` (naming the flag) where an external store cannot be built."""
+    where = f"--external-memory-gb {external_memory_gb:g}"
+    if external_memory_gb <= 0:
+        raise TierError(f"{where}: the external store's size must be positive")
+    if not host_memory_gb:
+        raise TierError(
+            f"{where}: the external store sits behind host memory (SGLang's storage backend "
+            "needs HiCache, vLLM's store is reached through its host buffer); give "
+            "--host-memory-gb too"
+        )
+    if store not in STORE_HOLDS_STATES:
+        known = ", ".join(STORE_HOLDS_STATES)
+        raise TierError(f"--external-store {store}: not a store the model knows ({known})")
+
+
+def attach_external(
+    tier: HostTier,
+    profile: ModelProfile,
+    external_memory_gb: float,
+    bandwidth_gbs: float = DEFAULT_BANDWIDTH_GBS,
+    store: str = "mooncake",
+) -> ExternalStore:
+    """Put an external store of `external_memory_gb` GiB behind `tier` (rule 5), loaded into
+    host memory at `bandwidth_gbs` GB/s per GPU; `store` says what it holds."""
+    check_external(1.0, external_memory_gb, store)
+    if bandwidth_gbs <= 0:
+        raise TierError(f"--external-bandwidth-gbs must be positive, not {bandwidth_gbs}")
+    per_block = block_bytes(profile)
+    ext = ExternalStore(
+        tier,
+        int(external_memory_gb * GIB // per_block),
+        STORE_HOLDS_STATES[store],
+        per_block,
+        bandwidth_gbs * 1e9 * profile.gpus,
+    )
+    tier.external = ext
+    return ext

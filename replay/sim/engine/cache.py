@@ -23,7 +23,14 @@ from replay.sim.cache.capacity import Capacity, resolve_capacity
 from replay.sim.cache.hybrid import Handle, HybridCache, ResumeInfo
 from replay.sim.cache.keys import Prefix
 from replay.sim.cache.kv_lru import KVLRUCache
-from replay.sim.cache.tiers import DEFAULT_BANDWIDTH_GBS, HostTier, TierError, attach_host_tier
+from replay.sim.cache.tiers import (
+    DEFAULT_BANDWIDTH_GBS,
+    HostTier,
+    TierError,
+    attach_external,
+    attach_host_tier,
+    check_external,
+)
 
 
 class EngineCache(Protocol):
@@ -125,6 +132,12 @@ class CacheSettings:
     host_memory_gb: float = 0.0
     host_bandwidth_gbs: float | None = None
     host_kv_share: float | None = None  # SGLang's host KV pool share (None: its own rule)
+    # An external store behind host memory (`replay.sim.cache.tiers`, rule 5): its GiB (0:
+    # none), its bandwidth into host memory per GPU in GB/s (None: the host link's default)
+    # and what it is (mooncake: KV and states; lmcache: KV only).
+    external_memory_gb: float = 0.0
+    external_bandwidth_gbs: float | None = None
+    external_store: str = "mooncake"
 
 
 # Policy options measured in tokens: they shrink with a scaled trace like the profile does.
@@ -230,6 +243,16 @@ class SimCache:
                 bw,
                 settings.host_kv_share,
             )
+            if settings.external_memory_gb > 0:
+                attach_external(
+                    self.host,
+                    settings.profile,
+                    settings.external_memory_gb,
+                    settings.external_bandwidth_gbs or DEFAULT_BANDWIDTH_GBS,
+                    settings.external_store,
+                )
+        elif settings.external_memory_gb > 0:  # a store needs host memory in front of it
+            check_external(0.0, settings.external_memory_gb, settings.external_store)
         self._load: dict[int, float] = {}  # request -> seconds its host load takes
         self._parked: dict[int, tuple[Handle, ResumeInfo]] = {}
         self._handles: dict[int, Handle] = {}
@@ -304,8 +327,8 @@ class SimCache:
         """Request `rid` was admitted as `h`, resuming where `info` says."""
         self._handles[rid] = h
         self._resume[rid] = info.resume_pos
-        if info.load_blocks and self.host is not None:
-            self._load[rid] = self.host.seconds(info.load_blocks)
+        if (info.load_blocks or info.external_load_blocks) and self.host is not None:
+            self._load[rid] = self.host.load_seconds(info)
 
     def load_seconds(self, rid: int) -> float:
         """Seconds the admitted request `rid` waits for its host-memory load (0: none);
