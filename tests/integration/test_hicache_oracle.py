@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from replay.sim.native.crosscheck import tight
-from replay.sim.native.hicache_oracle import ENGINE, Setup, run_engine, run_model
+from replay.sim.native.hicache_oracle import ENGINE, OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, agreement, conversations
 from replay.sim.native.worker import NativeError, Worker
 from tests.required import SGLANG, missing
@@ -76,3 +76,16 @@ def test_a_host_smaller_than_the_device_keeps_what_sglang_could_back_up(worker: 
     assert ours.host == 0 < th.host
     refused = worker.call("host")["refused_backup_tokens"]
     assert refused > 0  # SGLang did refuse write-throughs for want of room
+
+
+def test_sglangs_two_tree_cores_give_the_same_host_hits(worker: Worker) -> None:
+    """SGLang's Rust tree core (its default here) and its Python one serve the same hits
+    from the device and the host, with room to spare and with a host half the device's."""
+    reqs = tight(np.random.default_rng(1), B)
+    for ratio in (2.0, 0.5):
+        got = [
+            run_engine(worker, reqs, Setup(40, ratio, B, {**OPTS, "tree_core": core}))[0]
+            for core in ("rust", "python")
+        ]
+        assert got[0] == got[1]
+        assert any(h.host for h in got[0])
