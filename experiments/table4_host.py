@@ -23,7 +23,8 @@ MTP is not modelled (the engine model has one token per sequence per decode step
 
 `--variant NAME:POLICY:ITEMS` adds a column run with one thing changed: ITEMS is a comma
 list of engine rules (`replay.sim.engine.rules`, e.g. host_load=in-step), `admission=`
-park|schedule, `bw=` host bandwidth in GB/s per GPU, `host=` GiB, or a policy option or
+park|schedule, `bw=` host bandwidth in GB/s per GPU, `host=` GiB, `ext=` GiB of an external
+store behind it and `store=` mooncake|lmcache (docs/cache-tiers.md), or a policy option or
 rule switch (`replay.sim.cache.policy_base.RULES`, e.g. leaf_idle_s=0). Prints one Markdown
 row per load; `--json FILE` writes every run's figures. `--host-mix` also prints, per run,
 what the host pool held over the last two thirds of its samples (host-only KV blocks,
@@ -74,14 +75,17 @@ def parse_variant(text: str) -> tuple[str, str, dict[str, Any]]:
             rules.append(item)
         elif key == "admission":
             change["admission"] = value
-        elif key in ("bw", "host"):
+        elif key == "store":
+            change["external_store"] = value
+        elif key in ("bw", "host", "ext"):
             try:
                 gb = float(value)
             except ValueError:
                 gb = -1.0
             if gb <= 0:
                 raise ValueError(f"--variant '{text}': {key} must be a positive number of GB")
-            change["host_bandwidth_gbs" if key == "bw" else "host_memory_gb"] = gb
+            field = {"bw": "host_bandwidth_gbs", "host": "host_memory_gb"}
+            change[field.get(key, "external_memory_gb")] = gb
         else:
             change["policy_opts"][key] = (
                 json.loads(value) if value[:1] in "0123456789tf-" else value
@@ -171,6 +175,7 @@ def run(
         "ttft_p90": s.get("ttft_p90_s"),
         "hit": s["hit_rate"],
         "host_hit": s.get("host_hit_rate", 0.0),
+        "external_hit": s.get("external_hit_rate", 0.0),
         "requests": s["requests"],
         "waiting_mean": (res.engine or {}).get("waiting_mean"),
         "wall_s": res.wall_seconds,
@@ -185,7 +190,12 @@ def fmt_row(n: int, cells: dict[str, dict[str, Any]], names: list[str]) -> str:
     gain = f["out_min"] / v["out_min"] - 1 if v["out_min"] else float("nan")
     outs = " / ".join(k(cells[p]["out_min"]) for p in names)
     p90 = " / ".join(f"{cells[p]['ttft_p90']:.2f}" for p in names)
-    hits = " / ".join(f"{cells[p]['hit']:.0%} ({cells[p]['host_hit']:.0%})" for p in names)
+
+    def hit(c: dict[str, Any]) -> str:
+        ext = f" + {c['external_hit']:.0%} store" if c["external_hit"] else ""
+        return f"{c['hit']:.0%} ({c['host_hit']:.0%}{ext})"
+
+    hits = " / ".join(hit(cells[p]) for p in names)
     return f"| {n} | {outs} | {gain:+.1%} | {p90} | {hits} |"
 
 

@@ -26,6 +26,7 @@ def _script() -> ModuleType:
         (["--variant", "x:vllm:gate=all"], "gate must be one of prompt, prompt+output"),
         (["--variant", "x:vllm:bw=fast"], "bw must be a positive number of GB"),
         (["--variant", "x:vllm:host=0"], "host must be a positive number of GB"),
+        (["--variant", "x:vllm:ext=-2"], "ext must be a positive number of GB"),
         (["--variant", "x:vllm:colour=blue"], "policy 'vllm' has no option colour"),
         (["--variant", "x:vllm:admission"], "'admission' is not KEY=VALUE"),
     ],
@@ -43,11 +44,12 @@ def test_a_tiny_run_prints_a_row_per_load(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rows.json"
-    argv = ["--sessions", "2", "--variant", "small:vllm:host=64", "--json", str(out)]
+    argv = ["--sessions", "2", "--variant", "small:vllm:host=64,ext=64", "--json", str(out)]
     assert _script().main(argv) == 0
     rows = json.loads(out.read_text())
     assert [r["policy"] for r in rows] == ["flashstate", "vllm", "sglang", "vllm"]
-    assert rows[-1]["variant"] == "small"
+    assert rows[-1]["variant"] == "small" and "external_hit" in rows[-1]
+    assert "external_hit" in rows[0] and rows[0]["external_hit"] == 0.0
     for r in rows:
         assert r["sessions"] == 2 and r["out_min"] > 0 and 0 <= r["host_hit"] <= r["hit"] <= 1
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| 2 |"))
