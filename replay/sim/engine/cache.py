@@ -281,8 +281,16 @@ class SimCache:
         info = self.cache.lookup(prompt, prompt_len, now, hint)
         B = self.cache.B
         # Blocks loaded from host memory are built into the GPU's tree again from the first
-        # of them on (`materialize.prefill_done`), so the emulator's prompt keeps their tokens.
+        # of them on (`materialize.prefill_done`), so the emulator's prompt keeps their tokens;
+        # so are blocks of the loaded range the request does not pin (vLLM's connector loads
+        # [r, p) into new blocks: a GPU copy there is not held, and may be gone by then).
         built = min((b.index * B + 1 for b in info.host_blocks), default=info.resume_pos)
+        if info.tiered and info.resume_pos > len(info.chain) * B:
+            held = set(info.chain)
+            for b in info.path[: -(-info.resume_pos // B)]:
+                if b not in held:
+                    built = min(built, b.index * B + 1)
+                    break
         h = self.cache.begin(_keep(prompt, min(info.resume_pos, built), B), prompt_len, info, now)
         return h, info
 
