@@ -36,6 +36,9 @@ SHARED = cli.SharedOptions(
     blocks=option_default(EngineShape, "capacity_blocks"),
     host_memory_gb=option_default(EngineShape, "host_memory_gb"),
     host_bandwidth_gbs=option_default(EngineShape, "host_bandwidth_gbs"),
+    external_memory_gb=option_default(EngineShape, "external_memory_gb"),
+    external_bandwidth_gbs=option_default(EngineShape, "external_bandwidth_gbs"),
+    external_store=option_default(EngineShape, "external_store"),
     check=_check,
 )
 

@@ -58,6 +58,9 @@ def build_config(
     replica: int | None = None,
     host_memory_gb: float | None = None,
     host_bandwidth_gbs: float | None = None,
+    external_memory_gb: float | None = None,
+    external_bandwidth_gbs: float | None = None,
+    external_store: str | None = None,
 ) -> EmulatorConfig:
     """The config from flags (`emulator_config`, the one builder; a flag not given takes the
     model's default); a bad value fails naming its flag."""
@@ -68,6 +71,8 @@ def build_config(
             max_batch=max_batch, hash_tokens=hash_tokens, faults=faults,
             token_scale=token_scale, tokenizer=tokenizer, replica=replica,
             host_memory_gb=host_memory_gb or None, host_bandwidth_gbs=host_bandwidth_gbs,
+            external_memory_gb=external_memory_gb or None,
+            external_bandwidth_gbs=external_bandwidth_gbs, external_store=external_store,
         )  # fmt: skip
     except EmulatorConfigError as e:
         fail(str(e))
@@ -128,6 +133,9 @@ class SharedOptions:
     blocks: Any
     host_memory_gb: Any
     host_bandwidth_gbs: Any
+    external_memory_gb: Any
+    external_bandwidth_gbs: Any
+    external_store: Any
     check: Callable[[dict[str, Any]], str | None] = lambda _values: None
 
 
@@ -145,6 +153,9 @@ def own_options() -> SharedOptions:
         blocks=_own("blocks", "--capacity-blocks", "--blocks"),
         host_memory_gb=_own("host_memory_gb", "--host-memory-gb"),
         host_bandwidth_gbs=_own("host_bandwidth_gbs", "--host-bandwidth-gbs"),
+        external_memory_gb=_own("external_memory_gb", "--external-memory-gb"),
+        external_bandwidth_gbs=_own("external_bandwidth_gbs", "--external-bandwidth-gbs"),
+        external_store=_own("external_store", "--external-store"),
     )
 
 
@@ -228,6 +239,9 @@ def register(
         blocks: int | None = opts.blocks,
         host_memory_gb: float | None = opts.host_memory_gb,
         host_bandwidth_gbs: float | None = opts.host_bandwidth_gbs,
+        external_memory_gb: float | None = opts.external_memory_gb,
+        external_bandwidth_gbs: float | None = opts.external_bandwidth_gbs,
+        external_store: str | None = opts.external_store,
         block_tokens: BlockTokens = None,
         max_batch: MaxBatch = None,
         hash_tokens: HashTokens = DEFAULT_HASH_TOKENS,
@@ -248,7 +262,13 @@ def register(
             "crash_after": crash_after, "slow_start_s": slow_start_s, "seed": fault_seed,
             "early_stop_rate": early_stop_rate, "lie_cached_rate": lie_cached_rate,
         }  # fmt: skip
-        host_tier = {"host_memory_gb": host_memory_gb, "host_bandwidth_gbs": host_bandwidth_gbs}
+        host_tier: dict[str, Any] = {
+            "host_memory_gb": host_memory_gb,
+            "host_bandwidth_gbs": host_bandwidth_gbs,
+            "external_memory_gb": external_memory_gb,
+            "external_bandwidth_gbs": external_bandwidth_gbs,
+            "external_store": external_store,
+        }
         if refused := opts.check(host_tier):
             fail(refused)
         cfg = build_config(

@@ -120,6 +120,19 @@ class EmulatorConfig(BaseModel):
         description="host-to-GPU bandwidth per GPU (GB/s) of loads from host memory "
         "(default: the tier's)",
     )
+    # An external store behind the host tier (replay.sim.cache.tiers rule 5), as above.
+    external_memory_gb: float | None = Field(
+        default=None,
+        description="external store (GiB) behind host memory, a third tier (None or 0: none)",
+    )
+    external_bandwidth_gbs: float | None = Field(
+        default=None,
+        description="bandwidth per GPU (GB/s) of loads from the external store into host "
+        "memory (default: the host link's)",
+    )
+    external_store: str | None = Field(
+        default=None, description="mooncake (KV and states; the default) or lmcache (KV only)"
+    )
     block_tokens: int | None = Field(
         default=None, gt=0, description="tokens per cache block (overrides the profile's)"
     )
@@ -200,6 +213,12 @@ class EmulatorConfig(BaseModel):
             args += ["--host-memory-gb", repr(self.host_memory_gb)]
         if self.host_bandwidth_gbs is not None:
             args += ["--host-bandwidth-gbs", repr(self.host_bandwidth_gbs)]
+        if self.external_memory_gb:
+            args += ["--external-memory-gb", repr(self.external_memory_gb)]
+        if self.external_bandwidth_gbs is not None:
+            args += ["--external-bandwidth-gbs", repr(self.external_bandwidth_gbs)]
+        if self.external_store is not None:
+            args += ["--external-store", self.external_store]
         if self.block_tokens is not None:
             args += ["--block-tokens", str(self.block_tokens)]
         if self.max_batch is not None:
@@ -269,4 +288,6 @@ def make_cache(cfg: EmulatorConfig, profile: ModelProfile) -> EngineCache:
     return engine_cache(
         cfg.policy_name, profile, cfg.token_scale, cfg.blocks,
         cfg.host_memory_gb or 0.0, cfg.host_bandwidth_gbs,
+        cfg.model_dump(include={"external_memory_gb", "external_bandwidth_gbs",
+                                "external_store"}),
     )  # fmt: skip

@@ -186,12 +186,15 @@ def engine_cache(
     capacity_blocks: int | None = None,
     host_memory_gb: float = 0.0,
     host_bandwidth_gbs: float | None = None,
+    external: dict[str, Any] | None = None,
 ) -> EngineCache:
     """The cache for `policy` (a `replay.sim` policy name or `kv-lru`) on `profile`, with a
     host-memory tier of `host_memory_gb` GiB (0: none) loaded at `host_bandwidth_gbs` GB/s
-    per GPU (None: the tier's default), as `replay.sim.runner.scaled_settings` gives one."""
+    per GPU (None: the tier's default), and an external store behind it where `external`
+    gives one (`CacheSettings.external_*`: memory, bandwidth, store), as
+    `replay.sim.runner.scaled_settings` gives them."""
     if policy == "kv-lru":
-        if host_memory_gb:
+        if host_memory_gb or (external or {}).get("external_memory_gb"):
             raise TierError(
                 f"--host-memory-gb {host_memory_gb:g}: policy 'kv-lru' (a plain KV cache) has "
                 "no host tier; use an engine's own policy"
@@ -204,6 +207,9 @@ def engine_cache(
         settings = replace(
             settings, host_memory_gb=host_memory_gb, host_bandwidth_gbs=host_bandwidth_gbs
         )
+    ext = {k: v for k, v in (external or {}).items() if v is not None}
+    if ext.get("external_memory_gb"):
+        settings = replace(settings, **ext)
     return SimCache(settings)
 
 
