@@ -56,7 +56,15 @@ def _emulators(spec: RunSpec) -> Iterator[Any]:
                 time_scale=w.time_scale,
                 token_scale=w.token_scale,
                 blocks=e.capacity_blocks,
-                **e.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}),
+                **e.model_dump(
+                    include={
+                        "host_memory_gb",
+                        "host_bandwidth_gbs",
+                        "external_memory_gb",
+                        "external_bandwidth_gbs",
+                        "external_store",
+                    }
+                ),
             )
             for e in spec.engines
         ]
@@ -471,6 +479,9 @@ def register(app: typer.Typer) -> None:
         capacity_blocks: F.CapacityBlocks = None,
         host_memory_gb: F.HostMemoryGb = None,
         host_bandwidth_gbs: F.HostBandwidthGbs = None,
+        external_memory_gb: F.ExternalMemoryGb = None,
+        external_bandwidth_gbs: F.ExternalBandwidthGbs = None,
+        external_store: F.ExternalStore = None,
         workers: _Workers = None,
         ray: _Ray = None,
         engine_log: _EngineLog = None,
@@ -487,9 +498,13 @@ def register(app: typer.Typer) -> None:
                   recycle_start=recycle_start)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
         flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out,
-                         capacity_blocks, host_memory_gb, host_bandwidth_gbs)  # fmt: skip
+                         capacity_blocks, host_memory_gb, host_bandwidth_gbs,
+                         external_memory_gb, external_bandwidth_gbs, external_store)  # fmt: skip
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out,
                  "--capacity-blocks": capacity_blocks, "--host-memory-gb": host_memory_gb,
-                 "--host-bandwidth-gbs": host_bandwidth_gbs}  # fmt: skip
+                 "--host-bandwidth-gbs": host_bandwidth_gbs,
+                 "--external-memory-gb": external_memory_gb,
+                 "--external-bandwidth-gbs": external_bandwidth_gbs,
+                 "--external-store": external_store}  # fmt: skip
         fleet = dict(router=router, replicas=replicas, workers=workers, ray=ray)
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)

@@ -83,6 +83,8 @@ def check_capacity(spec: RunSpec, flags: RunFlags) -> None:
                 e.name, model=e.profile, port=0, time_scale=w.time_scale,
                 token_scale=w.token_scale, blocks=e.capacity_blocks,
                 host_memory_gb=e.host_memory_gb, host_bandwidth_gbs=e.host_bandwidth_gbs,
+                external_memory_gb=e.external_memory_gb,
+                external_bandwidth_gbs=e.external_bandwidth_gbs, external_store=e.external_store,
             )  # fmt: skip
             make_cache(cfg, cfg.resolved_profile())
         except TierError as err:  # it names its flag

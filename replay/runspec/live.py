@@ -40,12 +40,19 @@ class RunFlags:
     # --host-memory-gb, --host-bandwidth-gbs: the emulated engines' host-memory tier
     host_memory_gb: float | None = None
     host_bandwidth_gbs: float | None = None
+    # --external-memory-gb, --external-bandwidth-gbs, --external-store: a store behind it
+    external_memory_gb: float | None = None
+    external_bandwidth_gbs: float | None = None
+    external_store: str | None = None
 
     @property
-    def host_tier(self) -> dict[str, float | None]:
+    def host_tier(self) -> dict[str, Any]:
         return {
             "host_memory_gb": self.host_memory_gb,
             "host_bandwidth_gbs": self.host_bandwidth_gbs,
+            "external_memory_gb": self.external_memory_gb,
+            "external_bandwidth_gbs": self.external_bandwidth_gbs,
+            "external_store": self.external_store,
         }
 
 
@@ -116,19 +123,38 @@ def _capacity(flag: int | None, settings: Any, trace: str | None) -> int | None:
         raise SpecError(f"--trace: {e}") from None
 
 
-def _host_tier(given: dict[str, float | None]) -> dict[str, Any]:
-    """An emulated engine's host-memory tier (issue 34): the flags as `EngineShape` checks
-    them, kept as `replay simulate` keeps them (--host-memory-gb 0: none, and no bandwidth
-    without memory)."""
+def _host_tier(given: dict[str, Any]) -> dict[str, Any]:
+    """An emulated engine's host-memory tier (issue 34) and the external store behind it:
+    the flags as `EngineShape` checks them, kept as `replay simulate` keeps them
+    (--host-memory-gb 0: none, and no bandwidth without memory; a store without host memory
+    is refused, as the tier refuses it)."""
     shape = build(EngineShape, [Layer(FLAGS, given)])
+    if shape.external_memory_gb or shape.external_store is not None:
+        from replay.sim.cache.tiers import TierError, check_external
+
+        try:
+            check_external(
+                shape.host_memory_gb or 0.0,
+                shape.external_memory_gb or 0.0,
+                shape.external_store or "mooncake",
+            )
+        except TierError as e:
+            raise SpecError(str(e)) from None
     if not shape.host_memory_gb:
         return {}
-    return shape.model_dump(include={"host_memory_gb", "host_bandwidth_gbs"}, exclude_none=True)
+    keep = {"host_memory_gb", "host_bandwidth_gbs"}
+    if shape.external_memory_gb:
+        keep |= {"external_memory_gb", "external_bandwidth_gbs", "external_store"}
+    return shape.model_dump(include=keep, exclude_none=True)
 
 
-def _refuse_host_tier(given: dict[str, float | None]) -> None:
+def _refuse_host_tier(given: dict[str, Any]) -> None:
     """The host tier's flags with real engines: a server's host tier is its own flags."""
-    named = [f"--{k.replace('_', '-')} {v:g}" for k, v in given.items() if v is not None]
+    named = [
+        f"--{k.replace('_', '-')} {v:g}" if isinstance(v, float | int) else f"--{k} {v}"
+        for k, v in given.items()
+        if v is not None
+    ]
     if named:
         raise SpecError(
             f"{', '.join(named)}: gives the emulated engines a host-memory tier only (no "
@@ -142,7 +168,7 @@ def _engine_runs(
     settings: Any,
     capacity: int | None,
     trace: str | None,
-    host: dict[str, float | None] | None = None,
+    host: dict[str, Any] | None = None,
 ) -> list[EngineRun]:
     emulated = all(s.url is None for s in specs)
     if not emulated and any(s.url is None for s in specs):
