@@ -82,3 +82,43 @@ def test_an_emulated_search_probes_through_replay_run_and_confirms_its_answer(
         got = _summary(out / run)
         assert c["share"] == pytest.approx(got["slo_request_share"])
         assert point["seed"] == c["seed"] and math.isclose(point["hit_rate"], got["hit_rate"])
+    # The report's table says which executor probed.
+    from analysis.report.catalog import make_tables
+    from analysis.report.content import analyze
+    from analysis.runs import load_run
+
+    tables = make_tables(analyze([load_run(out / r) for r in runs]))
+    (table,) = [t for t in tables if t.name == "slo_search"]
+    assert "replay slo-search, emulated engines (replay run)" in table.note
+    assert table.data["agents_per_gpu"].tolist() == [e["agents_per_gpu"]]
+
+
+def test_a_live_search_probes_the_endpoint_it_was_given(tmp_path: Path) -> None:
+    """`--endpoint NAME=URL`: each probe is `replay run --endpoint` against that server (here
+    an emulator started by the test, standing for a real engine), recorded as live."""
+    from replay.emulator.config import EmulatorConfig
+    from replay.emulator.launch import start_emulators
+
+    out = tmp_path / "live"
+    cfg = EmulatorConfig(engine="vllm", port=0, time_scale=120.0, token_scale=16)
+    with start_emulators([cfg]) as urls:
+        res = CliRunner().invoke(
+            app,
+            ["slo-search", "--endpoint", f"mine=vllm@{urls['vllm']}", "--duration-min", "3",
+             "--window", "1-3", "--time-scale", "120", "--start", "1", "--max-sessions", "2",
+             "--confirm-seeds", "1", "--slo", "ttft=60,itl=none", "--out", str(out)],
+        )  # fmt: skip
+    assert res.exit_code == 0, said(res)
+    assert "live engines (replay run)" in said(res)
+    data = json.loads((out / "slo_search.json").read_text())
+    assert data["executor"] == "live"
+    (e,) = data["engines"]
+    assert e["engine"] == "mine" and e["policy"] == "vllm"
+    for p in e["probes"]:
+        manifest = json.loads(
+            (out / "probes" / f"mine-s{p['sessions']}-seed0" / "manifest.json").read_text()
+        )
+        assert manifest["executor"] == "live" and not manifest.get("emulated")
+    if e["sessions"]:
+        assert (out / f"mine-s{e['sessions']}-seed0" / "summary.json").is_file()
+        assert e["band"]["executor"] == "live"
