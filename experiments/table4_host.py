@@ -24,7 +24,10 @@ MTP is not modelled (the engine model has one token per sequence per decode step
 `--variant NAME:POLICY:ITEMS` adds a column run with one thing changed: ITEMS is a comma
 list of engine rules (`replay.sim.engine.rules`, e.g. host_load=in-step), `admission=`
 park|schedule, `bw=` host bandwidth in GB/s per GPU, `host=` GiB, `ext=` GiB of an external
-store behind it and `store=` mooncake|lmcache (docs/cache-tiers.md), or a policy option or
+store behind it and `store=` mooncake|lmcache (docs/cache-tiers.md), `host_states=leaves`
+(a what-if, not an engine's rule: host memory takes only the states with no deeper state
+below them, GreedyDual-Size's leaves, so FlashState's superseded chunk-end states are not
+written there), or a policy option or
 rule switch (`replay.sim.cache.policy_base.RULES`, e.g. leaf_idle_s=0). Prints one Markdown
 row per load; `--json FILE` writes every run's figures. `--host-mix` also prints, per run,
 what the host pool held over the last two thirds of its samples (host-only KV blocks,
@@ -77,6 +80,10 @@ def parse_variant(text: str) -> tuple[str, str, dict[str, Any]]:
             change["admission"] = value
         elif key == "store":
             change["external_store"] = value
+        elif key == "host_states":
+            if value not in ("all", "leaves"):
+                raise ValueError(f"--variant '{text}': host_states must be all or leaves")
+            change["host_states"] = value
         elif key in ("bw", "host", "ext"):
             try:
                 gb = float(value)
@@ -145,11 +152,23 @@ class HostMix:
 
 
 MIX: HostMix | None = None
+_write_state = HostTier.evicted_state
+
+
+def host_states(which: str) -> None:
+    """`host_states=leaves`: host memory takes only leaf states (`State.inner` false)."""
+
+    def leaves_only(tier: HostTier, s: Any) -> None:
+        if not s.inner:
+            _write_state(tier, s)
+
+    HostTier.evicted_state = _write_state if which == "all" else leaves_only  # type: ignore[method-assign,assignment]
 
 
 def run(
     trace: Any, scale: float, policy: str, n: int, seed: int, label: str = "", **change: Any
 ) -> dict[str, Any]:
+    host_states(change.pop("host_states", "all"))
     cfg = SimConfig(
         policy=policy,
         sessions=n,
@@ -161,7 +180,10 @@ def run(
         host_memory_gb=change.pop("host_memory_gb", HOST_GB),
         **change,
     )
-    res = simulate(trace, cfg, load_profile(MODEL))
+    try:
+        res = simulate(trace, cfg, load_profile(MODEL))
+    finally:
+        host_states("all")  # the engines' own rule again
     s = res.summary
     if MIX is not None:
         print(f"  {label or policy} at {n}: {MIX.take()}")
