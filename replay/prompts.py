@@ -7,10 +7,13 @@ Prompts are token-id arrays, never text, so nothing is lost to re-tokenisation:
   any order of requests, and the per-run salt keeps one run from hitting cache left by an
   earlier one. Ids avoid the bottom 256 and the top 1,024 of the vocabulary, where tokenizers
   keep their special tokens.
-- Turn k+1's prompt is turn k's *actual* prompt, then the ids the engine *actually generated*
-  (`ignore_eos`, `max_tokens = out`), then synthesised new blocks, cut to the trace's input
-  length. Where the trace shows a context edit (the new request keeps fewer of the previous
-  request's full blocks), the shared blocks are kept token for token and the rest synthesised.
+- A turn's prompt continues the turn it descends from, the earlier request the simulator links
+  it to (`replay.traces.lineage`: the one sharing the longest leading run of hash blocks, so
+  the main turn after a side call continues the main turn before it): that turn's *actual*
+  prompt, then the ids the engine *actually generated* (`ignore_eos`, `max_tokens = out`),
+  then synthesised new blocks, cut to the trace's input length. Where the trace shows a
+  context edit (the new request keeps fewer of that request's full blocks), the shared blocks
+  are kept token for token and the rest synthesised.
 - Every replay of a trajectory within a run is its own conversation: the namespace a context
   synthesises from is the assignment's identity (`Assignment.identity`: the trajectory's
   hash namespace, plus the reuse count when the run replays it again), so a second copy of a
@@ -23,8 +26,9 @@ Prompts are token-id arrays, never text, so nothing is lost to re-tokenisation:
 Memory (issue 36 point 7): a conversation's turns share one int32 buffer. Each prompt is a
 read-only view of it, the generated ids are appended after it, and the next turn writes only
 past everything written so far, so what was handed out never changes (the ideal-prefix index
-keeps views of it); a context edit, or a prompt cut short of the ids written, starts a new
-buffer. A namespace remembers which block hashes it has sent (a sorted int64 array) and the
+keeps views of it); a context edit, a prompt cut short of the ids written, or a side call
+starts a new buffer (the main turn after a side call goes on writing where the main turn
+before it stopped). A turn is kept until a later one starts with all its blocks. A namespace remembers which block hashes it has sent (a sorted int64 array) and the
 tokens of only those blocks that differ from what the token space synthesises for the hash
 (the ones holding generated ids): the first content sent for a hash still wins.
 """
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.splitmix import mix64
+from replay.traces.lineage import Lineage
 from replay.traces.model import Trajectory
 
 LOW_RESERVED = 256  # special tokens live at the bottom of many vocabularies ...
@@ -177,8 +182,20 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 _EMPTY = _frozen(np.zeros(0, dtype=np.int32))
 
 
+class _Buffer:
+    """Token ids of a conversation: [0, written) is written and never changes again (views
+    of it are handed out); the rest is room to grow into."""
+
+    __slots__ = ("ids", "written")
+
+    def __init__(self, ids: np.ndarray, written: int):
+        self.ids = ids
+        self.written = written
+
+
 class Context:
-    """One trajectory's conversation on one engine: the last prompt and what came back."""
+    """One trajectory's conversation on one engine: what each turn it may continue sent and
+    got back."""
 
     def __init__(
         self, builder: PromptBuilder, trajectory: Trajectory, ns: _Namespace, identity: str = ""
@@ -187,20 +204,19 @@ class Context:
         self.trajectory = trajectory
         self.ns = ns
         self.identity = identity or trajectory.namespace
-        self.prev_index: int | None = None
-        self.prev_prompt = _EMPTY
-        self.prev_generated = _EMPTY
-        # Whether the last prompt built grows the previous turn (the trace keeps its whole
-        # context): then it should start with the previous prompt + generated ids exactly.
-        self.grows = False
-        # The conversation's buffer: [0, _written) is written and never changes again (views
-        # of it are handed out); the rest is room to grow into.
-        self._buf = np.zeros(0, dtype=np.int32)
-        self._written = 0
-        self._prev_buf = self._buf  # holds prev_prompt then prev_generated from position 0
+        self._lineage: Lineage | None = None
+        # Turns that came back and that a later one may continue (`Lineage.among`): their
+        # buffer, prompt length and generated length. A turn whose blocks a later one
+        # starts with is dropped (`Lineage.extends`): nothing descends from it any more.
+        self._turns: dict[int, tuple[_Buffer, int, int]] = {}
+        # When the last prompt built grows the turn it descends from (the trace keeps that
+        # turn's whole context): that turn's prompt and generated ids, which it should
+        # start with exactly.
+        self._base: tuple[np.ndarray, np.ndarray] | None = None
         self._last: np.ndarray | None = None  # the last prompt built ...
-        self._last_buf: np.ndarray | None = None  # ... a view of this buffer
-        self._done: tuple[object, object] | None = None  # `completed`'s prompt and ids
+        self._last_buf: _Buffer | None = None  # ... a view of this buffer
+        # `completed`'s prompt and ids, and the buffer holding them
+        self._done: tuple[object, object, _Buffer, int] | None = None
         self._room: np.ndarray | None = None  # per turn: tokens the rest of the trace may need
 
     def _need_from(self, i: int) -> int:
@@ -213,17 +229,16 @@ class Context:
             self._room = (ins + outs).astype(np.int64)
         return int(self._room[min(i, len(self._room) - 1)]) if len(self._room) else 0
 
-    def _writable(self, src: np.ndarray, at: int, upto: int, i: int) -> np.ndarray:
-        """A buffer starting with src[:at], able to take writes to [at, upto): `src` itself
-        when it is the buffer being written, `at` is where writing stopped and it has room;
-        else a new one holding a copy of src[:at]."""
-        if src is self._buf and at == self._written and upto <= len(src):
+    def _writable(self, src: _Buffer, at: int, upto: int, i: int) -> _Buffer:
+        """A buffer starting with src's [0, at), able to take writes to [at, upto): `src`
+        itself when `at` is where its writing stopped and it has room; else a new one
+        holding a copy of src's [0, at)."""
+        if at == src.written and upto <= len(src.ids):
             return src
         cap = max(upto, min(self._need_from(i), upto + upto // 4 + 4096))
-        buf = np.empty(cap, dtype=np.int32)
-        buf[:at] = src[:at]
-        self._buf, self._written = buf, at
-        return buf
+        ids = np.empty(cap, dtype=np.int32)
+        ids[:at] = src.ids[:at]
+        return _Buffer(ids, at)
 
     def _synth(self, i: int, a: int, b: int) -> np.ndarray:
         """Tokens for positions [a, b) of request i, from its hash ids (remembered tokens
@@ -262,48 +277,52 @@ class Context:
         n = int(tr.input_tokens[i])
         bs = tr.block_size
         blocks = tr.blocks(i)
-        self.grows = False
-        # The prompt starts with buffer positions [0, kept), then synthesised ones.
-        if self.prev_index is None:
-            kept = 0
-        else:
-            pb = tr.blocks(self.prev_index)
-            m = min(len(pb), len(blocks))
-            diff = np.flatnonzero(pb[:m] != blocks[:m])
-            shared = int(diff[0]) if len(diff) else m
-            if shared >= len(self.prev_prompt) // bs:
-                # Normal growth: everything the engine saw and produced, then new blocks
-                # (`completed` left the generated ids right after the prompt).
-                kept = len(self.prev_prompt) + len(self.prev_generated)
-                self.grows = True
-            else:
-                # A context edit: keep the shared full blocks exactly, re-synthesise the rest.
-                kept = shared * bs
+        # The prompt starts with positions [0, kept) of the buffer of the turn it descends
+        # from, then synthesised ones.
+        buf, kept = self._source(i, bs)
         kept = min(kept, n)
-        buf = self._prev_buf
         if kept < n:
             buf = self._writable(buf, kept, n, i)
-            buf[kept:n] = self._synth(i, kept, n)
-            self._written = n
-        ids = _frozen(buf[:n])
+            buf.ids[kept:n] = self._synth(i, kept, n)
+            buf.written = n
+        ids = _frozen(buf.ids[:n])
         self._remember(blocks, ids, bs, kept)
         self._last, self._last_buf = ids, buf
         return ids
 
+    def _source(self, i: int, bs: int) -> tuple[_Buffer, int]:
+        """The buffer request i starts from and how many of its tokens it keeps: those of
+        the turn the simulator links it to (`Lineage.among`, over the turns that came back),
+        not simply the turn before, which may be a side call."""
+        self._base = None
+        if not self._turns:
+            return _Buffer(_EMPTY, 0), 0
+        if self._lineage is None:
+            self._lineage = Lineage(self.trajectory)
+        j, shared = self._lineage.among(i, self._turns)
+        if j < 0:
+            return _Buffer(_EMPTY, 0), 0
+        buf, p, g = self._turns[j]
+        if shared >= p // bs:
+            # Normal growth: everything the engine saw and produced, then new blocks
+            # (`completed` left the generated ids right after the prompt).
+            self._base = (_frozen(buf.ids[:p]), _frozen(buf.ids[p : p + g]))
+            return buf, p + g
+        # A context edit: keep the shared full blocks exactly, re-synthesise the rest.
+        return buf, shared * bs
+
     def extends_previous(self, prompt: np.ndarray) -> bool | None:
-        """For the prompt just built: does it start with the previous turn's actual prompt
-        and generated ids, exactly? None for a first turn or a trace-side context edit."""
-        if not self.grows:
+        """For the prompt just built: does it start with the actual prompt and generated ids
+        of the turn it descends from, exactly? None for a first turn, a turn descending from
+        none, or a trace-side context edit."""
+        if self._base is None:
             return None
-        n = len(self.prev_prompt) + len(self.prev_generated)
+        head_p, head_g = self._base
+        k, n = len(head_p), len(head_p) + len(head_g)
         if len(prompt) < n:
             return False
         head = prompt[:n]
-        k = len(self.prev_prompt)
-        return bool(
-            np.array_equal(head[:k], self.prev_prompt)
-            and np.array_equal(head[k:], self.prev_generated)
-        )
+        return bool(np.array_equal(head[:k], head_p) and np.array_equal(head[k:], head_g))
 
     def _remember(self, blocks: np.ndarray, ids: np.ndarray, bs: int, synth_from: int) -> None:
         """Note the full blocks of a prompt the namespace has not sent before; keep the
@@ -338,22 +357,23 @@ class Context:
         ns.seen.add(uniq)
 
     def completed(self, i: int, prompt: np.ndarray, generated: list[int] | np.ndarray) -> None:
-        """Request i came back with `generated`: the next turn builds on it."""
+        """Request i came back with `generated`: later turns may build on it."""
         gen = np.asarray(generated, dtype=np.int32)
         p, g = len(prompt), len(gen)
         if prompt is self._last and self._last_buf is not None:
             buf = self._writable(self._last_buf, p, p + g, i)
         else:  # not the prompt this context built last: a buffer starting with a copy of it
-            self._written = -1
-            buf = self._writable(np.asarray(prompt, dtype=np.int32), p, p + g, i)
-        buf[p : p + g] = gen
-        self._written = p + g
-        self._prev_buf = buf
-        self.prev_index = i
-        self.prev_prompt = _frozen(buf[:p])
-        self.prev_generated = _frozen(buf[p : p + g])
+            buf = self._writable(_Buffer(np.asarray(prompt, dtype=np.int32), -1), p, p + g, i)
+        buf.ids[p : p + g] = gen
+        buf.written = p + g
+        if self._lineage is None:
+            self._lineage = Lineage(self.trajectory)
+        lin = self._lineage
+        for j in [j for j in self._turns if j < i and lin.extends(j, i)]:
+            del self._turns[j]
+        self._turns[i] = (buf, p, g)
         self._last = self._last_buf = None
-        self._done = (prompt, generated)
+        self._done = (prompt, generated, buf, p)
 
     def computed(self, prompt: np.ndarray, generated: list[int] | np.ndarray) -> np.ndarray:
         """`computed_sequence(prompt, generated)` (replay.client.ideal): for the turn just
@@ -361,9 +381,8 @@ class Context:
         g = len(generated)
         done = self._done
         if done is not None and done[0] is prompt and done[1] is generated:
-            if g <= 1:
-                return self.prev_prompt
-            return _frozen(self._prev_buf[: len(self.prev_prompt) + g - 1])
+            buf, p = done[2], done[3]
+            return _frozen(buf.ids[: p + max(g - 1, 0)])
         gen = np.asarray(generated, dtype=np.int32)
         if g <= 1:
             return np.asarray(prompt, dtype=np.int32)

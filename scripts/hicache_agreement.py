@@ -14,7 +14,7 @@ workloads, 16-token blocks, two-block states, SGLang's grid, track interval and 
 and 64 tokens (as the GPU tier's oracle). Trace (`--trace`, e.g. kvct-dev): the first
 `--sessions` top-level sessions, their first `--turns` requests each, taking turns (a, b, c,
 a, b, c, ...), each request continuing its lineage predecessor as the simulator links them
-(replay.sim.lineage, replay.sim.driver.shared_with); the trace's 64-token blocks, SGLang's
+(replay.traces.lineage, replay.sim.driver.shared_with); the trace's 64-token blocks, SGLang's
 own grid, track interval and chunk (256, 256, 16,384). Needs the SGLang environment
 (`bash scripts/setup_vllm_cpu.sh --with-sglang`).
 
@@ -32,11 +32,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from replay.sim.driver import shared_with
-from replay.sim.lineage import Lineage
 from replay.sim.native.crosscheck import WORKLOADS
 from replay.sim.native.hicache_oracle import ENGINE, TRACE_OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, Req, Turn, agreement, conversations
 from replay.sim.native.worker import NativeError, Worker
+from replay.traces.lineage import Lineage
 from replay.traces.loader import TraceError, load_trace
 
 # (GPU blocks, --hicache-ratio): a host 4x and 2x the device pools, about their size, half.

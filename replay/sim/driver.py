@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from replay.sim.cache.keys import LineagePrefix
-from replay.sim.lineage import Lineage, common_blocks
+from replay.traces.lineage import Lineage, common_blocks
 from replay.traces.model import Trajectory
 from replay.workload import Assignment, Spawn, Workload
 
@@ -246,22 +246,9 @@ class Sessions:
         lin = self._lineages.get(tr)
         if lin is None:
             lin = self._lineages[tr] = Lineage(tr)
-        j, m = lin.predecessor(i)
-        if j < 0:
-            return None, 0
-        req = issued.get(j)
-        if req is not None:
-            return req, m
-        # The predecessor was never replayed (it precedes the replay's start, or it failed):
-        # the replayed request sharing the most blocks, the latest on a tie (rare: no index).
-        best: SimRequest | None = None
-        best_m = 0
-        mine = tr.blocks(i)
-        for k, r in issued.items():  # ascending request index
-            c = common_blocks(mine, tr.blocks(k))
-            if c > 0 and c >= best_m:
-                best, best_m = r, c
-        return best, best_m
+        # The predecessor, or where it was never replayed the closest replayed request.
+        j, m = lin.among(i, issued)  # `issued`: ascending request index
+        return (issued[j], m) if j >= 0 else (None, 0)
 
     def _request(
         self,

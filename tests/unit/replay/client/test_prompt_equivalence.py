@@ -1,6 +1,9 @@
 """Seeded scenarios for the prompt builder and the ideal-prefix index whose every answer is
 pinned by `prompt_equivalence.json` (recorded from the copying implementation before the
-shared-buffer one, issue 36 point 7): each prompt's token ids (a digest), `extends_previous`,
+shared-buffer one, issue 36 point 7; recorded again when the builder began continuing the
+turn the simulator's lineage names instead of the turn completed last: with that choice
+forced back, the new builder gave every old line, and 59 of 659 lines moved with it): each
+prompt's token ids (a digest), `extends_previous`,
 the namespace's remembered block count, and `longest_prefix` for the prompt, for variants of
 it and for a retry after a partial answer.
 

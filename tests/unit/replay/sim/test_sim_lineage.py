@@ -15,8 +15,8 @@ from replay.sim.cache.hybrid import HybridCache
 from replay.sim.cache.policies import make_policy
 from replay.sim.driver import EventLoop, Sessions, SimRequest
 from replay.sim.executors import TraceExecutor
-from replay.sim.lineage import Lineage
 from replay.traces import load_trace
+from replay.traces.lineage import Lineage
 from replay.traces.model import Trajectory
 from replay.workload import Workload, WorkloadConfig
 
@@ -128,3 +128,34 @@ def test_ids_that_are_not_prefix_chained_still_give_the_longest_prefix(tmp_path:
         ],
     )
     assert Lineage(tr).predecessor(3) == (0, 2)
+
+
+def test_among_falls_back_to_the_closest_replayed_request(tmp_path: Path) -> None:
+    """The predecessor when it was replayed; otherwise the replayed request sharing the most
+    blocks (the latest on a tie), as the simulator and the live prompt builder both link."""
+    tr = _trajectory(
+        tmp_path,
+        [
+            (200, 10, [1, 2, 3]),  # 0
+            (250, 10, [1, 2, 4, 5]),  # 1
+            (100, 10, [1, 2]),  # 2: shares both blocks with 0 and 1
+            (300, 10, [1, 2, 4, 5, 6]),  # 3: continues 1
+            (80, 10, [60]),  # 4: shares nothing
+        ],
+    )
+    lin = Lineage(tr)
+    assert lin.among(3, [0, 1, 2]) == (1, 4)
+    assert lin.among(3, [0, 2]) == (2, 2)  # 1 failed: a tie of 0 and 2, the latest
+    assert lin.among(3, [0]) == (0, 2)
+    assert lin.among(3, []) == (-1, 0)
+    assert lin.among(4, [0, 1, 2, 3]) == (-1, 0)
+
+
+def test_a_request_starting_with_all_of_another_supersedes_it(tmp_path: Path) -> None:
+    tr = _trajectory(
+        tmp_path,
+        [(200, 10, [1, 2, 3]), (300, 10, [1, 2, 3, 4]), (250, 10, [1, 2, 9, 4]), (60, 10, [])],
+    )
+    lin = Lineage(tr)
+    assert lin.extends(0, 1) and not lin.extends(1, 2) and not lin.extends(0, 2)
+    assert lin.extends(3, 2)  # no blocks: nothing to continue

@@ -1,4 +1,7 @@
-"""Which earlier request of a trajectory a request descends from (the simulator's lineage).
+"""Which earlier request of a trajectory a request descends from: the lineage the simulator
+links its requests by (`replay.sim.driver`) and the live prompt builder continues
+(`replay.prompts`), one rule for both so an emulated or live run sends the prefix the
+simulator predicts.
 
 A request does not always extend the request just before it: an agent's small side call
 (a title, a summary, a safety check) has a prompt of its own, and the main turn after it
@@ -18,6 +21,8 @@ sessions replay the same trajectory, and only the requests a run reaches are eve
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import numpy as np
 
@@ -63,6 +68,35 @@ class Lineage:
             self._pred[i], self._depth[i] = j, d
             return j, d
         return j, int(self._depth[i])
+
+    def among(self, i: int, replayed: Collection[int]) -> tuple[int, int]:
+        """(j, blocks) as `predecessor`, when the predecessor is among the `replayed` requests
+        (those a run sent and got back, in ascending order); when it is not (it precedes the
+        replay's start, or it failed), the replayed request before `i` sharing the most
+        blocks, the latest on a tie; (-1, 0) when none shares the first block (rare: no
+        index, a comparison with each)."""
+        j, d = self.predecessor(i)
+        if j < 0 or j in replayed:
+            return j, d
+        best, best_d = -1, 0
+        mine = self._blocks(i)
+        for k in replayed:
+            if k >= i:
+                continue
+            c = common_blocks(mine, self._blocks(k))
+            if c > 0 and c >= best_d:
+                best, best_d = k, c
+        return best, best_d
+
+    def extends(self, j: int, i: int) -> bool:
+        """Whether request `i` starts with all of request `j`'s blocks: then every later
+        request shares at least as many with `i` as with `j`, and `i` wins the tie, so `j`
+        is nobody's predecessor from here on."""
+        a, b = self._blocks(j), self._blocks(i)
+        k = a.shape[0]
+        if k > b.shape[0] or (k and a[k - 1] != b[k - 1]):
+            return False
+        return common_blocks(a, b) == k
 
     def _blocks(self, j: int) -> np.ndarray:
         return self._ids[self._off[j] : self._off[j + 1]]
