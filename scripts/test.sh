@@ -19,10 +19,30 @@ export REPLAY_REQUIRE_SMG=1
 # ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.
 export REPLAY_REQUIRE_SIM_BUILD=1
 # The slowest tests are printed at the end: CI keeps its run under 45 minutes by them.
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
-rc=$?
-if [[ $rc == 5 ]]; then
-  echo "pytest collected no tests: treating that as a failure"
-  exit 1
+pytest_run() {
+  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
+  local rc=$?
+  if [[ $rc == 5 ]]; then
+    echo "pytest collected no tests ($*): treating that as a failure"
+    return 1
+  fi
+  return $rc
+}
+if [[ $# -gt 0 ]]; then
+  pytest_run "$@"
+  exit $?
 fi
-exit $rc
+# The whole suite: the unit tests in parallel (pytest-xdist, one process a core, at most 4;
+# they share no server, port or file), then the integration and browser tests in one process
+# (they start engines, routers and browsers whose timings a second process would disturb).
+procs=$(nproc 2>/dev/null || echo 2)
+(( procs > 4 )) && procs=4
+(( procs < 2 )) && procs=2
+echo "-- unit tests, $procs processes"
+pytest_run -n "$procs" tests/unit
+unit_rc=$?
+echo "-- integration and browser tests, one process"
+pytest_run tests/integration tests/browser
+rest_rc=$?
+(( unit_rc != 0 )) && exit $unit_rc
+exit $rest_rc
