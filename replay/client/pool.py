@@ -13,8 +13,11 @@ recorded; its part file is merged to the last whole line, and it is started agai
 same slots, each slot going on with its next trajectory (as `--resume` does: the interrupted
 one's generated ids are gone), up to `max_restarts` times; then the run fails.
 
-Stopping: the run writes `parts/STOP` (every worker polls it, also one on another machine of
-a Ray cluster that shares the run directory), waits `grace_s`, then kills what is left and
+A Ray actor's part file lies on its own machine; its handle pulls the lines into the run
+directory's part file (replay.client.ray_workers), so the merge below is the same for both.
+
+Stopping: the run writes `parts/STOP` (every worker polls it; a Ray actor's handle passes it
+on to the actor's own folder), waits `grace_s`, then kills what is left and
 waits for it (a Ray actor: `ray.kill`). Workers also die with the run's process
 (replay.lifeline), so a SIGKILLed run leaves no worker behind.
 """

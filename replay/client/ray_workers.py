@@ -1,10 +1,16 @@
 """`replay run --workers K --ray ADDRESS`: the run's client workers as Ray actors.
 
 Each actor runs one `replay.client.workers` worker, the same code as a local worker
-process, and writes its part file into the run directory, so a worker on another machine
-needs the run directory on a filesystem both machines share (a local Ray, `--ray local`,
-shares this machine's). Ray is the harness's distributed engine already (replay.sim.sweep
-places a sweep's simulations the same way). A stopped run kills its actors (`ray.kill`).
+process, writing its part file into a folder of its own on its own machine
+(`replay.owned_tmp`, removed when the actor ends; one a killed actor left is removed by the
+next actor there). The run pulls the file's complete lines through Ray every
+`PULL_INTERVAL_S` and appends them to the run directory's `parts/w<k>.jsonl`, where the pool
+merges them as a local worker's (replay.client.pool): so a worker on another machine needs no
+shared filesystem, and every request reaches the journal (percentiles stay exact). The run's
+`parts/STOP` is passed on to the actor's own. A worker that dies loses what it had written
+since the last pull, as a local one loses what it had not flushed. Ray is the harness's
+distributed engine already (replay.sim.sweep places a sweep's simulations the same way). A
+stopped run kills its actors (`ray.kill`).
 A cluster `--ray local` started is stopped with every process it started when the pool
 stops (`stop_local_cluster`), or else at the process's exit. A SIGKILLed run stops nothing:
 its GCS and raylet die with it, but Ray's dashboard and runtime-env agents live on about a
@@ -20,15 +26,21 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from replay.client.workers import WorkerSpec, run_worker
+from replay.client.workers import PARTS, STOP, WorkerSpec, last_seq, part_path, run_worker
 from replay.owned_tmp import describe, list_processes, owned_tempdir, remove_orphans
+from replay.rundir_journal import append_whole
 
 # The folder that lists a `--ray local` cluster's processes (`replay.owned_tmp`).
 TMP_PREFIX = "replay-ray-local-"
+# An actor's own folder for its part file, on the machine it runs on.
+WORKER_TMP_PREFIX = "replay-ray-worker-"
+# How often the run pulls an actor's new lines: a local worker's flush interval.
+PULL_INTERVAL_S = 0.25
 
 
 class RayError(RuntimeError):
@@ -120,30 +132,69 @@ def _cluster_processes(ray: Any) -> set[int]:
 
 
 class _Worker:
-    """The actor: holds the spec until the run's start is known, then runs the worker."""
+    """The actor: holds the spec until the run's start is known, then runs the worker,
+    whose part file lies in a folder of the actor's own; `drain` hands its new complete
+    lines to the run. Threaded (`max_concurrency`): `drain` and `stop` answer while `run`
+    runs."""
 
     def __init__(self, spec: WorkerSpec):
-        self.spec = spec
+        if removed := remove_orphans(WORKER_TMP_PREFIX):
+            print(describe(removed, "Ray worker"), file=sys.stderr, flush=True)
+        self._tmp = owned_tempdir(WORKER_TMP_PREFIX)
+        self.folder = Path(self._tmp.name)
+        self.spec = replace(spec, run_dir=str(self.folder))
+        self._part = part_path(self.folder, spec.index)
+        self._offset = 0
 
     def ready(self) -> int:
         return os.getpid()
 
+    def where(self) -> str:
+        return str(self._part)
+
     def run(self, timing: Any) -> int:
         return run_worker(replace(self.spec, **vars(timing)))
 
+    def drain(self) -> bytes:
+        """The complete lines the part file gained since the last call."""
+        try:
+            with open(self._part, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return b""
+        cut = data.rfind(b"\n") + 1
+        self._offset += cut
+        return data[:cut]
+
+    def stop(self) -> None:
+        (self.folder / PARTS).mkdir(parents=True, exist_ok=True)
+        (self.folder / PARTS / STOP).touch()
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
 
 class RayHandle:
-    """One worker actor, with the interface of a local worker process (replay.client.pool)."""
+    """One worker actor, with the interface of a local worker process (replay.client.pool),
+    and the thread that pulls its lines into the run directory's part file."""
 
     def __init__(self, spec: WorkerSpec):
         import ray
 
-        actor_cls = ray.remote(num_cpus=0)(_Worker)
+        actor_cls: Any = ray.remote(_Worker).options(num_cpus=0, max_concurrency=4)
+        run_dir = Path(spec.run_dir)
+        self.part = part_path(run_dir, spec.index)
+        self.stop_file = run_dir / PARTS / STOP
+        # The actor's part file starts empty: its `seq` goes on past the lines pulled here
+        # already (a restarted worker), as a local worker's goes on in its own file.
+        seq_start = max(spec.seq_start, last_seq(self.part) + 1)
         # No parent pid: an actor's parent is Ray's raylet, not this process.
-        self.actor: Any = actor_cls.remote(replace(spec, parent_pid=None))
+        self.actor: Any = actor_cls.remote(replace(spec, parent_pid=None, seq_start=seq_start))
         self._run: Any = None
         self._pid: int | None = None
         self._code: int | None = None
+        self._puller: threading.Thread | None = None
 
     def ready(self, timeout_s: float) -> bool:
         import ray
@@ -156,19 +207,46 @@ class RayHandle:
 
     def go(self, timing: Any) -> None:
         self._run = self.actor.run.remote(timing)
+        self._puller = threading.Thread(target=self._pull, name="ray-worker-pull", daemon=True)
+        self._puller.start()
+
+    def _pull(self) -> None:
+        """Until the worker has ended: pass the run's STOP on, append the actor's new lines
+        to the run's part file; after its end one last pull, then its folder is removed."""
+        import ray
+
+        stopped = False
+        fd = os.open(self.part, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while True:
+                done, _ = ray.wait([self._run], timeout=PULL_INTERVAL_S)
+                if not stopped and self.stop_file.exists():
+                    self.actor.stop.remote()
+                    stopped = True
+                try:
+                    data = ray.get(self.actor.drain.remote(), timeout=30)
+                except Exception:  # the actor is gone (killed, its node lost)
+                    return
+                if data:
+                    append_whole(fd, self.part, data)
+                if done:
+                    with contextlib.suppress(Exception):
+                        ray.get(self.actor.close.remote(), timeout=10)
+                    return
+        finally:
+            os.close(fd)
 
     def exitcode(self) -> int | None:
+        """The worker's exit code once it has ended and its lines are in the run's part
+        file; None before."""
         import ray
 
         if self._code is not None:
             return self._code
-        if self._run is None:
-            return None
-        done, _ = ray.wait([self._run], timeout=0)
-        if not done:
+        if self._run is None or self._puller is None or self._puller.is_alive():
             return None
         try:
-            self._code = int(ray.get(done[0]))
+            self._code = int(ray.get(self._run, timeout=0))
         except Exception:  # the actor died (killed, its node lost)
             self._code = -9
         return self._code
@@ -177,15 +255,15 @@ class RayHandle:
         return self._pid
 
     def join(self, timeout_s: float) -> None:
-        import ray
-
-        if self._run is not None:
-            ray.wait([self._run], timeout=timeout_s)
+        if self._puller is not None:
+            self._puller.join(timeout_s)
 
     def kill(self) -> None:
         import ray
 
         ray.kill(self.actor)
+        if self._puller is not None:
+            self._puller.join(35)
 
 
 __all__ = ["RayError", "RayHandle", "connect", "stop_local_cluster"]

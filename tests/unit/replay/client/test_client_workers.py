@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from analysis.summary import summary_of_dir
 from replay.client.config import EngineSpec
 from replay.client.orchestrate import RunPlan, run_live
 from replay.client.pool import PartTail, start_key
+from replay.client.ray_workers import WORKER_TMP_PREFIX
 from replay.client.workers import PartWriter, last_seq, slots_of
 from replay.records import RequestRecord
 from replay.rundir import read_journal, read_requests
@@ -177,6 +179,7 @@ async def test_workers_on_a_local_ray_cluster(
     out = tmp_path / "r"
     plan = _plan(fake_engine.url, trace, out, sessions=4, duration_s=3.0, workers=2)
     plan = dataclasses.replace(plan, ray_address="local", keep_parts=True)
+    before = set(Path(tempfile.gettempdir()).glob(f"{WORKER_TMP_PREFIX}*"))
     try:
         outcome = await run_live(plan)
     finally:
@@ -184,6 +187,9 @@ async def test_workers_on_a_local_ray_cluster(
 
         ray.shutdown()
     assert outcome.status == "completed"
+    # The actors wrote in folders of their own (no shared filesystem needed), removed at
+    # their end; the lines reached the run directory's part files by the pull.
+    assert set(Path(tempfile.gettempdir()).glob(f"{WORKER_TMP_PREFIX}*")) <= before
     journal = read_journal(out)
     keys = [(r["worker"], r["seq"]) for r in journal]
     assert len(keys) == len(set(keys)) > 5
