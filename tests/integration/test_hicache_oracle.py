@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from replay.sim.native.crosscheck import tight
+from replay.sim.native.crosscheck import edits, tight
 from replay.sim.native.hicache_oracle import ENGINE, OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, agreement, conversations
 from replay.sim.native.worker import NativeError, Worker
@@ -89,3 +89,15 @@ def test_sglangs_two_tree_cores_give_the_same_host_hits(worker: Worker) -> None:
         ]
         assert got[0] == got[1]
         assert any(h.host for h in got[0])
+
+
+def test_a_state_reloaded_beside_device_kv_counts_the_tokens_as_the_hosts(worker: Worker) -> None:
+    """`edits` seed 1, request 5, 40 blocks at ratio 2: the KV on the device, the state only in
+    the host pool. SGLang's host hit is every backed-up token past the deepest device match
+    (`components/full.py:120-143`), and so is ours (tiers.py's "tree" rule): 32 from the host."""
+    reqs = edits(np.random.default_rng(1), B)
+    setup = Setup(40, 2.0)
+    theirs, pools = run_engine(worker, reqs, setup)
+    a = agreement(run_model(reqs, setup, pools), theirs)
+    assert a["differ"] == []
+    assert a["host"] == (32, 32)

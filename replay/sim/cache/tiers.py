@@ -39,7 +39,9 @@ installed in `.venv-vllm`, the versions the GPU tier models; paths inside the pa
    (`unified_cache/components/full.py:107-118`) and its Mamba state is on the device or in
    the host pool (`components/mamba.py:147-158`); only what is host-only is loaded back
    (`:183-188`, `mamba_host_hit_length`), so a state still on the device is reused beside
-   KV from the host, and the host's tokens are those of its host-only blocks. Not modelled:
+   KV from the host; the host's tokens are all of [r, p), r the deepest device match (KV and
+   state on the device), GPU copies of KV included (`components/full.py:120-143`,
+   `host_hit_length` sums the backed-up nodes' tokens past it). Not modelled:
    vLLM's CPU LRU may drop the host copy of an entry still on the GPU (SGLang's host LRU
    never does), which there makes a KV host hit whose state is only on the GPU a miss.
 4. What is loaded back: the host-only blocks of the prefix and the state if it is host-only;
@@ -228,7 +230,9 @@ class HostTier:
             state_load = not best.resident
             load = [b for b in covered if not b.resident]
             info.load_blocks = len(load)
-            info.host_tokens = sum(min(b.end, p) - b.index * B for b in load)
+            # the host's: every backed-up token past the deepest device match (KV and state on
+            # the device), GPU copies included (`components/full.py:120-143`, host_hit_length)
+            info.host_tokens = p - r
         else:  # vLLM: the connector loads [r, p) and the state at p from the host
             state_load = True
             load = [b for b in covered[r // B :] if not b.resident]
@@ -240,8 +244,7 @@ class HostTier:
             far = [b for b in load if b in x.blocks]
             far_state = state_load and not best.resident and best in x.states
             if far or far_state:
-                lo = 0 if self.rule == "tree" else r
-                ext = sum(min(b.end, p) - max(b.index * B, lo) for b in far)
+                ext = sum(min(b.end, p) - max(b.index * B, r) for b in far)
                 info.host_tokens -= ext
                 info.external_tokens = ext
                 info.load_blocks -= len(far)

@@ -134,7 +134,27 @@ def test_the_engines_resolve_a_hit_across_tiers_by_their_own_rules() -> None:
         info = cache.lookup(TokenPrefix(B_IDS, B), 112, 3.0)
         got[rule] = (info.resume_pos, info.host_tokens, info.load_blocks, info.state is None)
     assert got["connector"] == (48, 48, 3 + 2, True)
-    assert got["tree"] == (48, 16, 1, False)  # block 1 only; the state is on the GPU
+    # SGLang loads block 1 only, and counts all 48 tokens as the host's (the next test)
+    assert got["tree"] == (48, 48, 1, False)
+
+
+def test_sglang_counts_every_backed_up_token_past_the_device_match_as_the_host() -> None:
+    """The KV is on the GPU, the state at 48 only in host memory (the oracle's `edits` seed 1
+    request 5): SGLang loads the state alone, and its host hit is every token past the
+    deepest device match, 0 here (`components/full.py:120-143`), GPU copies of KV included."""
+    got = {}
+    for rule in ("connector", "tree"):
+        cache = _cache()
+        assert cache.host is not None
+        cache.host.rule = rule
+        _first_turn(cache)
+        (s48,) = [s for b in cache.nodes.values() for s in b.rstates if s.pos == 48]
+        cache.drop_state(s48)
+        info = cache.lookup(TokenPrefix(B_IDS, B), 112, 3.0)
+        got[rule] = (info.resume_pos, info.host_tokens, info.load_blocks, info.state is None)
+        assert info.resume().cached == 48
+    assert got["connector"] == (48, 48, 3 + 2, True)
+    assert got["tree"] == (48, 48, 2, True)  # the two-block state only
 
 
 def test_host_memory_holds_at_most_its_room_least_recent_out() -> None:
