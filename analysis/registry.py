@@ -112,6 +112,16 @@ def text(m: Metric, value: Any, dollar: bool = False) -> str:
     return out
 
 
+# The field's figures shown beside ours (issue 35, docs/field-numbers.md): where a table or
+# page shows them, it says where each definition comes from (the registry's description).
+FIELD_FIGURES = ("inferencex_total_tok_s_per_gpu", "theoretical_hit_rate_aiperf")
+
+
+def field_sources(view: View) -> str:
+    """The sources of the field's figures a view shows, a sentence each ('' for none)."""
+    return " ".join(f"{m.label}: {m.description}." for m in in_view(view) if m.key in FIELD_FIGURES)
+
+
 def column_format(m: Metric) -> str:
     """A Streamlit NumberColumn format for the metric: "percent", "localized", "%.2f",
     "dollar" or "$%.4f"."""
@@ -132,6 +142,7 @@ def severity(key: str) -> Severity:
 __all__ = [
     "BY_KEY",
     "EXECUTORS",
+    "FIELD_FIGURES",
     "METRICS",
     "NOT_LIVE_REASON",
     "TRACE_TIMING_REASON",
@@ -141,6 +152,7 @@ __all__ = [
     "View",
     "column_format",
     "executor_of",
+    "field_sources",
     "figure_label",
     "flag_of",
     "header",

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.manifest import manifest_seed, manifest_sessions
-from analysis.registry import BY_KEY, View, in_view, text
+from analysis.registry import BY_KEY, View, field_sources, in_view, text
 from analysis.report.content import ReportData
 from analysis.report.tables import Column, Kind, Table
 from analysis.saturation import verdict_text
@@ -34,6 +34,13 @@ def metric_text(metric: str, value: float) -> str:
 
 
 _KINDS: dict[str, Kind] = {"flag": "text", "json": "text"}
+
+
+# AA-AgentPerf's unit, as the SLO search gives it (analysis.slo_search).
+AGENTPERF_SOURCE = (
+    "AA-AgentPerf (artificialanalysis.ai/methodology/agentperf) reports concurrent agents "
+    "per accelerator under per-agent TTFT and output-speed targets"
+)
 
 
 def _cols(view: View) -> list[Column]:
@@ -189,7 +196,7 @@ def make_tables(data: ReportData) -> list[Table]:
                 _c("engine", "Engine", kind="text"),
                 *_cols("report.throughput"),
             ],
-            "± one standard error from time bins.",
+            "± one standard error from time bins. " + field_sources("report.throughput"),
         ),
         Table(
             "latency",
@@ -352,8 +359,9 @@ def _slo_search_tables(data: ReportData) -> list[Table]:
                 f"replay slo-search, {search.how}: the largest session count whose "
                 f"measured requests met the SLO on seed {search.seed} (bracketing, then "
                 f"bisection, {search.start}..{search.limit} sessions), rerun on seeds {seeds}; "
-                "agents per GPU = sessions ÷ the engine's GPUs; the tier is judged at the "
-                "share of requests shown (docs/field-numbers.md).",
+                "agents per GPU = sessions ÷ the engine's GPUs, as "
+                f"{AGENTPERF_SOURCE}; the tier is judged at the share of requests shown "
+                "(docs/field-numbers.md).",
             )
         )
     return tables

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from analysis.registry import column_format, figure_label, header, in_view, keys
+from analysis.registry import column_format, field_sources, figure_label, header, in_view, keys
 from analysis.sweeps import aggregate_sweep, capacity_crossing, first_saturated
 from dashboards.alike import Kind, group, kind_of
 from dashboards.figures import sweep_figure
@@ -29,7 +29,7 @@ from dashboards.views.common import available_runs, no_runs_message
 FIGURES = tuple((m.key, figure_label(m), m.fmt == "pct") for m in in_view("compare.figure"))
 TABLE_COLUMNS = ("engine", *keys("compare"))
 _FORMATS = {
-    m.key: st.column_config.NumberColumn(header(m), format=column_format(m))
+    m.key: st.column_config.NumberColumn(header(m), format=column_format(m), help=m.description)
     for m in in_view("compare")
     if m.fmt not in ("text", "flag", "json", "bool")
 }
@@ -161,3 +161,5 @@ def render(root: Path) -> None:
         width="stretch",
         column_config=_FORMATS,
     )
+    if sources := field_sources("compare"):
+        st.caption(sources)

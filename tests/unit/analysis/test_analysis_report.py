@@ -77,6 +77,9 @@ def test_table_numbers_match_hand_computed(builder: Builder, tmp_path: Path) -> 
     assert "| Output (tok/min/GPU) |" in md
     # InferenceX total: (2 × 1000 prompt + 2 × 60 output) tokens ÷ 65 s (sent 5, done 70)
     assert "| a | 2 | 1 | 2 | 60 ± 0 | 1,000 ± 0 | 33 | 65.0 ± 5.0 | 90.0 |" in md
+    # The field's figures name their sources beside the table (issue 35).
+    assert "SemiAnalysisAI/InferenceX" in md and "compute_throughput_stats" in md
+    assert "weka_metric_prepass.py" in md
     tex = (out / "tables" / "throughput.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "Hit rate (\\%)" in tex and "Output (tok/min/GPU)" in tex

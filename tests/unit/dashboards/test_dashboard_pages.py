@@ -151,6 +151,8 @@ def test_compare_page_plots_every_run(runs_root: Path) -> None:
     assert sorted(set(table["run_id"])) == ["larger", "small"]
     assert len(table) == 6  # two runs × three engines
     assert len(at.get("plotly_chart")) == 5
+    # The field's figures in the table say where their definitions come from (issue 35).
+    assert any("SemiAnalysisAI/InferenceX" in c.value for c in at.caption)
 
 
 def test_pricing_sliders_move_profit_by_the_rate_change(runs_root: Path) -> None:

@@ -55,6 +55,7 @@ def test_the_search_prints_agents_per_gpu_and_the_report_carries_it(tmp_path: Pa
     (table,) = [t for t in tables if t.name == "slo_search"]
     assert "agents per GPU" in table.title and "TTFT ≤ 0.4 s" in table.title
     assert table.data["agents_per_gpu"].tolist() == [e["agents_per_gpu"]]
+    assert "artificialanalysis.ai/methodology/agentperf" in table.note  # its source
 
 
 @pytest.mark.parametrize(
