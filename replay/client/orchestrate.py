@@ -75,7 +75,7 @@ from replay.rundir_models import (
     Limits as LimitRecord,
 )
 from replay.traces.model import Trace
-from replay.workload import Workload
+from replay.workload import DEFAULT_WORKLOAD, Workload
 
 
 class PreflightFailed(Exception):
@@ -330,6 +330,11 @@ def build_manifest(plan: RunPlan, reports: list[PreflightReport], salt: int) -> 
             gap_cap_s=w.gap_cap_s,
             warmup_s=w.warmup_s,
             start_range=(w.start_lo, w.start_hi),
+            # The start rules as a simulated run records them: None where the replay's own.
+            start_at=None if w.start_at == DEFAULT_WORKLOAD.start_at else w.start_at,
+            recycle_start=(
+                None if w.recycle_start == DEFAULT_WORKLOAD.recycle_start else w.recycle_start
+            ),
             subagents=w.subagents,
             replayed_duration_s=w.duration_s,
             replayed_window=w.window,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from replay.client.phases import PHASES, snapshot_path
 from replay.rundir import read_manifest, read_requests
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -86,6 +87,7 @@ def test_replay_run_rewrites_live_output_exactly(vllm_cpu: Any, tmp_path: Path) 
         "--no-panel",
         "--seed",
         "3",
+        "--reset-cache",  # the real engine's /reset_prefix_cache (issue 35, point 5)
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -119,3 +121,9 @@ def test_replay_run_rewrites_live_output_exactly(vllm_cpu: Any, tmp_path: Path) 
     summary = json.loads((out / "summary.json").read_text())["engines"]["vllm"]
     assert summary["hit_rate"] > 0.3
     assert summary["counter_hit_rate"] is not None and summary["counter_hit_rate"] > 0.3
+    # Phase hygiene against the real engine: reset after preflight, /metrics at each edge.
+    done = json.loads((out / "manifest.json").read_text())["engines"][0]["cache_reset"]
+    assert done["ok"] is True and done["route"] == "/reset_prefix_cache", done
+    for phase in PHASES:
+        text = snapshot_path(out, "vllm", phase).read_text()
+        assert "vllm:prefix_cache_queries" in text, phase
