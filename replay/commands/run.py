@@ -16,15 +16,17 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
 from replay.band import DEFAULT_SEEDS
+from replay.commands import run_options as O
 from replay.commands import run_spec
 from replay.commands.common import console, err_console, fail
 from replay.runspec import flags as F
+from replay.runspec.fields import EngineShape
 
 if TYPE_CHECKING:
     from replay.client.orchestrate import RunOutcome, RunPlan
@@ -390,69 +392,12 @@ def replay_run(
     _report(outcome, _band(outcome, spec, loaded, band_seeds))
 
 
-SLO_HELP = (
-    "SLO thresholds over the defaults ttft=6,itl=0.175,e2e=none,slowdown=2 (seconds; slowdown "
-    "= task time ÷ the trace's); 'none' drops one."
-)
-# `replay run`'s own options (the settings it shares with other commands are the spec's
-# fields' flags: replay.runspec.flags).
-_Engines = Annotated[
-    str | None, typer.Option("--engines", help="Engines to compare, e.g. flashstate,vllm,sglang.")
-]
-_Endpoint = Annotated[
-    list[str] | None,
-    typer.Option("--endpoint", help="NAME=URL (or NAME=KIND@URL) per engine; repeat."),
-]
-_Config = Annotated[
-    Path | None,
-    typer.Option("--config", help="YAML listing engines (url, model, gpus, gpu_type, kind)."),
-]
-_Resume = Annotated[
-    Path | None, typer.Option("--resume", help="Continue an interrupted run directory.")
-]
-_Panel = Annotated[bool, typer.Option("--panel/--no-panel", help="Live panel.")]
-_Slo = Annotated[str | None, typer.Option("--slo", help=SLO_HELP)]
-_Workers = Annotated[
-    int | None,
-    typer.Option("--workers", help="Client processes, each owning every K-th session (1)."),
-]
-_Ray = Annotated[
-    str | None,
-    typer.Option("--ray", help="Run the client workers on this Ray cluster ('local': here)."),
-]
-_EngineLog = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--engine-log",
-        help="NAME=PATH: the server log of an engine you started (replay engines launch "
-        "prints it); an engine that goes down gets its last error line in the run. Repeat.",
-    ),
-]
-_ResetCache = Annotated[
-    bool,
-    typer.Option(
-        "--reset-cache",
-        help="Reset each engine's prefix cache after preflight, before the first replay "
-        "request (vLLM: VLLM_SERVER_DEV_MODE=1; SGLang: /flush_cache).",
-    ),
-]
-_BandSeeds = Annotated[
-    int,
-    typer.Option(
-        "--band-seeds",
-        min=0,
-        help="Emulated runs: simulate the same point over this many seeds after the run "
-        "(the seed band beside the final table; band.json). 0: none.",
-    ),
-]
-
-
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
-        engines: _Engines = None,
-        endpoint: _Endpoint = None,
-        config: _Config = None,
+        engines: O.Engines = None,
+        endpoint: O.Endpoint = None,
+        config: O.Config = None,
         trace: F.Trace = None,
         sessions: F.Sessions = None,
         duration_min: F.DurationMin = None,
@@ -468,12 +413,12 @@ def register(app: typer.Typer) -> None:
         start_at: F.StartAt = None,
         recycle_start: F.RecycleStart = None,
         out: F.Out = None,
-        resume: _Resume = None,
+        resume: O.Resume = None,
         retries: F.Retries = None,
         stall_s: F.StallTimeoutS = None,
         request_timeout_s: F.RequestTimeoutS = None,
-        show_panel: _Panel = True,
-        slo: _Slo = None,
+        show_panel: O.Panel = True,
+        slo: O.Slo = None,
         router: F.Router = None,
         replicas: F.Replicas = None,
         capacity_blocks: F.CapacityBlocks = None,
@@ -482,11 +427,11 @@ def register(app: typer.Typer) -> None:
         external_memory_gb: F.ExternalMemoryGb = None,
         external_bandwidth_gbs: F.ExternalBandwidthGbs = None,
         external_store: F.ExternalStore = None,
-        workers: _Workers = None,
-        ray: _Ray = None,
-        engine_log: _EngineLog = None,
-        reset_cache: _ResetCache = False,
-        band_seeds: _BandSeeds = DEFAULT_SEEDS,
+        workers: O.Workers = None,
+        ray: O.Ray = None,
+        engine_log: O.EngineLog = None,
+        reset_cache: O.ResetCache = False,
+        band_seeds: O.BandSeeds = DEFAULT_SEEDS,
     ) -> None:
         """Replay agent trajectories against engines side by side and record every request."""
         from replay.runspec.live import RunFlags
@@ -497,14 +442,13 @@ def register(app: typer.Typer) -> None:
                   start_range=start_range, start_at=start_at,
                   recycle_start=recycle_start)  # fmt: skip
         limits = dict(retries=retries, stall_timeout_s=stall_s, request_timeout_s=request_timeout_s)
-        flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out,
-                         capacity_blocks, host_memory_gb, host_bandwidth_gbs,
-                         external_memory_gb, external_bandwidth_gbs, external_store)  # fmt: skip
+        cache: dict[str, Any] = dict(
+            capacity_blocks=capacity_blocks, host_memory_gb=host_memory_gb,
+            host_bandwidth_gbs=host_bandwidth_gbs, external_memory_gb=external_memory_gb,
+            external_bandwidth_gbs=external_bandwidth_gbs, external_store=external_store,
+        )  # fmt: skip
+        flags = RunFlags(engines, endpoint or [], config, resume, wl, limits, slo, out, **cache)
         given = {"--engines": engines, "--config": config, **F.given_flags(wl), "--out": out,
-                 "--capacity-blocks": capacity_blocks, "--host-memory-gb": host_memory_gb,
-                 "--host-bandwidth-gbs": host_bandwidth_gbs,
-                 "--external-memory-gb": external_memory_gb,
-                 "--external-bandwidth-gbs": external_bandwidth_gbs,
-                 "--external-store": external_store}  # fmt: skip
+                 **F.given_flags(cache, EngineShape)}  # fmt: skip
         fleet = dict(router=router, replicas=replicas, workers=workers, ray=ray)
         replay_run(flags, given, show_panel, fleet, band_seeds, engine_log, reset_cache)

@@ -101,6 +101,12 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
     return _once(counts, "--replicas"), _once(names, "--router")
 
 
+def _zero_is_none(engine: dict[str, Any]) -> dict[str, Any]:
+    """`--host-memory-gb 0` and `--external-memory-gb 0` are the flags' defaults: no tier."""
+    tiers = ("host_memory_gb", "external_memory_gb")
+    return {k: (v or None) if k in tiers else v for k, v in engine.items()}
+
+
 def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int, timing: str,
           engine: dict[str, Any], fleet: tuple[str | None, str | None]) -> SweepSpec:  # fmt: skip
     """The sweep's spec from its flags; a refused value fails naming its flag."""
@@ -131,7 +137,8 @@ def _spec(given: dict[str, Any], policies: str, sessions: str | None, seeds: int
             for note in preset_notes(wl.preset, wl.duration_min):
                 err_console.print(note, highlight=False)
         shape = build(
-            EngineShape, [Layer(FLAGS, engine), Layer("default", {"profile": DEFAULT_MODEL})]
+            EngineShape,
+            [Layer(FLAGS, _zero_is_none(engine)), Layer("default", {"profile": DEFAULT_MODEL})],
         )
         load_profile(shape.profile or DEFAULT_MODEL)
     except SpecError as e:
@@ -398,12 +405,10 @@ def register(app: typer.Typer) -> None:
                      gap_cap_s=gap_cap_s, warmup_s=warmup_s, subagents=subagents,
                      preset=preset, start_range=start_range, start_at=start_at,
                      recycle_start=recycle_start)  # fmt: skip
-        engine = {"profile": model, "capacity_blocks": capacity_blocks,
-                  "host_memory_gb": host_memory_gb or None,
-                  "host_bandwidth_gbs": host_bandwidth_gbs,
-                  "external_memory_gb": external_memory_gb or None,
-                  "external_bandwidth_gbs": external_bandwidth_gbs,
-                  "external_store": external_store}  # fmt: skip
+        engine = dict(profile=model, capacity_blocks=capacity_blocks, host_memory_gb=host_memory_gb,
+                      host_bandwidth_gbs=host_bandwidth_gbs, external_memory_gb=external_memory_gb,
+                      external_bandwidth_gbs=external_bandwidth_gbs,
+                      external_store=external_store)  # fmt: skip
         spec = _spec(given, policies, sessions, seeds, timing, engine, (replicas, router))
         tr, scale = _load(spec, token_scale)
         _check_executors(spec.policies, ray)

@@ -129,10 +129,11 @@ __all__ = [
 ]
 
 
-def given_flags(values: dict[str, Any]) -> dict[str, Any]:
-    """`{field: value}` of a command's workload flags as `{flag: value}` (for messages)."""
+def given_flags(values: dict[str, Any], model: type[BaseModel] = WorkloadSpec) -> dict[str, Any]:
+    """`{field: value}` of a command's flags for one spec model's fields (the workload's by
+    default) as `{flag: value}` (for messages)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        flag = flag_of(WorkloadSpec.model_fields[key])
+        flag = flag_of(model.model_fields[key])
         out[flag or key] = value
     return out
