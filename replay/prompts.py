@@ -28,9 +28,10 @@ read-only view of it, the generated ids are appended after it, and the next turn
 past everything written so far, so what was handed out never changes (the ideal-prefix index
 keeps views of it); a context edit, a prompt cut short of the ids written, or a side call
 starts a new buffer (the main turn after a side call goes on writing where the main turn
-before it stopped). A turn is kept until a later one starts with all its blocks. A namespace remembers which block hashes it has sent (a sorted int64 array) and the
-tokens of only those blocks that differ from what the token space synthesises for the hash
-(the ones holding generated ids): the first content sent for a hash still wins.
+before it stopped). A turn is kept until the last request continuing it is built. A
+namespace remembers which block hashes it has sent (a sorted int64 array) and the tokens of
+only those blocks that differ from what the token space synthesises for the hash (the ones
+holding generated ids): the first content sent for a hash still wins.
 """
 
 from __future__ import annotations
@@ -205,10 +206,12 @@ class Context:
         self.ns = ns
         self.identity = identity or trajectory.namespace
         self._lineage: Lineage | None = None
-        # Turns that came back and that a later one may continue (`Lineage.among`): their
-        # buffer, prompt length and generated length. A turn whose blocks a later one
-        # starts with is dropped (`Lineage.extends`): nothing descends from it any more.
+        self._start: int | None = None  # the first request built
+        # Turns that came back and that a later one will continue (`Lineage.among`): their
+        # buffer, prompt length and generated length, each until the last request linked to
+        # it (`Lineage.last_links`, the turns replayed in order from `_start`) is built.
         self._turns: dict[int, tuple[_Buffer, int, int]] = {}
+        self._last_links: np.ndarray | None = None
         # When the last prompt built grows the turn it descends from (the trace keeps that
         # turn's whole context): that turn's prompt and generated ids, which it should
         # start with exactly.
@@ -277,6 +280,8 @@ class Context:
         n = int(tr.input_tokens[i])
         bs = tr.block_size
         blocks = tr.blocks(i)
+        if self._start is None:
+            self._start = i
         # The prompt starts with positions [0, kept) of the buffer of the turn it descends
         # from, then synthesised ones.
         buf, kept = self._source(i, bs)
@@ -297,9 +302,7 @@ class Context:
         self._base = None
         if not self._turns:
             return _Buffer(_EMPTY, 0), 0
-        if self._lineage is None:
-            self._lineage = Lineage(self.trajectory)
-        j, shared = self._lineage.among(i, self._turns)
+        j, shared = self._lineage_of().among(i, self._turns)
         if j < 0:
             return _Buffer(_EMPTY, 0), 0
         buf, p, g = self._turns[j]
@@ -310,6 +313,11 @@ class Context:
             return buf, p + g
         # A context edit: keep the shared full blocks exactly, re-synthesise the rest.
         return buf, shared * bs
+
+    def _lineage_of(self) -> Lineage:
+        if self._lineage is None:
+            self._lineage = Lineage(self.trajectory)
+        return self._lineage
 
     def extends_previous(self, prompt: np.ndarray) -> bool | None:
         """For the prompt just built: does it start with the actual prompt and generated ids
@@ -366,12 +374,14 @@ class Context:
             buf = self._writable(_Buffer(np.asarray(prompt, dtype=np.int32), -1), p, p + g, i)
         buf.ids[p : p + g] = gen
         buf.written = p + g
-        if self._lineage is None:
-            self._lineage = Lineage(self.trajectory)
-        lin = self._lineage
-        for j in [j for j in self._turns if j < i and lin.extends(j, i)]:
+        if self._last_links is None:
+            start = i if self._start is None else self._start
+            self._last_links = self._lineage_of().last_links(start)
+        last = self._last_links
+        for j in [j for j in self._turns if last[j] <= i]:
             del self._turns[j]
-        self._turns[i] = (buf, p, g)
+        if last[i] > i:
+            self._turns[i] = (buf, p, g)
         self._last = self._last_buf = None
         self._done = (prompt, generated, buf, p)
 

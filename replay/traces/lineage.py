@@ -88,15 +88,16 @@ class Lineage:
                 best, best_d = k, c
         return best, best_d
 
-    def extends(self, j: int, i: int) -> bool:
-        """Whether request `i` starts with all of request `j`'s blocks: then every later
-        request shares at least as many with `i` as with `j`, and `i` wins the tie, so `j`
-        is nobody's predecessor from here on."""
-        a, b = self._blocks(j), self._blocks(i)
-        k = a.shape[0]
-        if k > b.shape[0] or (k and a[k - 1] != b[k - 1]):
-            return False
-        return common_blocks(a, b) == k
+    def last_links(self, start: int) -> np.ndarray:
+        """Per request: the last request `among` links to it when every request from `start`
+        on is replayed in order (-1: none). Past that request nothing descends from it, so
+        whoever keeps what a request sent and got back may let it go."""
+        out = np.full(self.tr.num_requests, -1, dtype=np.int64)
+        for x in range(start + 1, self.tr.num_requests):
+            j, _ = self.among(x, range(start, x))
+            if j >= 0:
+                out[j] = x
+        return out
 
     def _blocks(self, j: int) -> np.ndarray:
         return self._ids[self._off[j] : self._off[j + 1]]

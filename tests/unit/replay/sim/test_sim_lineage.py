@@ -151,11 +151,20 @@ def test_among_falls_back_to_the_closest_replayed_request(tmp_path: Path) -> Non
     assert lin.among(4, [0, 1, 2, 3]) == (-1, 0)
 
 
-def test_a_request_starting_with_all_of_another_supersedes_it(tmp_path: Path) -> None:
+def test_last_links_name_the_last_request_continuing_each(tmp_path: Path) -> None:
     tr = _trajectory(
         tmp_path,
-        [(200, 10, [1, 2, 3]), (300, 10, [1, 2, 3, 4]), (250, 10, [1, 2, 9, 4]), (60, 10, [])],
+        [
+            (200, 10, [1, 2, 3]),  # 0
+            (60, 10, [70]),  # 1: side call
+            (300, 10, [1, 2, 3, 4]),  # 2: continues 0
+            (60, 10, [70, 71]),  # 3: continues the side call
+            (350, 10, [1, 2, 3, 4, 5]),  # 4: continues 2
+            (250, 10, [1, 2, 3, 9]),  # 5: an edit, continues 4 (a tie with 2: the latest)
+        ],
     )
     lin = Lineage(tr)
-    assert lin.extends(0, 1) and not lin.extends(1, 2) and not lin.extends(0, 2)
-    assert lin.extends(3, 2)  # no blocks: nothing to continue
+    assert list(lin.last_links(0)) == [2, 3, 4, -1, 5, -1]
+    # Replayed from request 2: request 3's predecessor (1) was never sent, and nothing
+    # replayed shares its first block.
+    assert list(lin.last_links(2)) == [-1, -1, 4, -1, 5, -1]
