@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.counters import counter_hit_rate
+from analysis.counters import counter_hit_rate, counter_offload_hit_rate
 from analysis.manifest import (
     Window,
     manifest_sessions,
@@ -394,6 +394,7 @@ def window_metrics(run: Run, window: Window | tuple[float, float] | None = None)
         row["token_scale"] = manifest_token_scale(run.manifest)
         row.update(engine_metrics(engine_data(run, engine), win, info.gpus, row["token_scale"]))
         row["counter_hit_rate"] = counter_hit_rate(run.server_metrics, engine, win)
+        row["counter_offload_hit_rate"] = counter_offload_hit_rate(run.server_metrics, engine, win)
         row["working_set_ratio"] = working_set_ratio(run, engine)
         row["run_id"] = run.run_id
         rows.append(row)

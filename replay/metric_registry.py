@@ -205,6 +205,13 @@ METRICS: tuple[Metric, ...] = (
     _M("counter_hit_rate", "Counter hit", "%", "pct", 1, better="higher",
        description="engine counters' hits ÷ queries over the window",
        views=_v("final", "sweep", "report.throughput")),
+    _M("counter_offload_hit_rate", "Counter host+store hit", "%", "pct", 1,
+       only_when="the engine's counters carry offloaded tokens (a vLLM KV connector, SGLang's "
+       "HiCache sources)",
+       description="engine counters' prompt tokens loaded from host memory or an external store "
+       "÷ prompt tokens over the window: vLLM's KV-connector tokens (external_kv_transfer), "
+       "SGLang's host and storage cached tokens; host memory and external store together",
+       views=_v("final")),
     _M("trajectories_finished", "Finished", "traj.", "int", value="int", better="higher",
        description="trajectories finished in the window",
        views=_v("panel", "sweep", "report.throughput")),  # the final table: tasks_finished

@@ -48,6 +48,8 @@ def final_table(outcome: RunOutcome, band: Band | None = None) -> Table:
     for name in engines:
         t.add_column(name, justify="right")
     for m in in_view("final"):  # the registry's metrics for this table, in its order
+        if m.only_when and all(v.get(m.key) is None for v in engines.values()):
+            continue  # produced under a condition no engine of the run meets
         cells = [_cell(m, v.get(m.key, econ.get(n, {}).get(m.key))) for n, v in engines.items()]
         t.add_row(row_title(m), *cells)
     if band is not None:

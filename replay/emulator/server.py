@@ -125,6 +125,7 @@ class EmulatorServer:
         # Cached tokens a lying sequence reports (`--lie-cached-rate`), by sequence id.
         self._claims: dict[int, int] = {}
         self.resets = 0  # prefix-cache resets done (`/reset_prefix_cache`, `/flush_cache`)
+        self._tiered = getattr(self.cache, "host", None) is not None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -263,6 +264,9 @@ class EmulatorServer:
             usage=self.cache.usage(),
             block_tokens=self.profile.block_tokens,
             blocks=self.cache.capacity_blocks or 0,
+            # A cache with tiers (issue 34): the hits' shares by tier, as the engine has them.
+            cached_host=c.cached_tokens_host if self._tiered else None,
+            cached_external=c.cached_tokens_external,
         )
 
     async def _metrics(self, _req: web.Request) -> web.Response:

@@ -26,6 +26,10 @@ KEPT_METRICS: frozenset[str] = frozenset(
         "vllm:prefix_cache_queries_total",
         "vllm:prefix_cache_hits_total",
         "vllm:prompt_tokens_by_source_total",
+        # A KV connector's hits (vLLM with host memory or a store: issue 34).
+        "vllm:external_prefix_cache_hits_total",
+        "vllm:external_prefix_cache_queries_total",
+        "vllm:prompt_tokens_cached_by_source_total",
         "vllm:prompt_tokens_total",
         "vllm:generation_tokens_total",
         "vllm:kv_cache_usage_perc",

@@ -57,3 +57,61 @@ def test_a_prefix_the_gpu_dropped_is_served_from_host_memory(engine: str) -> Non
         stats = json.load(urllib.request.urlopen(url + "/emulator/stats", timeout=10))
         assert stats["config"]["host_memory_gb"] == 64.0
         assert stats["counters"]["cached_tokens"] >= 192
+
+
+def _metrics(url: str) -> dict[str, float]:
+    """`/metrics` as `name[label value]` -> value (the `source` / `cache_source` label)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            tier = s.labels.get("source") or s.labels.get("cache_source")
+            out[f"{s.name}[{tier}]" if tier else s.name] = s.value
+    return out
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_metrics_split_the_hits_by_tier_as_the_engines_do(engine: str) -> None:
+    """vLLM 0.32: host-served tokens are `external_kv_transfer` and connector hits, the
+    GPU's own hits `prefix_cache_hits` / `local_cache_hit`; SGLang 0.5.22: `cached_tokens`
+    by `cache_source`. The emulator's counters hold the split the engine model made."""
+    shape = dict(port=0, time_scale=1000.0, blocks=300, block_tokens=64)
+    tiered = emulator_config(engine, host_memory_gb=64.0, host_bandwidth_gbs=32.0, **shape)
+    with start_emulator_group([tiered]) as group:
+        url = group.urls[engine]
+        assert _replay(url) >= 192
+        c = json.load(urllib.request.urlopen(url + "/emulator/stats", timeout=10))["counters"]
+        m = _metrics(url)
+    host, cached = c["cached_tokens_host"], c["cached_tokens"]
+    assert host >= 192 and c["cached_tokens_external"] == 0  # no store: all from the host
+    gpu = cached - host
+    if engine == "vllm":
+        assert m["vllm:prompt_tokens_by_source_total[external_kv_transfer]"] == host
+        assert m["vllm:prompt_tokens_by_source_total[local_cache_hit]"] == gpu
+        assert m["vllm:prefix_cache_hits_total"] == gpu
+        assert m["vllm:external_prefix_cache_hits_total"] == host
+        queries = m["vllm:prefix_cache_queries_total"]
+        assert m["vllm:external_prefix_cache_queries_total"] == queries - gpu
+        assert m["vllm:prompt_tokens_cached_by_source_total[host]"] == host
+        assert m["vllm:prompt_tokens_cached_by_source_total[device]"] == gpu
+        assert m["vllm:prompt_tokens_cached_total"] == cached
+    else:
+        assert m["sglang:cached_tokens_total[host]"] == host
+        assert m["sglang:cached_tokens_total[device]"] == gpu
+        assert "sglang:cached_tokens_total[storage]" not in m  # no store served any
+
+
+def test_an_untiered_emulator_exports_no_tier_metrics() -> None:
+    shape = dict(port=0, time_scale=1000.0, blocks=300, block_tokens=64)
+    with start_emulator_group([emulator_config("vllm", **shape)]) as group:
+        url = group.urls["vllm"]
+        _complete(url, SESSION)
+        _complete(url, NEXT_TURN)
+        m = _metrics(url)
+    hits = m["vllm:prefix_cache_hits_total"]
+    assert hits > 0
+    assert m["vllm:prompt_tokens_by_source_total[local_cache_hit]"] == hits
+    assert m["vllm:prompt_tokens_by_source_total[external_kv_transfer]"] == 0
+    assert not any("external_prefix" in k or "cached_by_source" in k for k in m)

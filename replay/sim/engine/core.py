@@ -183,6 +183,9 @@ class EngineCore(PerStepScheduling):
         seq.resume = resume
         self.counters.prompt_tokens += seq.prompt_len
         self.counters.cached_tokens += resume.cached
+        if resume.cached_host is not None:  # a cache with tiers: the shares by tier
+            self.counters.cached_tokens_host += resume.cached_host
+            self.counters.cached_tokens_external += resume.cached_external or 0
         return True
 
     def _admit_head(self, now: float) -> Sequence | None:

@@ -91,6 +91,10 @@ class EngineCounters:
 
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    # Of `cached_tokens`, those a cache with tiers (issue 34) served from host memory and
+    # from the external store (`Resume.cached_host` / `cached_external`); 0 without tiers.
+    cached_tokens_host: int = 0
+    cached_tokens_external: int = 0
     generation_tokens: int = 0
     requests_finished: int = 0
     requests_aborted: int = 0

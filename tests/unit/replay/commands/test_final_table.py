@@ -104,3 +104,9 @@ def test_a_ratio_with_a_saturated_side_is_a_ratio_of_ceilings() -> None:
     assert panel.loc[("a", "hit_rate"), "ratio_label"] == "2.00× better"  # not a throughput
     calm = comparison_panel(table.assign(saturated=False)).set_index(["engine", "metric"])
     assert calm.loc[("a", "output_tokens_per_min_per_gpu"), "ratio_label"] == "2.00× worse"
+
+
+def test_the_offload_hit_row_only_for_an_engine_whose_counters_carry_it(tmp_path: Path) -> None:
+    assert "counter host+store hit" not in _text(_run(tmp_path / "a"))
+    out = _text(_run(tmp_path / "b", counter_offload_hit_rate=0.25))
+    assert "counter host+store hit │ 25.0% │" in out
