@@ -11,7 +11,7 @@ summed. Counter pairs understood (hits, queries), in tokens:
 (each also without the ``_total`` suffix, and with ``_`` for ``:``). A vLLM with a KV connector
 (host memory, an external store) counts the connector's hits apart: its prefix-cache hits are
 ``vllm:prefix_cache_hits`` + ``vllm:external_prefix_cache_hits`` (vLLM 0.32,
-vllm/v1/metrics/loggers.py:782-789: the cached tokens "sum to vllm:prefix_cache_hits +
+vllm/v1/metrics/loggers.py:782-788: the cached tokens "sum to vllm:prefix_cache_hits +
 vllm:external_prefix_cache_hits").
 
 The offload hit rate (`counter_offload_hit_rate`) needs the ``labels`` column (JSON of the

@@ -170,7 +170,7 @@ class _EngineCollector(Collector):
             "Prefix-cache hit tokens by the cache tier that supplied them.",
             [*labels, "source"],
             [
-                # vLLM creates every source's sample at start (loggers.py:790-795).
+                # vLLM creates every source's sample at start (loggers.py:792-796).
                 ([*base, "device"], s.cached_device),
                 ([*base, "host"], host),
                 ([*base, "p2p"], 0),

@@ -1,9 +1,9 @@
 """An emulator with a host-memory tier (issue 34: `replay serve-sim --host-memory-gb`, and
 `replay run --host-memory-gb` for the emulators it starts): a session's next turn, after other
 sessions pushed its prefix out of a small GPU cache, is served from host memory, its tokens
-reported as cached (the emulator's answers carry no tier split: the engines' own APIs have
-none), where the same emulator without the tier recomputes the prompt. Child processes, as
-`replay run` starts them (`start_emulator_group`, the config's command line)."""
+reported as cached (the emulator's answers carry no tier split), where the same emulator without the tier recomputes the prompt. Child processes, as
+`replay run` starts them (`start_emulator_group`, the config's command line). Their `/metrics`
+split the hits by tier as vLLM 0.32 and SGLang 0.5.22 do (replay/emulator/metrics.py)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,26 @@ def test_an_untiered_emulator_exports_no_tier_metrics() -> None:
     assert m["vllm:prompt_tokens_by_source_total[local_cache_hit]"] == hits
     assert m["vllm:prompt_tokens_by_source_total[external_kv_transfer]"] == 0
     assert not any("external_prefix" in k or "cached_by_source" in k for k in m)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_stores_tokens_are_the_connectors_and_storage(engine: str) -> None:
+    """With host memory no larger than the GPU cache, a dropped prefix comes from a Mooncake
+    store (tests/integration/test_emulator_external_store.py): vLLM counts it as the
+    connector's `external_unspecified` (MooncakeStoreConnector names no tier), SGLang as
+    `storage`."""
+    shape = dict(port=0, time_scale=1000.0, blocks=300, block_tokens=64, host_memory_gb=8.0)
+    with start_emulator_group([emulator_config(engine, external_memory_gb=64.0, **shape)]) as g:
+        url = g.urls[engine]
+        assert _replay(url) >= 192
+        c = json.load(urllib.request.urlopen(url + "/emulator/stats", timeout=10))["counters"]
+        m = _metrics(url)
+    store, host = c["cached_tokens_external"], c["cached_tokens_host"]
+    assert store >= 192
+    if engine == "vllm":
+        assert m["vllm:prompt_tokens_by_source_total[external_kv_transfer]"] == host + store
+        assert m["vllm:prompt_tokens_cached_by_source_total[external_unspecified]"] == store
+        assert m["vllm:prompt_tokens_cached_by_source_total[host]"] == host
+    else:
+        assert m["sglang:cached_tokens_total[storage]"] == store
+        assert m["sglang:cached_tokens_total[host]"] == host
