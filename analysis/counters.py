@@ -17,8 +17,8 @@ vllm:external_prefix_cache_hits").
 The offload hit rate (`counter_offload_hit_rate`) needs the ``labels`` column (JSON of the
 sample's labels, as `replay.engines.scrape` writes it): vLLM's
 ``vllm:prompt_tokens_by_source{source="external_kv_transfer"}`` ÷ the family's sum over its
-sources (stats.py:426-470, `PromptTokenStats`), counted only when the engine exports
-``vllm:external_prefix_cache_hits``; SGLang's ``sglang:cached_tokens{cache_source}`` "host"
+sources (stats.py:426-470, `PromptTokenStats`), counted only when the engine's
+``vllm:external_prefix_cache_queries`` grew over the window (it has a KV connector); SGLang's ``sglang:cached_tokens{cache_source}`` "host"
 and "storage" ÷ ``sglang:prompt_tokens`` (srt/observability/metrics_collector.py:1869-1873,
 2049-2065), only when its cached tokens carry ``cache_source``.
 """
@@ -92,6 +92,7 @@ def counter_hit_rate(server_metrics: pd.DataFrame | None, engine: str, window: W
 
 
 _EXTERNAL_HITS = "vllm:external_prefix_cache_hits"
+_EXTERNAL_QUERIES = "vllm:external_prefix_cache_queries"
 # (counter, label, the label's offloaded values, the denominator: None = the counter's sum)
 _OFFLOAD: tuple[tuple[str, str, frozenset[str], str | None], ...] = (
     ("vllm:prompt_tokens_by_source", "source", frozenset({"external_kv_transfer"}), None),
@@ -128,8 +129,12 @@ def counter_offload_hit_rate(
         return math.nan
     rows = server_metrics[server_metrics["engine"] == engine]
     names = rows[name_col].astype(str).map(canonical_name)
-    if (names == "vllm:prefix_cache_hits").any() and not (names == _EXTERNAL_HITS).any():
-        return math.nan  # a vLLM without a KV connector: nothing is loaded
+    if (names == "vllm:prefix_cache_hits").any():
+        # A vLLM without a KV connector exports its counters at 0 (created at start,
+        # loggers.py:683-706) and never queries it: nothing is loaded, no figure.
+        queried = rows[names == _EXTERNAL_QUERIES]
+        if queried.empty or not _delta(queried, window) > 0:
+            return math.nan
     for counter, key, offloaded, denominator in _OFFLOAD:
         family = rows[names == counter]
         tiers = family["labels"].map(lambda x, k=key: _label(x, k))

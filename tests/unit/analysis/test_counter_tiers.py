@@ -54,6 +54,16 @@ def test_a_vllm_without_a_connector_has_no_offload_figure() -> None:
     frame = _vllm(connector=False)
     assert counter_hit_rate(frame, "a", WINDOW) == pytest.approx(300 / 1000)
     assert math.isnan(counter_offload_hit_rate(frame, "a", WINDOW))
+    # A real vLLM exports the connector's counters at 0 without a connector.
+    zeros = pd.concat(
+        [
+            frame,
+            pd.DataFrame(_rows("vllm:external_prefix_cache_hits_total", (0, 0, 0))),
+            pd.DataFrame(_rows("vllm:external_prefix_cache_queries_total", (0, 0, 0))),
+        ]
+    )
+    assert counter_hit_rate(zeros, "a", WINDOW) == pytest.approx(300 / 1000)
+    assert math.isnan(counter_offload_hit_rate(zeros, "a", WINDOW))
 
 
 def test_sglang_hicache_host_and_storage_tokens() -> None:
