@@ -26,7 +26,7 @@ from replay.profiles import ModelProfile
 from replay.sim.cache.hybrid import HybridCache
 from replay.sim.cache.policies import make_policy
 from replay.sim.cache.tiers import HostTier
-from replay.sim.native.host_oracle import STATE_BLOCKS, B, Hit, Req, _sequences
+from replay.sim.native.host_oracle import STATE_BLOCKS, B, Hit, Req, _sequences, model_hits
 from replay.sim.native.sglang_cache import engine_config as sglang_config
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import ENGINES, EngineSpec, Worker
@@ -114,17 +114,4 @@ def model_cache(setup: Setup, host: tuple[int, int]) -> HybridCache:
 
 def run_model(reqs: Sequence[Req], setup: Setup, host: tuple[int, int]) -> list[Hit]:
     """Our model's hits per request, the requests one after another."""
-    cache = model_cache(setup, host)
-    out: list[Hit] = []
-    t = 0.0
-    for r, seq in zip(reqs, _sequences(reqs), strict=True):
-        info = cache.lookup(seq, r.n, t)
-        h = cache.begin(seq, r.n, info, t)
-        if not cache.reserve(h, r.n + r.out, t):
-            raise RuntimeError(f"a {r.n}-token prompt does not fit {setup.capacity} blocks")
-        out.append(Hit(info.resume_pos - info.host_tokens, info.host_tokens))
-        cache.prefill_done(h, t)
-        t += 1.0
-        cache.finish(h, seq, r.n + r.out, t)
-        t += 1.0
-    return out
+    return model_hits(model_cache(setup, host), reqs, setup.capacity)

@@ -143,6 +143,12 @@ def run_model(reqs: Sequence[Req], capacity: int, host_blocks: int) -> list[Hit]
     prof = profile(capacity)
     cache: HybridCache = make_policy("vllm", prof).make_cache(prof)
     cache.host = HostTier(cache, host_blocks, None, "connector", 1.0, 1.0)
+    return model_hits(cache, reqs, capacity)
+
+
+def model_hits(cache: HybridCache, reqs: Sequence[Req], capacity: int) -> list[Hit]:
+    """The hits of our cache (with its host tier) per request, the requests one after
+    another, each finished before the next is looked up (as the engines' oracles run)."""
     out: list[Hit] = []
     t = 0.0
     for r, seq in zip(reqs, _sequences(reqs), strict=True):
