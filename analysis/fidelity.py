@@ -10,7 +10,9 @@ the requests scheduled in the window that finished ``ok``:
 - prompt: the live prompt length against the trace's ``in`` (``trace_prompt_tokens``);
   token-id prompts match by construction, a text endpoint counts its own tokens;
 - continuation: the share of turns that the trace continues (not a context edit) whose
-  prompt extends the previous turn's actual prompt + output exactly (``extends_previous``).
+  prompt extends the actual prompt + output of the turn it continues exactly (its lineage
+  predecessor, ``replay.traces.lineage``: the previous turn except after a side call;
+  ``extends_previous``).
 
 A run drifts when more than 1% of requests mismatch (`DRIFT_FLAG`) or fewer than 99% of
 continuation turns extend exactly. aiperf found cloned traces inflating hit rates (its issue
@@ -80,7 +82,9 @@ def drift(df: pd.DataFrame, window: Window) -> dict[str, Any]:
         reasons.append(f"{result['prompt_mismatches']} of {n_p} prompts differ from the trace's")
     if n_ext and result["continuation_exact_share"] < 1 - DRIFT_FLAG:
         miss = n_ext - result["continuation_exact"]
-        reasons.append(f"{miss} of {n_ext} continuation turns do not extend the previous exactly")
+        reasons.append(
+            f"{miss} of {n_ext} continuation turns do not extend the turn they continue exactly"
+        )
     result["flagged"] = bool(reasons)
     result["reasons"] = reasons
     if not (n_out or n_p or n_ext):

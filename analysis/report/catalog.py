@@ -143,7 +143,7 @@ def _verdict_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
                 *_cols("report.fidelity"),
             ],
             "Drift (live runs): outputs or prompts whose length differs from the trace's, and "
-            "continuation turns that do not extend the previous turn exactly. Unexplained "
+            "continuation turns that do not extend the turn they continue exactly. Unexplained "
             "hits: cached beyond what this run had computed in its first minutes (a warm cache).",
         ),
     ]
