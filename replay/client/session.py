@@ -323,6 +323,8 @@ class EngineSessions:
         rec.first_token_s = self._s(res.first_token_ns)
         rec.done_s = self._s(res.done_ns)
         rec.cached_tokens = res.cached_tokens
+        # By tier where the engine split them per request (SGLang's cached_tokens_details).
+        rec.cached_tokens_host, rec.cached_tokens_external = res.cached_host, res.cached_external
         rec.output_tokens = res.output_tokens or len(res.output_ids)
         rec.finish_reason = res.finish_reason
         rec.status = res.status  # type: ignore[assignment]

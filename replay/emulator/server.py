@@ -47,6 +47,7 @@ from replay.emulator.shapes import (
     GenerateShaper,
     MessagesShaper,
     Shaper,
+    sglang_details,
 )
 from replay.emulator.tokenizer import load_tokenizer
 from replay.profiles import ModelProfile
@@ -385,6 +386,8 @@ class EmulatorServer:
             sinks.append(sink)
             self._sinks[sid] = sink
         shaper: Shaper = _APIS[api][1](req, self.model_id, self.tokenizer)
+        if self._tiered and isinstance(shaper, GenerateShaper):  # SGLang's split by tier
+            shaper.details = lambda: self._details(seqs[0])
         try:
             for seq in seqs:
                 self.runner.submit(seq)
@@ -432,6 +435,11 @@ class EmulatorServer:
         if claim is not None:
             return claim
         return seq.resume.cached if seq.resume is not None else 0
+
+    def _details(self, seq: Sequence) -> dict[str, int] | None:
+        """`seq`'s `cached_tokens_details` as SGLang answers them (`sglang_details`)."""
+        store = getattr(getattr(self.cache, "host", None), "external", None) is not None
+        return sglang_details(self._reported(seq), seq.resume, store)
 
     def _cached(self, seqs: list[Sequence]) -> int:
         return sum(self._reported(s) for s in seqs)

@@ -9,7 +9,8 @@ servers write them.
 - `/v1/chat/completions`: `chat.completion.chunk`s, the first delta carrying
   `role: assistant`, then `content` deltas; the whole answer is one `message`.
 - SGLang `/generate`: every chunk carries the cumulative `output_ids` (SGLang's default, not
-  incremental), the cumulative `text`, and `meta_info` with `cached_tokens`.
+  incremental), the cumulative `text`, and `meta_info` with `cached_tokens`; an emulator with
+  a cache tier adds `cached_tokens_details` (`sglang_details`).
 - Anthropic `/v1/messages`: `message_start`, `content_block_start`, `content_block_delta`
   (`text_delta`) events, `content_block_stop`, `message_delta` (`stop_reason: max_tokens`,
   output tokens), `message_stop`. Usage: `input_tokens` the uncached prompt tokens,
@@ -23,6 +24,7 @@ generated ids; a token-id request's text is `""` (a server without a tokenizer).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,6 +32,7 @@ import orjson
 
 from replay.emulator.protocol import SSE_DONE, GenRequest, sse, sse_error
 from replay.emulator.tokenizer import TextTokenizer
+from replay.resume import Resume
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
@@ -271,27 +274,45 @@ class MessagesShaper(_Base):
         return self._event("error", {"type": "error", "error": {"type": kind, "message": message}})
 
 
+def sglang_details(cached: int, resume: Resume | None, store: bool) -> dict[str, int] | None:
+    """SGLang's `meta_info.cached_tokens_details` for a request that reports `cached` tokens,
+    split by the engine model's `resume` (None, or a claim the model did not serve: all on
+    the device): `{"device", "host"}`, with `"storage"` where the engine has a store, or
+    None where nothing was cached (SGLang 0.5.22, srt/managers/scheduler_components/
+    output_streamer.py:86-117; the key is sent null then, tokenizer_manager.py:2567-2574)."""
+    if not cached:
+        return None
+    served = resume is not None and resume.cached == cached
+    host = (resume.cached_host or 0) if served and resume else 0
+    storage = (resume.cached_external or 0) if served and resume else 0
+    details = {"device": cached - host - storage, "host": host}
+    if store:
+        details["storage"] = storage
+    return details
+
+
 class GenerateShaper(_Base):
-    """SGLang `/generate`."""
+    """SGLang `/generate`. `details`, where set (an emulator with a cache tier), gives the
+    request's `cached_tokens_details`, which every event's `meta_info` then carries."""
 
     def __init__(self, req: GenRequest, model: str, tok: TextTokenizer) -> None:
         super().__init__(req, model, tok)
         self.t0 = time.monotonic()
         self._text = ""
+        self.details: Callable[[], dict[str, int] | None] | None = None
 
     def _obj(self, ids: np.ndarray, finished: bool, cached: int) -> dict[str, Any]:
-        return {
-            "text": self._text,
-            "output_ids": ids,
-            "meta_info": {
-                "id": self.req.request_id,
-                "finish_reason": {"type": "length", "length": len(ids)} if finished else None,
-                "prompt_tokens": len(self.req.prompt_ids),
-                "completion_tokens": len(ids),
-                "cached_tokens": cached,
-                "e2e_latency": time.monotonic() - self.t0,
-            },
+        meta: dict[str, Any] = {
+            "id": self.req.request_id,
+            "finish_reason": {"type": "length", "length": len(ids)} if finished else None,
+            "prompt_tokens": len(self.req.prompt_ids),
+            "completion_tokens": len(ids),
+            "cached_tokens": cached,
+            "e2e_latency": time.monotonic() - self.t0,
         }
+        if self.details is not None:
+            meta["cached_tokens_details"] = self.details()
+        return {"text": self._text, "output_ids": ids, "meta_info": meta}
 
     def chunk(
         self, index: int, new: np.ndarray, upto: np.ndarray, finished: bool, cached: int

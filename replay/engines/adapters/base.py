@@ -84,6 +84,10 @@ class StreamResult:
     prompt_tokens: int | None = None  # as the engine reported
     cached_tokens: int | None = None  # as the engine reported
     cached_field_seen: bool = False  # the engine sent a cached-token field at all
+    # Of `cached_tokens`, those host memory and an external store served, where the engine
+    # splits them per request (SGLang's `meta_info.cached_tokens_details`); None otherwise.
+    cached_host: int | None = None
+    cached_external: int | None = None
     finish_reason: str | None = None
     status: str = "ok"  # ok | error | timeout | cancelled
     error: str | None = None

@@ -7,6 +7,17 @@ the *cumulative* `output_ids` (every event repeats all ids so far); with
 `--incremental-streaming-output` it streams only the new ids. The parser tells the two apart
 by `meta_info.completion_tokens` (the running count), falling back to a prefix check.
 Cached tokens need `--enable-cache-report`.
+
+Cached tokens by tier: SGLang 0.5.22 adds `meta_info.cached_tokens_details` to every event of
+`/generate` unasked (no request field: `GenerateReqInput` has none; the OpenAI routes answer
+it, as `sglext.cached_tokens_details`, only to `return_cached_tokens_details`,
+entrypoints/openai/protocol.py:378, :905, :452-461, utils.py:295-307): `{"device", "host"}`, with `"storage"` where a storage backend is on, or null for
+a request with no cached tokens (srt/managers/scheduler_components/output_streamer.py:86-117,
+:510; srt/managers/tokenizer_manager.py:2567-2574), split once at the first prefill chunk
+(srt/managers/schedule_batch.py:221-255, :2850-2869). Without HiCache it is `{"device": n,
+"host": 0}`. The parser reads `host` and `storage` into the result's `cached_host` and
+`cached_external` (a null details: 0 and 0), so a record has the tier columns exactly when the
+engine sent the field.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import numpy as np
 
 from replay.engines.adapters.base import (
     Adapter,
+    EngineValueError,
     StreamParser,
     StreamResult,
     engine_count,
@@ -64,6 +76,8 @@ class SglangParser(StreamParser):
         if "cached_tokens" in meta:
             r.cached_field_seen = True
             r.cached_tokens = engine_count(meta["cached_tokens"] or 0, "meta_info.cached_tokens")
+        if "cached_tokens_details" in meta:
+            self._details(meta["cached_tokens_details"])
         if completion is not None:
             r.output_tokens = engine_count(completion, "meta_info.completion_tokens")
         fr = meta.get("finish_reason")
@@ -71,6 +85,30 @@ class SglangParser(StreamParser):
             r.finish_reason = str(fr.get("type")) if isinstance(fr, dict) else str(fr)
             if isinstance(fr, dict) and fr.get("type") == "abort":
                 r.error = f"engine aborted the request: {fr.get('message', '')}".strip()
+
+    def _details(self, details: object) -> None:
+        """`meta_info.cached_tokens_details`: host and storage tokens, each a count, together
+        at most the event's `cached_tokens` (EngineValueError, by name, otherwise)."""
+        r, name = self.result, "meta_info.cached_tokens_details"
+        if details is None:
+            r.cached_host, r.cached_external = 0, 0
+            return
+        if not isinstance(details, dict):
+            raise EngineValueError(
+                f"the engine sent {name} = {str(details)[:40]!r}: not an object; "
+                "the request is recorded as an error"
+            )
+        host = engine_count(details.get("host", 0), f"{name}.host")
+        storage = engine_count(details.get("storage", 0), f"{name}.storage")
+        if "device" in details:
+            engine_count(details["device"], f"{name}.device")
+        if r.cached_tokens is None or host + storage > r.cached_tokens:
+            raise EngineValueError(
+                f"the engine sent {name} with host {host} + storage {storage} tokens, more "
+                f"than its meta_info.cached_tokens ({r.cached_tokens}); "
+                "the request is recorded as an error"
+            )
+        r.cached_host, r.cached_external = host, storage
 
 
 @register("sglang")
