@@ -24,6 +24,9 @@ with what each side had. The variants change one thing in-process (no package ed
   of 4,352, with blocks, state size and capacity scaled to the same memory. Every state then
   lies on a block edge and a running request's reservation rounds up to 256 tokens, so the
   "KV counted in blocks" residue is (nearly) gone.
+- "KV allocated per step" (engine timing only): the engine allocates a request's KV as its
+  chunks and decode steps run, as SGLang does, not all at admission (`SimCache.can_grow`
+  patched true, as experiments/sglang_demo_pressure.py's "per-step").
 - "KV pool × 1.02": the pools' KV tokens 2% larger (what the blocks' rounding costs, docs).
 """
 
@@ -42,6 +45,7 @@ import yaml
 
 from replay.profiles import load_profile
 from replay.records import RequestRecord
+from replay.sim.engine.cache import SimCache
 from replay.sim.native.sglang_cache import pool_sizes
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         variants: dict[str, dict[str, Any]] = {
             "sglang (shipped)": {},
             f"KV in {FINE}-token blocks": {"model": fine, "capacity_blocks": args.blocks * k},
+            "KV allocated per step": {"_per_step": True},
             "KV pool × 1.02": {
                 "policy_opts": {"kv_tokens": int(kv * 1.02), "state_slots": slots},
                 "capacity_blocks": None,
@@ -169,7 +174,16 @@ def main(argv: list[str] | None = None) -> int:
         }
         shipped: pd.DataFrame | None = None
         for label, kw in variants.items():
-            hit, ours = run("sglang", **kw)
+            per_step = kw.pop("_per_step", False)
+            if per_step and args.timing != "engine":
+                continue  # the allocation rule belongs to the engine's clock
+            old_grow = SimCache.can_grow
+            if per_step:  # as experiments/sglang_demo_pressure.py's "per-step"
+                SimCache.can_grow = property(lambda _: True)  # type: ignore[method-assign,assignment]
+            try:
+                hit, ours = run("sglang", **kw)
+            finally:
+                SimCache.can_grow = old_grow  # type: ignore[method-assign]
             m = ours.merge(native, on=KEY, suffixes=("", "_n"))
             differ = int((m.cached_tokens != m.cached_tokens_n).sum())
             ratio = ours.cached_tokens.sum() / total if total else 0.0
