@@ -115,6 +115,25 @@ def check_can_start(cfg: EngineConfig, command: ServeCommand, gpus: int | None =
         )
 
 
+# How long `stop` waits for the killed group's processes to be gone (issue 36: nothing is
+# left running 5 s after an exit).
+GROUP_EXIT_S = 5.0
+
+
+def group_members(pgid: int) -> list[int]:
+    """The running processes of group `pgid` (Linux /proc; zombies, whose reaper has them,
+    do not run); empty where /proc cannot be read."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            out.append(int(stat.parent.name))
+    return out
+
+
 @dataclass
 class RunningServer:
     """A server process this module started. `url` is the base URL (no `/v1`)."""
@@ -155,9 +174,15 @@ class RunningServer:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         try:
-            return self.process.wait(timeout=10)
+            code: int | None = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            return None
+            code = None
+        # A SIGKILL is delivered, not waited for: a worker still dying would outlive the call
+        # (seen: an engine process left 0 s after a stop). Wait until the group has gone.
+        deadline = time.monotonic() + GROUP_EXIT_S
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return code
 
 
 def start_server(

@@ -112,7 +112,7 @@ def test_an_unpatched_mamba2_engine_that_dies_is_named_with_its_error(tmp_path: 
     first probe. `replay run --engine-log` names the engine's own last error (the worker's
     IndexError, not the API server's EngineDeadError that points at it), sends nothing and
     writes no records; the server's process group is gone once the launcher stops it."""
-    from replay.engines.launch import launched
+    from replay.engines.launch import group_members, launched
 
     cfg = load_engine_config("vllm-cpu-mamba2")
     if not Path(resolve_python(cfg)).is_file():
@@ -138,17 +138,4 @@ def test_an_unpatched_mamba2_engine_that_dies_is_named_with_its_error(tmp_path: 
     assert "ends with: " in text and "IndexError: index" in text, text
     assert "EngineDeadError" not in text.split("ends with: ", 1)[1].splitlines()[0], text
     assert not (tmp_path / "run" / "requests.jsonl").exists()
-    assert not _live_members(pgid), "engine processes left behind"
-
-
-def _live_members(pgid: int) -> list[int]:
-    """Processes of group `pgid` still running (zombies awaiting their reaper do not run)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
-            out.append(int(stat.parent.name))
-    return out
+    assert not group_members(pgid), "engine processes left behind"
