@@ -104,20 +104,6 @@ def _check_split(bases: list[SimConfig], shares: list[float | None], sizes: list
         fail(f"{e}; drop --kv-share (or give it as '{AUTO}') to sweep only the size")
 
 
-def _check(configs: list[SimConfig]) -> None:
-    """Each point can be built (`sim_capacity`, which checks the host tier and its split)."""
-    from replay.sim.cache.tiers import TierError
-    from replay.sim.runner import sim_capacity
-
-    for cfg in configs:
-        try:
-            sim_capacity(cfg)
-        except TierError as e:
-            fail(str(e))
-        except ValueError as e:
-            fail(f"--capacity-blocks {cfg.capacity_blocks}: {e}" if cfg.capacity_blocks else str(e))
-
-
 def engine_share(cfg: SimConfig) -> float | None:
     """The KV share of host memory the engine's own rule gives (SGLang: its device pools'
     bytes, `replay.sim.cache.tiers.attach_host_tier`), None for one host pool."""
@@ -326,7 +312,7 @@ def plan(given: dict[str, Any], policies: str, sessions: int, engine: dict[str, 
          token_scale: float | None, out: Path,
          workers: int) -> tuple[Rows, list[str], str]:  # fmt: skip
     """The planner's rows (best marked), its one-pool policies and the table's title."""
-    from replay.commands.simulate import _check_executors, _load, _out_dir, _spec
+    from replay.commands.simulate import _check_capacity, _check_executors, _load, _out_dir, _spec
     from replay.runspec.sweep import config_of
     from replay.sim.runner import sim_capacity
     from replay.traces import sample_path
@@ -337,11 +323,11 @@ def plan(given: dict[str, Any], policies: str, sessions: int, engine: dict[str, 
     _check_executors(spec.policies, None)
     trace = spec.workload.trace or str(sample_path())
     bases = [config_of(p) for p in spec.points(scale, trace)]
-    _check(bases)
+    _check_capacity(bases)
     one_pool = [b.policy for b in bases if not sim_capacity(b).pooled]
     _check_split(bases, shares, sizes, one_pool)
     configs = _grid(bases, sizes, shares, one_pool)
-    _check(configs)
+    _check_capacity(configs)
     got = _run(tr, trace, configs, _out_dir(out), workers)
     auto = {b.policy: engine_share(b) for b in bases}
     rows = [_row(c, got[_folder(c), c.run_name], rate, auto[c.policy]) for c in configs]

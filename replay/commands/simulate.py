@@ -230,11 +230,16 @@ def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
 
 
 def _check_capacity(configs: list[Any]) -> None:
-    """Each policy's cache can be sized as asked (replay.sim.cache.capacity), before any run."""
+    """Each policy's cache (and its tiers) can be sized as asked (replay.sim.cache.capacity,
+    .tiers), before any run; `replay plan-host` checks its points here too."""
     from replay.sim.cache.tiers import TierError
     from replay.sim.runner import sim_capacity
 
-    for c in {(c.policy, c.capacity_blocks): c for c in configs}.values():
+    def key(c: Any) -> tuple[Any, ...]:
+        return (c.policy, c.capacity_blocks, c.host_memory_gb, c.host_kv_share,
+                c.external_memory_gb, c.external_store)  # fmt: skip
+
+    for c in {key(c): c for c in configs}.values():
         try:
             sim_capacity(c)
         except TierError as e:
