@@ -34,9 +34,10 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def name(pid: int) -> str:
+def name(pid: int, limit: int = 120) -> str:
+    """The process's command line, cut at `limit` characters (for messages); "?" once gone."""
     with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:limit]
     return "?"
 
 
