@@ -46,6 +46,7 @@ from pricing.sheets import (
 )
 from pricing.whatif import (
     WhatIf,
+    net_of_host_memory,
     profit_vs_gpu_rate,
     profit_vs_hit_rate,
     sensitivity_grid,
@@ -75,6 +76,7 @@ __all__ = [
     "host_memory_cost_per_gpu_hour",
     "load_gpu_rates",
     "load_sheets",
+    "net_of_host_memory",
     "per_gpu",
     "profit_vs_gpu_rate",
     "profit_vs_hit_rate",

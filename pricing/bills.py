@@ -8,6 +8,12 @@ counts and call `bill` when the total is what gets shown.
 A request's prompt splits into `cached` tokens (read from cache, billed at `cached`) and
 `prompt − cached` uncached tokens, of which the share `write_fraction` (default 1: all) is
 billed at the sheet's cache-write price and the rest at `input`. Output is billed at `output`.
+
+Cached tokens by tier (issue 34 point 4): of the cached tokens, those host memory served
+(`cached_tokens_host`) are billed at the sheet's `cached_host` price and those an external
+store served (`cached_tokens_external`) at `cached_external`, each the sheet's `cached` where
+it gives none; the GPU's share (cached − host − external) at `cached`. A frame without the
+tier columns (an untiered run) bills every cached token at `cached`, as before.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from pricing.formulas import MILLION, Number, _fraction, uncached_price
 from pricing.sheets import PriceSheet, PricingError
 
 TOKEN_COLUMNS = ("prompt_tokens", "cached_tokens", "output_tokens")
+# The records' cached tokens by tier (null: an engine whose cache has no tiers, read as 0).
+TIER_COLUMNS = ("cached_tokens_host", "cached_tokens_external")
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ class Bill:
     cache_write_premium_usd: Decimal  # the extra paid for tokens written to cache (≥ 0 usually)
     cached_input_usd: Decimal  # cached prompt tokens at the cached price
     output_usd: Decimal  # generated tokens at the output price
+    cached_tokens_host: int = 0  # of the cached tokens, those host memory served
+    cached_tokens_external: int = 0  # ... and those an external store served
 
     @property
     def input_usd(self) -> Decimal:
@@ -63,27 +73,50 @@ def _check_counts(prompt: int, cached: int, output: int) -> None:
         raise PricingError(f"cached_tokens ({cached}) exceeds prompt_tokens ({prompt})")
 
 
+def _check_tiers(cached: int, host: int, external: int) -> None:
+    if min(host, external) < 0:
+        raise PricingError(
+            f"cached tokens by tier must be ≥ 0, got host={host}, external={external}"
+        )
+    if host + external > cached:
+        raise PricingError(
+            f"cached_tokens_host + cached_tokens_external ({host + external}) exceeds "
+            f"cached_tokens ({cached})"
+        )
+
+
 def bill(
     sheet: PriceSheet,
     prompt_tokens: int,
     cached_tokens: int,
     output_tokens: int,
     write_fraction: Number = 1,
+    cached_tokens_host: int = 0,
+    cached_tokens_external: int = 0,
 ) -> Bill:
     """The exact charge (USD) for `prompt_tokens` prompt tokens of which `cached_tokens` were
-    cache hits, plus `output_tokens` generated tokens: one request or any sum of requests."""
+    cache hits (`cached_tokens_host` of them from host memory, `cached_tokens_external` from
+    an external store, each at its tier's price), plus `output_tokens` generated tokens: one
+    request or any sum of requests."""
     prompt, cached, output = int(prompt_tokens), int(cached_tokens), int(output_tokens)
+    host, external = int(cached_tokens_host), int(cached_tokens_external)
     _check_counts(prompt, cached, output)
+    _check_tiers(cached, host, external)
     w = _fraction(write_fraction, "write_fraction")
     uncached = Decimal(prompt - cached)
+    gpu = Decimal(cached - host - external)
+    cached_usd = gpu * sheet.cached + host * sheet.host_cached_price
+    cached_usd += external * sheet.external_cached_price
     return Bill(
         prompt_tokens=prompt,
         cached_tokens=cached,
         output_tokens=output,
         uncached_input_usd=uncached * sheet.input / MILLION,
         cache_write_premium_usd=uncached * w * (sheet.write_price - sheet.input) / MILLION,
-        cached_input_usd=cached * sheet.cached / MILLION,
+        cached_input_usd=cached_usd / MILLION,
         output_usd=output * sheet.output / MILLION,
+        cached_tokens_host=host,
+        cached_tokens_external=external,
     )
 
 
@@ -93,14 +126,26 @@ def request_costs(
     cached_tokens: npt.ArrayLike,
     output_tokens: npt.ArrayLike,
     write_fraction: Number = 1,
+    cached_tokens_host: npt.ArrayLike = 0,
+    cached_tokens_external: npt.ArrayLike = 0,
 ) -> npt.NDArray[np.float64]:
     """USD per request, vectorised over arrays of token counts (floats: use `bill` on summed
-    counts for totals that are displayed). Raises `PricingError` on negative or NaN counts
-    or cached > prompt, naming the first bad position."""
+    counts for totals that are displayed); cached tokens by tier at their tier's price.
+    Raises `PricingError` on negative or NaN counts, cached > prompt or host + external >
+    cached, naming the first bad position."""
     p = np.asarray(prompt_tokens, dtype=np.float64)
     c = np.asarray(cached_tokens, dtype=np.float64)
     o = np.asarray(output_tokens, dtype=np.float64)
-    for name, arr in (("prompt_tokens", p), ("cached_tokens", c), ("output_tokens", o)):
+    h = np.asarray(cached_tokens_host, dtype=np.float64)
+    e = np.asarray(cached_tokens_external, dtype=np.float64)
+    named = (
+        ("prompt_tokens", p),
+        ("cached_tokens", c),
+        ("output_tokens", o),
+        ("cached_tokens_host", h),
+        ("cached_tokens_external", e),
+    )
+    for name, arr in named:
         bad = ~np.isfinite(arr) | (arr < 0)
         if bad.any():
             i = int(np.flatnonzero(bad.ravel())[0])
@@ -109,10 +154,17 @@ def request_costs(
     if over.any():
         i = int(np.flatnonzero(over.ravel())[0])
         raise PricingError(f"cached_tokens[{i}] ({c.ravel()[i]:g}) exceeds prompt_tokens")
+    p, c, o, h, e = np.broadcast_arrays(p, c, o, h, e)
+    tiers = h + e > c
+    if tiers.any():
+        i = int(np.flatnonzero(tiers.ravel())[0])
+        raise PricingError(
+            f"cached_tokens_host[{i}] + cached_tokens_external[{i}] exceeds cached_tokens"
+        )
     a = float(uncached_price(sheet, write_fraction))
-    out: npt.NDArray[np.float64] = (
-        (p - c) * a + c * float(sheet.cached) + o * float(sheet.output)
-    ) / 1e6
+    cached = (c - h - e) * float(sheet.cached) + h * float(sheet.host_cached_price)
+    cached += e * float(sheet.external_cached_price)
+    out: npt.NDArray[np.float64] = ((p - c) * a + cached + o * float(sheet.output)) / 1e6
     return out
 
 
@@ -138,6 +190,18 @@ def _token_frame(frame: pd.DataFrame) -> pd.DataFrame:
             f"row {over[0]}: cached_tokens ({row['cached_tokens']}) exceeds prompt_tokens "
             f"({row['prompt_tokens']})"
         )
+    tiers = [c for c in TIER_COLUMNS if c in frame.columns]
+    if not tiers:
+        return frame
+    # An engine without tiers has null tier columns beside a tiered one's: none from a tier.
+    frame = frame.assign(**{c: frame[c].fillna(0) for c in tiers})
+    for col in tiers:
+        negative = frame.index[frame[col] < 0]
+        if len(negative):
+            raise PricingError(f"column '{col}' is negative in row {negative[0]}")
+    over = frame.index[frame[tiers].sum(axis=1) > frame["cached_tokens"]]
+    if len(over):
+        raise PricingError(f"row {over[0]}: cached tokens by tier exceed cached_tokens")
     return frame
 
 
@@ -149,7 +213,8 @@ def bills_by(
 ) -> pd.DataFrame:
     """One row per group of `by` with summed token counts (exact integers) and dollars.
 
-    Columns: `requests`, the three token sums, `hit_rate`, `uncached_input_usd`,
+    Columns: `requests`, the three token sums (and the cached tokens by tier where the frame
+    has `TIER_COLUMNS`, each tier billed at its price), `hit_rate`, `uncached_input_usd`,
     `cache_write_premium_usd`, `cached_input_usd`, `output_usd`, `total_usd`. Dollars are
     each group's exact `bill` converted to float at the end (display precision is the
     caller's). The frame needs `prompt_tokens`, `cached_tokens`, `output_tokens` without
@@ -159,19 +224,23 @@ def bills_by(
     absent = [k for k in keys if k not in frame.columns]
     if absent:
         raise PricingError(f"request frame lacks grouping column(s) {', '.join(absent)}")
-    _token_frame(frame)
-    sums = frame.groupby(keys, sort=True, dropna=False)[list(TOKEN_COLUMNS)].sum()
+    frame = _token_frame(frame)
+    tiers = [c for c in TIER_COLUMNS if c in frame.columns]
+    sums = frame.groupby(keys, sort=True, dropna=False)[[*TOKEN_COLUMNS, *tiers]].sum()
     counts = frame.groupby(keys, sort=True, dropna=False).size()
     rows: list[dict[str, Any]] = []
     # Both groupbys sort by the same keys, so their rows line up.
     for (_, tokens), n in zip(sums.iterrows(), counts.to_numpy(), strict=True):
         p, c, o = (int(tokens[col]) for col in TOKEN_COLUMNS)
-        b = bill(sheet, p, c, o, write_fraction)
+        h, e = (int(tokens[col]) if col in tiers else 0 for col in TIER_COLUMNS)
+        b = bill(sheet, p, c, o, write_fraction, h, e)
+        by_tier = {col: int(tokens[col]) for col in tiers}
         rows.append(
             {
                 "requests": int(n),
                 "prompt_tokens": b.prompt_tokens,
                 "cached_tokens": b.cached_tokens,
+                **by_tier,
                 "output_tokens": b.output_tokens,
                 "hit_rate": None if b.hit_rate is None else float(b.hit_rate),
                 "uncached_input_usd": float(b.uncached_input_usd),

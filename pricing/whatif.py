@@ -105,6 +105,25 @@ def what_if(
     )
 
 
+def net_of_host_memory(
+    profit_per_gpu_hour: npt.ArrayLike,
+    *,
+    host_gb: npt.ArrayLike,
+    usd_per_gb_hour: float,
+    gpus_per_engine: int,
+) -> FloatArray:
+    """Profit per GPU-hour less host memory's cost, `host_gb` × rate ÷ GPUs (the float form of
+    `pricing.host_memory_cost_per_gpu_hour`), broadcast over profits and host sizes: the
+    what-if "profit against host memory size" with the hit rate held at the measured one."""
+    if gpus_per_engine < 1:
+        raise PricingError(f"gpus_per_engine must be ≥ 1, got {gpus_per_engine}")
+    gb = _checked("host_gb", host_gb, 0.0, None)
+    rate = float(_checked("usd_per_gb_hour", usd_per_gb_hour, 0.0, None))
+    profit = np.asarray(profit_per_gpu_hour, dtype=np.float64)
+    out: FloatArray = profit - gb * rate / gpus_per_engine
+    return out
+
+
 def sensitivity_grid(
     sheet: PriceSheet,
     *,
