@@ -15,12 +15,19 @@ The GPU rule, the same for every caller:
   Pricing a run on the wrong GPU silently would be worse than stopping.
 The sheet defaults to the catalogue's (Z.ai GLM list). An engine with nothing measured to price
 (no hit rate or token rate in the window) is skipped with a reason, never an error.
+
+Host memory (issue 34 point 4): an engine whose spec gives it a host-memory tier
+(`host_memory_gb` > 0 in the window metrics, from the manifest's spec) costs its provider that
+memory at a rate per GiB-hour (`HostRate`: `--host-usd-per-gb-hour`, else `gpus.yaml`'s
+`host_memory` entry, else unpriced at 0), spread over its GPUs; its price adds the host cost
+per GPU-hour and the profit net of it. An external store's GiB are named, unpriced: the
+pricing data has no rate for one. An engine without a tier is priced exactly as before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,8 +37,10 @@ import pandas as pd
 
 import pricing
 from pricing import Economics, GpuRate, PriceSheet
+from pricing.formulas import Number
 
-# The float columns `engine_economics` adds to a metrics table, beside `sheet` and `gpu`.
+# The float columns `engine_economics` adds to a metrics table, beside `sheet`, `gpu` and
+# `host_rate_source`; the host ones are NaN for an engine without a host-memory tier.
 PRICE_COLUMNS = (
     "gpu_rate_per_hour",
     "user_cost_per_m_input",
@@ -42,7 +51,16 @@ PRICE_COLUMNS = (
     "user_cost_per_task",
     "revenue_per_gpu_hour_at_goodput",
     "profit_per_gpu_hour_at_goodput",
+    "host_usd_per_gb_hour",
+    "host_cost_per_gpu_hour",
+    "net_profit_per_gpu_hour",
 )
+# The text columns beside them.
+TEXT_COLUMNS = ("sheet", "gpu", "host_rate_source")
+HOST_FLAG = "--host-usd-per-gb-hour"
+# The flag's bound (USD per GiB-hour), as `replay plan-host` had it: over a million times the
+# shipped DRAM rate (docs/pricing.md), so a typo in the exponent is caught.
+MAX_HOST_RATE = 1000.0
 
 
 class UnknownGpuError(pricing.PricingError):
@@ -94,6 +112,51 @@ def gpu_for_engine(
 
 
 @dataclass(frozen=True)
+class HostRate:
+    """What a GiB of host memory costs a provider per hour (USD), and where that comes from:
+    the flag, the pricing data's `host_memory` entry, or nothing (unpriced, 0)."""
+
+    usd_per_gb_hour: Decimal
+    source: str
+
+
+def host_rate(given: Number | None = None, pricing_dir: Path | None = None) -> HostRate:
+    """`given` (`--host-usd-per-gb-hour`, checked: a finite rate in [0, `MAX_HOST_RATE`]),
+    else `gpus.yaml`'s `host_memory` rate (`pricing.get_host_memory_rate`), else 0 with a
+    source that says host memory is unpriced. Raises `PricingError` naming the flag or the
+    file's field."""
+    if given is not None:
+        try:
+            rate = pricing.dec(given, HOST_FLAG)
+        except pricing.PricingError:
+            rate = Decimal("NaN")
+        if not (rate.is_finite() and 0 <= rate <= Decimal(repr(MAX_HOST_RATE))):
+            shown = f"{given:g}" if isinstance(given, float) else str(given)
+            raise pricing.PricingError(
+                f"{HOST_FLAG}: {shown} is not a rate in [0, {MAX_HOST_RATE:g}] USD per GiB-hour "
+                "(the shipped one is 0.00072; 0: host memory costs nothing beyond the GPU rate)"
+            )
+        return HostRate(rate, HOST_FLAG)
+    entry = pricing.get_host_memory_rate(pricing_dir)
+    if entry is None:
+        return HostRate(Decimal(0), "no host_memory rate in the pricing folder's gpus.yaml")
+    return HostRate(
+        entry.usd_per_gb_hour, f"gpus.yaml host_memory, {entry.status}: docs/pricing.md"
+    )
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """An engine's host memory (GiB, all its replicas) priced per GPU-hour at `rate`; the
+    external store's GiB behind it, which no rate prices."""
+
+    gb: float
+    rate: HostRate
+    per_gpu_hour: Decimal
+    external_gb: float = 0.0
+
+
+@dataclass(frozen=True)
 class EnginePrice:
     """One engine of a run, priced (exact `Decimal`s in `Economics`)."""
 
@@ -110,6 +173,30 @@ class EnginePrice:
     # None for an engine whose cache has no tiers.
     tiers: tuple[float, float] | None = None
     cached_price: Decimal = Decimal(0)  # USD per 1M cached tokens, blended by tier
+    host: HostCost | None = None  # None: the engine has no host-memory tier
+
+    @property
+    def net_profit_per_gpu_hour(self) -> Decimal:
+        """Profit per GPU-hour less the host memory's cost (the profit, without a tier)."""
+        cost = Decimal(0) if self.host is None else self.host.per_gpu_hour
+        return self.economics.profit_per_gpu_hour - cost
+
+    def host_extra(self) -> dict[str, Any]:
+        """The host memory's figures, JSON-ready; empty for an engine without a tier."""
+        h = self.host
+        if h is None:
+            return {}
+        out = {
+            "host_memory_gb": h.gb,
+            "host_usd_per_gb_hour": float(h.rate.usd_per_gb_hour),
+            "host_rate_source": h.rate.source,
+            "host_cost_per_gpu_hour": float(h.per_gpu_hour),
+            "net_profit_per_gpu_hour": float(self.net_profit_per_gpu_hour),
+        }
+        if h.external_gb:
+            out["external_memory_gb"] = h.external_gb
+            out["external_cost"] = "unpriced: the pricing data has no external-store rate"
+        return out
 
     def extra(self) -> dict[str, Any]:
         """Verdicts and the goodput and per-task prices, JSON-ready; an engine whose cache
@@ -126,6 +213,7 @@ class EnginePrice:
             }
         return {
             **tiers,
+            **self.host_extra(),
             "saturated": self.saturated,
             "slo": self.slo,
             "user_cost_per_task": None if self.per_task is None else float(self.per_task),
@@ -200,8 +288,29 @@ def _tiered(rec: Mapping[Any, Any], sheet: PriceSheet) -> PriceSheet:
     return sheet if shares is None else pricing.tier_sheet(sheet, *shares)
 
 
+def host_sizes(rec: Mapping[Any, Any]) -> tuple[float, float]:
+    """An engine's host-memory and external-store GiB (all replicas; window metrics'
+    `host_memory_gb`, `external_memory_gb`), 0 where it has none."""
+    sizes = [rec.get(k) for k in ("host_memory_gb", "external_memory_gb")]
+    host, ext = (float(v) if _finite(v) and float(v) > 0 else 0.0 for v in sizes)  # type: ignore[arg-type]
+    return host, ext
+
+
+def _host_cost(rec: Mapping[Any, Any], gpus: int, rate: Callable[[], HostRate]) -> HostCost | None:
+    host, ext = host_sizes(rec)
+    if not host:
+        return None
+    r = rate()
+    cost = pricing.host_memory_cost_per_gpu_hour(host, r.usd_per_gb_hour, gpus)
+    return HostCost(host, r, cost, ext)
+
+
 def _price_one(
-    rec: Mapping[Any, Any], sheet: PriceSheet, gpu: GpuRate, write_fraction: float
+    rec: Mapping[Any, Any],
+    sheet: PriceSheet,
+    gpu: GpuRate,
+    write_fraction: float,
+    host: Callable[[], HostRate],
 ) -> EnginePrice:
     hit = min(max(float(rec["hit_rate"]), 0.0), 1.0)
     tiers = tier_shares(rec)
@@ -229,10 +338,11 @@ def _price_one(
     slo = rec.get("slo")
     saturated = rec.get("saturated")
     gpus: Any = rec.get("gpus")
+    gpus = int(gpus) if _finite(gpus) and gpus >= 1 else 1
     requests: Any = rec.get("requests")
     return EnginePrice(
         engine=str(rec["engine"]),
-        gpus=int(gpus) if _finite(gpus) else 1,
+        gpus=gpus,
         requests=int(requests) if _finite(requests) else 0,
         gpu=gpu,
         economics=econ(rec["prefill_tokens_per_min_per_gpu"], rec["output_tokens_per_min_per_gpu"]),
@@ -242,6 +352,7 @@ def _price_one(
         slo=str(slo.get("text", "")) if isinstance(slo, dict) else "",
         tiers=tiers,
         cached_price=sheet.cached,
+        host=_host_cost(rec, gpus, host),
     )
 
 
@@ -251,13 +362,23 @@ def price_engines(
     gpu: str | GpuRate | None = None,
     pricing_dir: Path | None = None,
     write_fraction: float = 1.0,
+    host: HostRate | None = None,
 ) -> RunPrices:
     """Price every engine (row) of `metrics` — analysis' window metrics, with the verdicts'
-    goodput and task columns where present. Raises `PricingError` for an unknown sheet or GPU
-    (`UnknownGpuError` for a GPU, naming it and `--gpu`) and for bad numbers."""
+    goodput and task columns where present. `host`: the host-memory rate (`host_rate`; read
+    from the pricing data when None, and only if an engine has host memory). Raises
+    `PricingError` for an unknown sheet or GPU (`UnknownGpuError` for a GPU, naming it and
+    `--gpu`) and for bad numbers."""
     chosen = sheet if isinstance(sheet, PriceSheet) else pricing.get_sheet(sheet, pricing_dir)
     forced = None if gpu is None else resolve_gpu(gpu, pricing_dir)
     out = RunPrices(chosen)
+    loaded: list[HostRate] = [] if host is None else [host]
+
+    def rate() -> HostRate:
+        if not loaded:
+            loaded.append(host_rate(None, pricing_dir))
+        return loaded[0]
+
     for rec in metrics.to_dict(orient="records"):
         engine = str(rec["engine"])
         reason = _skip_reason(rec)
@@ -265,8 +386,8 @@ def price_engines(
             out.skipped.append({"engine": engine, "reason": reason})
             out.notes.append(f"{engine}: not priced: {reason}")
             continue
-        rate = gpu_for_engine(engine, rec.get("gpu_type"), forced, pricing_dir, out.notes)
-        out.engines.append(_price_one(rec, chosen, rate, write_fraction))
+        gpu_rate = gpu_for_engine(engine, rec.get("gpu_type"), forced, pricing_dir, out.notes)
+        out.engines.append(_price_one(rec, chosen, gpu_rate, write_fraction, rate))
     return out
 
 
@@ -285,6 +406,7 @@ def _row(p: EnginePrice) -> dict[str, Any]:
         if e.break_even_hit_rate is None
         else float(e.break_even_hit_rate),
         **{k: math.nan if v is None else v for k, v in p.extra().items() if k in PRICE_COLUMNS},
+        "host_rate_source": None if p.host is None else p.host.rate.source,
     }
 
 
@@ -295,29 +417,38 @@ def engine_economics(
     pricing_dir: Path | None = None,
     notes: list[str] | None = None,
     write_fraction: float = 1.0,
+    host: HostRate | None = None,
 ) -> pd.DataFrame:
-    """`price_engines` as a float table: one row per row of `metrics` (`engine`, `sheet`,
-    `gpu` and `PRICE_COLUMNS`; NaN prices for a skipped engine), for merging onto the
-    metrics. Its notes are appended to `notes`."""
-    prices = price_engines(metrics, sheet, gpu, pricing_dir, write_fraction)
+    """`price_engines` as a float table: one row per row of `metrics` (`engine`,
+    `TEXT_COLUMNS` and `PRICE_COLUMNS`; NaN prices for a skipped engine, NaN host figures for
+    one without host memory), for merging onto the metrics. Its notes are appended to
+    `notes`."""
+    prices = price_engines(metrics, sheet, gpu, pricing_dir, write_fraction, host)
     if notes is not None:
         notes.extend(prices.notes)
     priced = {p.engine: _row(p) for p in prices.engines}
     unpriced = {"sheet": prices.sheet.name}
     rows = [priced.get(str(e), {"engine": str(e), **unpriced}) for e in metrics.get("engine", [])]
-    table = pd.DataFrame(rows, columns=["engine", "sheet", "gpu", *PRICE_COLUMNS])
+    table = pd.DataFrame(rows, columns=["engine", *TEXT_COLUMNS, *PRICE_COLUMNS])
     for col in PRICE_COLUMNS:
         table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
     return table
 
 
 __all__ = [
+    "HOST_FLAG",
+    "MAX_HOST_RATE",
     "PRICE_COLUMNS",
+    "TEXT_COLUMNS",
     "EnginePrice",
+    "HostCost",
+    "HostRate",
     "RunPrices",
     "UnknownGpuError",
     "engine_economics",
     "gpu_for_engine",
+    "host_rate",
+    "host_sizes",
     "price_engines",
     "resolve_gpu",
     "tier_shares",

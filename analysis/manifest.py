@@ -7,7 +7,9 @@ normalised there), so the accessors here read typed fields, without fallbacks:
 - ``config.window``: the measured window in seconds from run start. Missing: the whole run.
 - ``config.sessions``: concurrent sessions. Missing: the session slots in the records.
 - ``config.seed`` (or the top-level ``seed``).
-- ``engines``: ``gpus`` defaults to 1 (with a note) when missing.
+- ``engines``: ``gpus`` defaults to 1 (with a note) when missing; ``replicas`` to 1.
+- ``spec.engines[].host_memory_gb`` / ``external_memory_gb``: an engine's cache tiers
+  (issue 34), which its provider cost counts (`analysis.economics`). Missing: none.
 - ``trace``: path and sha256.
 - ``config.token_scale``: the trace's token lengths were divided by this; token throughputs
   are multiplied by it. Default 1.
@@ -54,6 +56,10 @@ class EngineInfo:
     server_version: str | None = None
     flags: list[str] = field(default_factory=list)
     gpus_assumed: bool = False  # True when the manifest did not say; gpus defaulted to 1
+    replicas: int = 1  # replicas behind the engine (`gpus` counts all of them)
+    # The cache tiers its spec gave it (issue 34), GiB per replica; 0: none.
+    host_memory_gb: float = 0.0
+    external_memory_gb: float = 0.0
 
 
 def manifest_window(manifest: Manifest) -> Window | None:
@@ -110,8 +116,26 @@ def manifest_seed(manifest: Manifest) -> int | None:
     return manifest.config.seed if manifest.config.seed is not None else manifest.seed
 
 
+def _tier_sizes(manifest: Manifest) -> dict[str, tuple[float, float]]:
+    """Each engine's host-memory and external-store GiB (per replica) as the run's spec
+    records them (``spec.engines[].host_memory_gb`` / ``external_memory_gb``, keyed by
+    ``engine.name``); an engine whose spec gives none is absent."""
+    engines = (manifest.spec or {}).get("engines")
+    out: dict[str, tuple[float, float]] = {}
+    for e in engines if isinstance(engines, list) else []:
+        name = ((e.get("engine") or {}) if isinstance(e, dict) else {}).get("name")
+        if not isinstance(name, str):
+            continue
+        sizes = [e.get(k) for k in ("host_memory_gb", "external_memory_gb")]
+        host, ext = (float(v) if isinstance(v, int | float) and v > 0 else 0.0 for v in sizes)
+        if host or ext:
+            out[name] = (host, ext)
+    return out
+
+
 def manifest_engines(manifest: Manifest) -> dict[str, EngineInfo]:
     """Engines by name, in the manifest's order."""
+    tiers = _tier_sizes(manifest)
     return {
         e.name: EngineInfo(
             name=e.name,
@@ -123,6 +147,9 @@ def manifest_engines(manifest: Manifest) -> dict[str, EngineInfo]:
             server_version=e.server_version,
             flags=list(e.flags),
             gpus_assumed=e.gpus is None,
+            replicas=e.replicas or 1,
+            host_memory_gb=tiers.get(e.name, (0.0, 0.0))[0],
+            external_memory_gb=tiers.get(e.name, (0.0, 0.0))[1],
         )
         for e in manifest.engines
     }

@@ -396,6 +396,11 @@ def window_metrics(run: Run, window: Window | tuple[float, float] | None = None)
         row["counter_hit_rate"] = counter_hit_rate(run.server_metrics, engine, win)
         row["counter_offload_hit_rate"] = counter_offload_hit_rate(run.server_metrics, engine, win)
         row["working_set_ratio"] = working_set_ratio(run, engine)
+        # Its cache tiers (issue 34), all replicas' GiB: only for an engine that has them, so
+        # an untiered run's table (and summary.json) is as it was.
+        for key in ("host_memory_gb", "external_memory_gb"):
+            if gb := getattr(info, key):
+                row[key] = gb * info.replicas
         row["run_id"] = run.run_id
         rows.append(row)
     return pd.DataFrame(rows)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.economics import PRICE_COLUMNS, engine_economics
+from analysis.economics import PRICE_COLUMNS, TEXT_COLUMNS, engine_economics
 from analysis.manifest import Window
 from analysis.metrics import resolve_window
 from analysis.registry import METRICS, Severity, severity, summary_keys
@@ -79,7 +79,7 @@ def _jsonable(value: Any) -> Any:
 
 # Columns `engine_economics` adds; a report's own sheet is replaced by the default's so
 # that every writer of summary.json produces the same keys and values.
-_PRICE_COLUMNS = ("sheet", "gpu", *PRICE_COLUMNS)
+_PRICE_COLUMNS = (*TEXT_COLUMNS, *PRICE_COLUMNS)
 
 
 def _with_economics(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,10 +16,17 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from analysis.economics import PRICE_COLUMNS, engine_economics, resolve_gpu
+from analysis.economics import (
+    PRICE_COLUMNS,
+    TEXT_COLUMNS,
+    HostRate,
+    engine_economics,
+    host_sizes,
+    resolve_gpu,
+)
 from pricing.formulas import dec
 from pricing.sheets import GpuRate, PriceSheet
-from pricing.whatif import what_if
+from pricing.whatif import net_of_host_memory, what_if
 
 
 def _finite(value: object) -> float | None:
@@ -63,18 +70,58 @@ def sheet_with(
 
 
 def priced_metrics(
-    metrics: pd.DataFrame, sheet: PriceSheet, gpu: GpuRate | float | None = None
+    metrics: pd.DataFrame,
+    sheet: PriceSheet,
+    gpu: GpuRate | float | None = None,
+    host: HostRate | None = None,
 ) -> pd.DataFrame:
     """`metrics` (analysis' window metrics, one row per engine) with the one pricing's
     columns (`analysis.economics.PRICE_COLUMNS`, floats) added; NaN for an engine with
     nothing measured yet. `gpu`: None prices each engine at its own GPU's rate (an unknown
-    GPU raises `UnknownGpuError`), a rate or a number prices every engine at it."""
+    GPU raises `UnknownGpuError`), a rate or a number prices every engine at it. `host`: the
+    host-memory rate (the pricing data's when None) for engines with `host_memory_gb`."""
     rate = gpu_at(gpu) if isinstance(gpu, int | float) else gpu
-    econ = engine_economics(metrics, sheet, rate)
-    base = metrics.drop(columns=[c for c in ("sheet", "gpu", *PRICE_COLUMNS) if c in metrics])
+    econ = engine_economics(metrics, sheet, rate, host=host)
+    base = metrics.drop(columns=[c for c in (*TEXT_COLUMNS, *PRICE_COLUMNS) if c in metrics])
     out = base.reset_index(drop=True).merge(econ, on="engine", how="left")
     out.index = metrics.index
     return out
+
+
+def own_host_gb(metrics: pd.DataFrame) -> float:
+    """The most host memory (GiB) any engine of the run has (0: none has a tier)."""
+    return max((host_sizes(r)[0] for r in metrics.to_dict(orient="records")), default=0.0)
+
+
+def with_host_gb(metrics: pd.DataFrame, host_gb: float) -> pd.DataFrame:
+    """`metrics` with every engine given `host_gb` GiB of host memory (none at 0): a cost-side
+    what-if; hit and token rates stay the run's."""
+    out = metrics.drop(columns=["host_memory_gb"], errors="ignore")
+    if host_gb > 0:
+        out = out.assign(host_memory_gb=float(dec(host_gb, "host memory")))
+    return out
+
+
+def net_profit_vs_host_memory(
+    priced: pd.DataFrame, usd_per_gb_hour: float, sizes: np.ndarray
+) -> pd.DataFrame:
+    """Each priced engine's profit per GPU-hour net of `sizes` GiB of host memory at
+    `usd_per_gb_hour` (long format: `engine`, `host_gb`, `net_profit_per_gpu_hour`), its
+    measured hit rate held: `pricing.whatif.net_of_host_memory`."""
+    frames = []
+    for row in priced.to_dict(orient="records"):
+        profit, gpus = _finite(row.get("profit_per_gpu_hour")), _finite(row.get("gpus"))
+        if profit is None:
+            continue
+        net = net_of_host_memory(
+            profit, host_gb=sizes, usd_per_gb_hour=usd_per_gb_hour, gpus_per_engine=int(gpus or 1)
+        )
+        frames.append(
+            pd.DataFrame(
+                {"engine": row["engine"], "host_gb": sizes, "net_profit_per_gpu_hour": net}
+            )
+        )
+    return _stack(frames, ["engine", "host_gb", "net_profit_per_gpu_hour"])
 
 
 def _operating_points(metrics: pd.DataFrame) -> list[tuple[str, float, float, float]]:

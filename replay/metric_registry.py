@@ -111,6 +111,7 @@ def _v(*names: View) -> frozenset[View]:
 
 _TPUT = "tok/min/GPU"
 _TIERED = "the engine's records carry cached tokens by tier (a cache with tiers, issue 34)"
+_HOST = "the engine's spec gives it host memory (--host-memory-gb > 0, issue 34)"
 _M = Metric
 # fmt: off
 METRICS: tuple[Metric, ...] = (
@@ -202,6 +203,12 @@ METRICS: tuple[Metric, ...] = (
     _M("host_hit_requests", "Host-hit requests", fmt="int", value="int", only_when=_TIERED,
        description="measured requests with cached tokens from host memory",
        views=_v("report.tiers", "tiers")),
+    _M("host_memory_gb", "Host memory", "GiB", digits=0, only_when=_HOST,
+       description="host memory of the engine's cache tier, all its replicas (its spec's "
+       "host_memory_gb × replicas)", views=_v("report.economics", "pricing")),
+    _M("external_memory_gb", "External store", "GiB", digits=0, only_when=_HOST,
+       description="the external store behind host memory, all replicas (unpriced: the "
+       "pricing data has no rate for it)"),
     _M("counter_hit_rate", "Counter hit", "%", "pct", 1, better="higher",
        description="engine counters' hits ÷ queries over the window",
        views=_v("final", "sweep", "report.throughput")),
@@ -375,6 +382,20 @@ METRICS: tuple[Metric, ...] = (
     _M("break_even_hit_rate", "Break-even hit", "%", "pct", 1, summary=False,
        source="analysis.economics", description="the hit rate at which profit is zero",
        views=_v("report.economics")),
+    _M("host_usd_per_gb_hour", "Host rate", "$/GiB-h", "usd", 5, only_when=_HOST,
+       source="analysis.economics",
+       description="what a GiB of host memory costs the provider per hour (replay price's "
+       "--host-usd-per-gb-hour, else gpus.yaml's host_memory rate, else 0: unpriced)"),
+    _M("host_rate_source", "Host rate source", fmt="text", value="str", only_when=_HOST,
+       source="analysis.economics", description="where the host-memory rate comes from"),
+    _M("host_cost_per_gpu_hour", "Host cost", "$/GPU-h", "usd", 4, better="lower",
+       only_when=_HOST, source="analysis.economics",
+       description="the engine's host memory at the host rate, per GPU-hour (GiB × rate ÷ GPUs)",
+       views=_v("pricing", "report.economics")),
+    _M("net_profit_per_gpu_hour", "Net profit", "$/GPU-h", "usd", 2, better="higher",
+       only_when=_HOST, source="analysis.economics",
+       description="profit per GPU-hour less the host memory's cost",
+       views=_v("pricing", "report.economics")),
     _M("user_cost_per_task", "User cost", "$/task", "usd", 4, better="lower",
        source="analysis.economics", description="what a user pays for one finished agent task",
        views=_v("final", "pricing", "report.verdicts")),

@@ -179,6 +179,34 @@ def _tier_tables(m: pd.DataFrame, run_col: list[Column]) -> list[Table]:
     ]
 
 
+def _economics_table(m: pd.DataFrame, run_col: list[Column]) -> Table:
+    """Prices per engine; the host-memory columns (issue 34 point 4) only where an engine has
+    host memory, with the rate's source in the caption, so an untiered report is unchanged."""
+    cols = [
+        c
+        for c in _cols("report.economics")
+        if not BY_KEY[c.key].only_when or (c.key in m and m[c.key].notna().any())
+    ]
+    caption = f"Price sheet {m['sheet'].dropna().iloc[0] if m['sheet'].notna().any() else '–'}."
+    if "host_rate_source" in m and m["host_rate_source"].notna().any():
+        hosted = m[m["host_rate_source"].notna()]
+        rates = sorted(
+            set(zip(hosted["host_usd_per_gb_hour"], hosted["host_rate_source"], strict=True))
+        )
+        said = "; ".join(f"${r:g} per GiB-hour ({src})" for r, src in rates)
+        caption += (
+            f" Host memory at {said}; net profit = profit − host GiB × rate ÷ GPUs (engines "
+            "without host memory: none)."
+        )
+    return Table(
+        "economics",
+        "Provider economics and user cost per engine",
+        m,
+        [*run_col, _c("engine", "Engine", kind="text"), *cols],
+        caption,
+    )
+
+
 def make_tables(data: ReportData) -> list[Table]:
     """Every table of the report, in the order the report shows them. A sweep (several
     runs) leads with the paper table and a table of its runs."""
@@ -221,17 +249,7 @@ def make_tables(data: ReportData) -> list[Table]:
             "Redundant = ideal − actual resume position; live runs know only the total "
             "(ideal − reported cached tokens).",
         ),
-        Table(
-            "economics",
-            "Provider economics and user cost per engine",
-            m,
-            [
-                *run_col,
-                _c("engine", "Engine", kind="text"),
-                *_cols("report.economics"),
-            ],
-            f"Price sheet {m['sheet'].dropna().iloc[0] if m['sheet'].notna().any() else '–'}.",
-        ),
+        _economics_table(m, run_col),
     ]
     tables += _tier_tables(m, run_col)
     panels = [

@@ -6,7 +6,8 @@ the host KV pool rather than the host state pool (`--kv-share`; `EngineShape.hos
 `replay.sim.cache.tiers`), each point one simulated run with engine timing written as a
 run directory (`replay.sim.sweep.run_sweep`, as `replay simulate` writes them) and
 summarised by `analysis.summary`. One table: hit rate, host hit rate, TTFT, profit per
-GPU-hour net of host memory at `--host-usd-per-gb-hour` (`pricing.host_memory_cost_per_gpu_hour`),
+GPU-hour net of host memory at `--host-usd-per-gb-hour` (`analysis.economics.host_rate`,
+`pricing.host_memory_cost_per_gpu_hour`),
 best row per policy marked: the highest net profit, ties (to the cent) to the lower TTFT
 p50, then the smaller host."""
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from replay.commands.common import console, err_console, fail
+from replay.commands.price import HostUsdPerGbHour, resolve_host_rate
 from replay.runspec import flags as F
 
 if TYPE_CHECKING:
@@ -189,24 +191,6 @@ def add_break_even(rows: list[dict[str, Any]]) -> None:
             r["break_even_usd_per_gb_hour"] = (p - p0) * r["gpus"] / r["host_gb"]
 
 
-def host_rate(given: float | None) -> tuple[float, str]:
-    """The host-memory rate (USD per GiB-hour) and where it comes from: `given`, else
-    `gpus.yaml`'s `host_memory` entry (`pricing.get_host_memory_rate`), else 0 (unpriced)."""
-    from pricing import PricingError, get_host_memory_rate
-
-    if given is not None:
-        if not (math.isfinite(given) and 0 <= given <= 1000):
-            fail(f"--host-usd-per-gb-hour: {given:g} is not a rate in [0, 1000] USD per GiB-hour")
-        return given, "--host-usd-per-gb-hour"
-    try:
-        rate = get_host_memory_rate()
-    except PricingError as e:
-        fail(str(e))
-    if rate is None:
-        return 0.0, "no host_memory rate in the pricing folder's gpus.yaml"
-    return float(rate.usd_per_gb_hour), f"gpus.yaml host_memory, {rate.status}: docs/pricing.md"
-
-
 # --best: what "best" means; each key of a row, and whether higher is better.
 CRITERIA: dict[str, tuple[str, bool, str]] = {
     "profit": ("net_profit_per_gpu_hour", True, "the highest net profit per GPU-hour"),
@@ -368,14 +352,6 @@ KvShare = Annotated[
         f"'{AUTO}' (the engine's split); SGLang HiCache only (default {AUTO}).",
     ),
 ]
-HostRate = Annotated[
-    float | None,
-    typer.Option(
-        "--host-usd-per-gb-hour",
-        help="What a GiB of host memory costs the provider per hour, USD (default: gpus.yaml's "
-        "host_memory rate; 0: unpriced, as RAM within a rented GPU node's, docs/pricing.md).",
-    ),
-]
 Best = Annotated[
     str,
     typer.Option("--best", help=f"What the best row has: {', '.join(CRITERIA)} (profit)."),
@@ -395,7 +371,7 @@ def register(app: typer.Typer) -> None:
         sessions: Sessions = DEFAULT_SESSIONS,
         host_gb: HostGb = DEFAULT_HOST_GB,
         kv_share: KvShare = None,
-        host_usd_per_gb_hour: HostRate = None,
+        host_usd_per_gb_hour: HostUsdPerGbHour = None,
         best: Best = "profit",
         trace: F.Trace = None,
         duration_min: F.DurationMin = None,
@@ -413,7 +389,8 @@ def register(app: typer.Typer) -> None:
         and profit per GPU-hour at each, the best marked."""
         from replay.rundir import new_run_id
 
-        rate = host_rate(host_usd_per_gb_hour)
+        chosen = resolve_host_rate(host_usd_per_gb_hour)
+        rate = (float(chosen.usd_per_gb_hour), chosen.source)
         if best not in CRITERIA:
             fail(f"--best: '{best}' is not one of {', '.join(CRITERIA)}")
         grid = (parse_host_gb(host_gb), parse_kv_share(kv_share))
@@ -431,7 +408,6 @@ def register(app: typer.Typer) -> None:
 
 __all__ = [
     "add_break_even",
-    "host_rate",
     "mark_best",
     "parse_host_gb",
     "parse_kv_share",

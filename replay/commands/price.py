@@ -4,8 +4,9 @@ Three forms:
 
 - `replay price --sheet NAME --gpu NAME --hit-rate H --prompt-tokens-per-min-per-gpu P
   --output-tokens-per-min-per-gpu O [--json]`: one operating point, priced exactly.
-- `replay price RUN_DIR [--sheet NAME] [--gpu NAME] [--window A-B] [--json]`: every engine of
-  a run, at the token rates and hit rate its window metrics measured (analysis package).
+- `replay price RUN_DIR [--sheet NAME] [--gpu NAME] [--window A-B] [--host-usd-per-gb-hour R]
+  [--json]`: every engine of a run, at the token rates and hit rate its window metrics
+  measured (analysis package); an engine with host memory also at its host cost.
 - `replay price --list [--json]`: the price sheets and GPU rates on file.
 
 The arithmetic lives in `pricing`; this module parses flags, names the bad one, and prints.
@@ -27,6 +28,7 @@ from replay.runspec import flags as F
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from analysis.economics import HostRate
     from pricing import Economics, GpuRate, PriceSheet
 
 # `pricing` and the run pricing (pandas, the analysis) are imported where they are used, so
@@ -38,6 +40,31 @@ _POINT_FLAGS = (
     ("prompt", "--prompt-tokens-per-min-per-gpu"),
     ("output", "--output-tokens-per-min-per-gpu"),
 )
+
+
+# What a GiB of host memory costs the provider per hour: `replay price RUN_DIR` and
+# `replay plan-host` take it from this one definition; `analysis.economics.host_rate` checks
+# and resolves it (docs/pricing.md, "Host memory").
+HostUsdPerGbHour = Annotated[
+    float | None,
+    typer.Option(
+        "--host-usd-per-gb-hour",
+        help="What a GiB of host memory costs the provider per hour, USD (default: gpus.yaml's "
+        "host_memory rate; 0: unpriced, as RAM within a rented GPU node's, docs/pricing.md).",
+    ),
+]
+
+
+def resolve_host_rate(given: float | None, pricing_dir: Path | None = None) -> HostRate:
+    """The host-memory rate `--host-usd-per-gb-hour` gives, else the pricing data's, else 0
+    (unpriced); exits naming the flag (or the file's field) on a bad one."""
+    from analysis.economics import host_rate
+    from pricing import PricingError
+
+    try:
+        return host_rate(given, pricing_dir)
+    except PricingError as e:
+        fail(str(e))
 
 
 def _check_fraction(value: float, flag: str) -> None:
@@ -227,6 +254,7 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--write-fraction", help=_HELP["write"])
         ] = 1.0,
         window: F.RunWindow = None,
+        host_usd_per_gb_hour: HostUsdPerGbHour = None,
         pricing_dir: Annotated[
             Path | None, typer.Option("--pricing-dir", help=_HELP["dir"])
         ] = None,
@@ -250,10 +278,12 @@ def register(app: typer.Typer) -> None:
                     f"{clash[0]}: not used with RUN_DIR (the run's measured value is used); "
                     "drop it, or drop RUN_DIR to price a point"
                 )
-            price_run(run_dir, sheet, gpu, window, write_fraction, pricing_dir, as_json)
+            host = resolve_host_rate(host_usd_per_gb_hour, pricing_dir)
+            price_run(run_dir, sheet, gpu, window, write_fraction, pricing_dir, as_json, host)
             return
-        if window is not None:
-            fail("--window: only used with RUN_DIR")
+        for flag, value in (("--window", window), ("--host-usd-per-gb-hour", host_usd_per_gb_hour)):
+            if value is not None:
+                fail(f"{flag}: only used with RUN_DIR")
         missing = [flag for key, flag in _POINT_FLAGS if given[key] is None]
         if missing:
             fail(f"missing {', '.join(missing)} (or pass RUN_DIR to price a run, or --list)")

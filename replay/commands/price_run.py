@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from analysis.economics import EnginePrice, RunPrices, price_engines
+from analysis.economics import EnginePrice, HostRate, RunPrices, price_engines
 from analysis.metrics import resolve_window, window_metrics
 from analysis.provenance import run_provenance
 from analysis.runs import Run, load_run
@@ -89,6 +89,18 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
             lambda r: "n/a" if r.saturated is None else "[bold red]YES[/]" if r.saturated else "no",
         ),
     ]
+    if any(r.host is not None for r in rows):  # issue 34: only a run with host memory
+        lines[7:7] = [
+            ("host memory", _host_memory),
+            (
+                "host cost / GPU-hour",
+                lambda r: "–" if r.host is None else usd(r.host.per_gpu_hour, 4),
+            ),
+            (
+                "[bold]net profit / GPU-hour[/]",
+                lambda r: f"[bold]{usd(r.net_profit_per_gpu_hour, 2)}[/]",
+            ),
+        ]
     if any(r.tiers is not None for r in rows):  # issue 34: only a run whose cache has tiers
         lines[4:4] = [
             ("of hits from host / external", _tier_shares),
@@ -97,6 +109,26 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
     for label, cell in lines:
         t.add_row(label, *(cell(r) for r in rows))
     return t
+
+
+def _host_memory(r: EnginePrice) -> str:
+    if r.host is None:
+        return "none"
+    rate = r.host.rate.usd_per_gb_hour
+    shown = f"{r.host.gb:g} GiB at ${rate:g}/GiB-h" if rate else f"{r.host.gb:g} GiB, unpriced"
+    return shown + (f" (+{r.host.external_gb:g} GiB store, unpriced)" if r.host.external_gb else "")
+
+
+def host_notes(rows: list[EnginePrice]) -> list[str]:
+    """Where the host-memory rate comes from, once, for a run with host memory."""
+    rates = {r.host.rate for r in rows if r.host is not None}
+    return [
+        f"host memory priced at ${float(h.usd_per_gb_hour):g} per GiB-hour ({h.source}); net "
+        "profit = profit − host GiB × rate ÷ GPUs"
+        if h.usd_per_gb_hour
+        else f"host memory unpriced ({h.source}): net profit = profit"
+        for h in rates
+    ]
 
 
 def _tier_shares(r: EnginePrice) -> str:
@@ -114,8 +146,10 @@ def price_run(
     write_fraction: float,
     pricing_dir: Path | None,
     as_json: bool,
+    host: HostRate | None = None,
 ) -> None:
-    """Print (or JSON-dump) every engine of `run_dir` priced at its window metrics."""
+    """Print (or JSON-dump) every engine of `run_dir` priced at its window metrics; `host`:
+    the host-memory rate (`--host-usd-per-gb-hour`; the pricing data's when None)."""
     sheet = resolve_sheet(sheet_name, pricing_dir)
     forced = None if gpu_name is None else resolve_gpu(gpu_name, pricing_dir)
     try:
@@ -127,10 +161,10 @@ def price_run(
     if metrics.empty:
         fail(f"{run.path}: the run has no engines with request records")
     try:
-        prices: RunPrices = price_engines(metrics, sheet, forced, pricing_dir, write_fraction)
+        prices: RunPrices = price_engines(metrics, sheet, forced, pricing_dir, write_fraction, host)
     except PricingError as err:
         fail(f"{run.path}: {err}")
-    notes = [*run.notes, *prices.notes]
+    notes = [*run.notes, *prices.notes, *host_notes(prices.engines)]
     rows = prices.engines
     start, end = float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
     if as_json:

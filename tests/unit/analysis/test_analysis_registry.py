@@ -147,9 +147,12 @@ def test_the_report_tables_list_the_registry_report_views(sims: dict[str, Path])
     for name in ("throughput", "latency", "misses", "economics", "verdicts", "fidelity"):
         shown = [c.key for c in tables[name].columns if c.key not in lead]
         shown = [k for k in shown if not k.startswith("drift_")]
-        assert shown == list(keys(f"report.{name}")), name  # type: ignore[arg-type]
+        # The economics table's host-memory columns only where an engine has host memory
+        # (this run has none): a metric produced under a condition is shown when produced.
+        listed = [m for m in in_view(f"report.{name}") if name != "economics" or not m.only_when]  # type: ignore[arg-type]
+        assert shown == [m.key for m in listed], name
         heads = [c.header("md") for c in tables[name].columns if c.key in keys(f"report.{name}")]  # type: ignore[arg-type]
-        assert heads == [header(m) for m in in_view(f"report.{name}")]  # type: ignore[arg-type]
+        assert heads == [header(m) for m in listed]
     rollup = tables["by_turn_depth"]
     assert [c.key for c in rollup.columns][2:] == list(keys("report.rollup"))
     from analysis.report.content import COMPARED
