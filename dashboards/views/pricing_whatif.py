@@ -1,5 +1,8 @@
 """Pricing what-if: move the GPU rate, the prices and the cached discount; every engine's
 profit per GPU-hour and user cost follow, over one run's measured token rates and hit rates.
+Host memory (issue 34 point 4) moves the cost side: each engine's profit net of a chosen
+host-memory size at a chosen rate, and a curve of it against the size (the hit rate stays
+the run's; `replay plan-host` simulates it at each size).
 """
 
 from __future__ import annotations
@@ -7,21 +10,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
+from analysis.economics import MAX_HOST_RATE, HostRate, host_rate
 from analysis.registry import column_format, figure_label, header, in_view, keys, metric
 from dashboards.alike import window_words
 from dashboards.figures import engine_bars_figure, whatif_figure
 from dashboards.loading import RunUnavailable, run_metrics
 from dashboards.money import (
     gpu_at,
+    net_profit_vs_host_memory,
+    own_host_gb,
     priced_metrics,
     profit_vs_discount,
     profit_vs_gpu_rate,
     sheet_with,
     user_cost_vs_hit_rate,
+    with_host_gb,
 )
 from dashboards.views.common import pick_pricing, pick_run_group
+from pricing import PricingError, dec
 
 # The registry's "pricing" view: the table's columns, headers and formats.
 TABLE = ("engine", *keys("pricing"))
@@ -94,7 +103,13 @@ def render(root: Path) -> None:
         + (f", cache writes ${sheet.write_price:.4f}" if base.cache_write is not None else "")
         + f". Token rates and hit rates over the measured {counted}."
     )
-    priced = priced_metrics(metrics, sheet, gpu_at(gpu_rate, choice.gpu))
+    host = _host_inputs(own_host_gb(metrics), run.run_id)
+    if host is None:
+        return
+    host_gb, host_usd = host
+    priced = priced_metrics(
+        with_host_gb(metrics, host_gb), sheet, gpu_at(gpu_rate, choice.gpu), host_usd
+    )
     left, right = st.columns(2)
     left.plotly_chart(
         engine_bars_figure(
@@ -117,7 +132,7 @@ def render(root: Path) -> None:
         width="stretch",
     )
     st.dataframe(
-        priced[[c for c in TABLE if c in priced.columns]],
+        priced[[c for c in TABLE if _shown(priced, c)]],
         hide_index=True,
         width="stretch",
         column_config=_FORMATS,
@@ -128,6 +143,7 @@ def render(root: Path) -> None:
         "that met the run's SLO; a saturated engine's raw profit is its ceiling, not a "
         "service anyone would buy."
     )
+    _host_curve(priced, host_gb, host_usd, counted)
     a, b, c = st.columns(3)
     a.plotly_chart(
         whatif_figure(
@@ -163,5 +179,70 @@ def render(root: Path) -> None:
             subtitle="the price sheet alone: no run's window",
         ),
         key="whatif_cost_curve",
+        width="stretch",
+    )
+
+
+def _shown(priced: pd.DataFrame, key: str) -> bool:
+    """A column of the table: a metric produced under a condition (host memory) only when
+    some engine has it, so an untiered run's table is as it was."""
+    if key not in priced.columns:
+        return False
+    return key == "engine" or not metric(key).only_when or bool(priced[key].notna().any())
+
+
+def _host_inputs(own_gb: float, run_id: str) -> tuple[float, HostRate] | None:
+    """The host-memory size (GiB per engine) and rate the page prices at: the run's own size
+    and the pricing data's rate by default."""
+    try:
+        default = host_rate(None)
+    except PricingError as e:
+        st.error(f"Cannot read the host-memory rate: {e}")
+        return None
+    left, right = st.columns(2)
+    gb = left.number_input(
+        "Host memory per engine (GiB)",
+        min_value=0.0,
+        max_value=1_048_576.0,
+        value=own_gb,
+        step=64.0,
+        key=f"w_host_gb_{run_id}",
+    )
+    usd = right.number_input(
+        "Host memory rate ($/GiB-hour)",
+        min_value=0.0,
+        max_value=MAX_HOST_RATE,
+        value=float(default.usd_per_gb_hour),
+        step=0.0001,
+        format="%.5f",
+        key="w_host_rate",
+    )
+    same = dec(usd) == default.usd_per_gb_hour
+    rate = default if same else HostRate(dec(usd, "host rate"), "the page's rate")
+    st.caption(
+        f"Host memory moves the provider's cost only: every engine priced with {gb:g} GiB at "
+        f"${usd:g} per GiB-hour ({rate.source}); its hit rate and token rates are the run's, "
+        f"measured with {own_gb:g} GiB of host memory. `replay plan-host` simulates the hit "
+        "rate at each size (docs/cache-tiers.md, the planner)."
+    )
+    return gb, rate
+
+
+def _host_curve(priced: pd.DataFrame, host_gb: float, rate: HostRate, counted: str) -> None:
+    """Net profit per GPU-hour against host-memory size, the hit rate held at the run's."""
+    top = max(1024.0, 2 * host_gb)
+    curve = net_profit_vs_host_memory(
+        priced, float(rate.usd_per_gb_hour), np.linspace(0.0, top, 33)
+    )
+    st.plotly_chart(
+        whatif_figure(
+            curve,
+            "host_gb",
+            "net_profit_per_gpu_hour",
+            "host memory per engine (GiB)",
+            header(metric("net_profit_per_gpu_hour")),
+            subtitle=f"{counted}; hit rate held at the run's",
+        ),
+        key="whatif_host_curve",
         width="stretch",
     )
