@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from analysis.economics import HostRate
-    from pricing import Economics, GpuRate, PriceSheet
+    from pricing import Economics, GpuRate, HostMemoryRate, PriceSheet
 
 # `pricing` and the run pricing (pandas, the analysis) are imported where they are used, so
 # that `replay price --help` loads neither: tests/unit/replay/test_cli.py.
@@ -95,11 +95,12 @@ def _label(status: str) -> str:
 def _list(pricing_dir: Path | None, as_json: bool) -> None:
     from rich.table import Table
 
-    from pricing import PricingError, load_gpu_rates, load_sheets
+    from pricing import PricingError, get_host_memory_rate, load_gpu_rates, load_sheets
     from replay.commands.price_common import print_json
 
     try:
         sheets, gpus = load_sheets(pricing_dir), load_gpu_rates(pricing_dir)
+        host = get_host_memory_rate(pricing_dir)
     except PricingError as e:
         fail(str(e))
     if as_json:
@@ -109,6 +110,7 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
                 "default_gpu": gpus.default,
                 "sheets": [_jsonable(s.model_dump()) for s in sheets.entries.values()],
                 "gpus": [_jsonable(g.model_dump()) for g in gpus.entries.values()],
+                "host_memory": None if host is None else _jsonable(host.model_dump()),
             }
         )
         return
@@ -142,6 +144,15 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
         )
     console.print(g)
     _sources(gpus.entries.values())
+    if host is None:
+        console.print("Host memory: unpriced (no host_memory rate in gpus.yaml)", highlight=False)
+    else:
+        console.print(
+            f"Host memory: ${host.usd_per_gb_hour} per GiB-hour ({_label(host.status)}, "
+            f"{host.date}; --host-usd-per-gb-hour overrides it)",
+            highlight=False,
+        )
+        _sources([host])
 
 
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +174,7 @@ def _marked(name: str, default: str) -> str:
     return f"{name} (default)" if name == default else name
 
 
-def _sources(entries: Iterable[PriceSheet | GpuRate]) -> None:
+def _sources(entries: Iterable[PriceSheet | GpuRate | HostMemoryRate]) -> None:
     # Sources are long prose: printed under the table, not squeezed into a column.
     for item in entries:
         console.print(f"  [dim]{item.name}:[/] {item.source}", highlight=False)

@@ -117,3 +117,12 @@ def test_the_host_rate_needs_a_run() -> None:
         "--output-tokens-per-min-per-gpu", "10", "--host-usd-per-gb-hour", "0.01",
     )  # fmt: skip
     assert res.exit_code != 0 and "--host-usd-per-gb-hour: only used with RUN_DIR" in said(res)
+
+
+def test_the_list_names_the_host_memory_rate_and_its_source() -> None:
+    res = invoke("price", "--list")
+    assert res.exit_code == 0, said(res)
+    assert "Host memory: $0.00072 per GiB-hour (reported, 2025" in said(res)
+    assert "DDR5-6400" in said(res)  # its source, under the table
+    listed = json.loads(invoke("price", "--list", "--json").stdout)["host_memory"]
+    assert listed["usd_per_gb_hour"] == SHIPPED_RATE and listed["status"] == "reported"
