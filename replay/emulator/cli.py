@@ -78,6 +78,12 @@ def build_config(
         fail(str(e))
 
 
+def serve_config(cfg: EmulatorConfig) -> None:
+    """Serve a config handed over whole by the process that built and checked it
+    (`EmulatorConfig.child_args`)."""
+    _serve(cfg, plain_fail, plain_say)
+
+
 def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
     """Check the cache and tokenizer, then serve `cfg` until stopped."""
     import asyncio
@@ -124,8 +130,8 @@ class SharedOptions:
     (`replay run` and `replay simulate` take them under the same names:
     replay.commands.serve_sim), and `check`, which refuses a value outside its field's range
     (the message, naming the flag; None: fine); the emulator's own process (`python -m
-    replay.emulator`, started with `EmulatorConfig.cli_args` from a checked spec) declares
-    them from its config's fields (`own_options`) and checks nothing more."""
+    replay.emulator`) declares them from its config's fields (`own_options`); a child that
+    `launch.py` starts gets its checked config whole instead (`EmulatorConfig.child_args`)."""
 
     model: Any
     time_scale: Any

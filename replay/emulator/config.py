@@ -1,7 +1,8 @@
 """Settings of one engine emulator: which engine it stands for, its model, clock and faults.
 
 One pydantic model is the single place for the defaults. `replay serve-sim` builds it from
-flags, `launch.py` turns it back into flags for a child process, and the server reads it.
+flags, `launch.py` hands it whole to a child process (`EmulatorConfig.child_args`), and the
+server reads it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ DEFAULT_HASH_TOKENS = 64
 class FaultConfig(BaseModel):
     """Injected failures, for testing clients. All off by default."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity as JSON's constant: a child process reads the config back whole (`child_args`).
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
     error_rate: float = Field(
         default=0.0,
@@ -81,7 +83,7 @@ class FaultConfig(BaseModel):
 class EmulatorConfig(BaseModel):
     """One emulator: engine, cache policy, model profile, clock and capacity overrides."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
     engine: str = Field(description="engine it stands for: flashstate, vllm or sglang")
     policy: str | None = Field(
@@ -197,54 +199,23 @@ class EmulatorConfig(BaseModel):
     def model_id(self, profile: ModelProfile) -> str:
         return self.served_model_name or profile.name
 
-    def cli_args(self) -> list[str]:
-        """The `replay serve-sim` flags that rebuild this config (for child processes)."""
-        args = ["--engine", self.engine, "--model", self.model, "--host", self.host]
-        args += ["--port", str(self.port), "--time-scale", repr(self.time_scale)]
-        if self.policy:
-            args += ["--policy", self.policy]
-        if self.served_model_name:
-            args += ["--served-model-name", self.served_model_name]
-        if self.token_scale != 1.0:
-            args += ["--token-scale", repr(self.token_scale)]
-        if self.blocks is not None:
-            args += ["--blocks", str(self.blocks)]
-        if self.host_memory_gb:
-            args += ["--host-memory-gb", repr(self.host_memory_gb)]
-        if self.host_bandwidth_gbs is not None:
-            args += ["--host-bandwidth-gbs", repr(self.host_bandwidth_gbs)]
-        if self.external_memory_gb:
-            args += ["--external-memory-gb", repr(self.external_memory_gb)]
-        if self.external_bandwidth_gbs is not None:
-            args += ["--external-bandwidth-gbs", repr(self.external_bandwidth_gbs)]
-        if self.external_store is not None:
-            args += ["--external-store", self.external_store]
-        if self.block_tokens is not None:
-            args += ["--block-tokens", str(self.block_tokens)]
-        if self.max_batch is not None:
-            args += ["--max-batch", str(self.max_batch)]
-        if self.hash_tokens != DEFAULT_HASH_TOKENS:
-            args += ["--hash-tokens", str(self.hash_tokens)]
-        if self.tokenizer:
-            args += ["--tokenizer", self.tokenizer]
-        if self.replica is not None:
-            args += ["--replica", str(self.replica)]
-        f = self.faults
-        if f.error_rate:
-            args += ["--error-rate", repr(f.error_rate)]
-        if f.stall_rate:
-            args += ["--stall-rate", repr(f.stall_rate), "--stall-s", repr(f.stall_s)]
-        if f.crash_after is not None:
-            args += ["--crash-after", str(f.crash_after)]
-        if f.slow_start_s:
-            args += ["--slow-start-s", repr(f.slow_start_s)]
-        if f.early_stop_rate:
-            args += ["--early-stop-rate", repr(f.early_stop_rate)]
-        if f.lie_cached_rate:
-            args += ["--lie-cached-rate", repr(f.lie_cached_rate)]
-        if f.seed:
-            args += ["--fault-seed", str(f.seed)]
-        return args
+    def child_args(self) -> list[str]:
+        """The arguments that start this emulator as a child process (`python -m
+        replay.emulator`): the config whole, as JSON, which the child validates back
+        (`from_child_args`) instead of re-reading each setting from a flag of its own."""
+        return [CHILD_CONFIG, self.model_dump_json()]
+
+
+# The child process's one argument: its whole config (`EmulatorConfig.child_args`).
+CHILD_CONFIG = "--config-json"
+
+
+def from_child_args(args: list[str]) -> EmulatorConfig | None:
+    """The config a parent handed over whole (`EmulatorConfig.child_args`); None: `args`
+    are `serve-sim` flags instead."""
+    if len(args) != 2 or args[0] != CHILD_CONFIG:
+        return None
+    return EmulatorConfig.model_validate_json(args[1])
 
 
 class EmulatorConfigError(ValueError):

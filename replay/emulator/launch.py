@@ -63,7 +63,7 @@ class _Child:
         self.outages: list[tuple[int, int | None]] = []
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "replay.emulator", *self.cfg.cli_args()]
+        cmd = [sys.executable, "-m", "replay.emulator", *self.cfg.child_args()]
         # The child ends with this process, even under SIGKILL (see replay/lifeline.py).
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         log = self.log_path.open("a")

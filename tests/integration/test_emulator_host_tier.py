@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from replay.emulator.config import emulator_config
+from replay.emulator.config import emulator_config, from_child_args
 from replay.emulator.launch import start_emulator_group
 
 SESSION = list(range(1, 257))  # a first turn of four 64-token blocks
@@ -48,7 +48,7 @@ def test_a_prefix_the_gpu_dropped_is_served_from_host_memory(engine: str) -> Non
     # 300 blocks of 64 tokens on the GPU; 64 GiB of host memory holds 1,296 such blocks.
     shape = dict(port=0, time_scale=1000.0, blocks=300, block_tokens=64)
     tiered = emulator_config(engine, host_memory_gb=64.0, host_bandwidth_gbs=32.0, **shape)
-    assert "--host-memory-gb" in tiered.cli_args()
+    assert from_child_args(tiered.child_args()) == tiered
     with start_emulator_group([emulator_config(engine, **shape)]) as group:
         assert _replay(group.urls[engine]) == 0  # one tier: the session's prefix is gone
     with start_emulator_group([tiered]) as group:

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from pydantic import ValidationError
 
-from replay.emulator.config import EmulatorConfig
+from replay.emulator.config import EmulatorConfig, from_child_args
 from replay.emulator.launch import emulator_configs, replica_configs, server_name, start_fleet
 from replay.emulator.server import REPLICA_HEADER, running_server
 
@@ -52,7 +52,7 @@ def test_replica_settings_round_trip_and_bad_counts_are_named() -> None:
     cfg = EmulatorConfig(engine="vllm", port=8123)
     reps = replica_configs(cfg, 2)
     assert [r.replica for r in reps] == [0, 1] and {r.port for r in reps} == {0}
-    assert "--replica" in reps[1].cli_args() and "--replica" not in cfg.cli_args()
+    assert [from_child_args(c.child_args()) for c in (*reps, cfg)] == [*reps, cfg]
     assert [server_name(r) for r in reps] == ["vllm.0", "vllm.1"] and server_name(cfg) == "vllm"
     assert [c.replica for c in emulator_configs(["vllm"])] == [None]
     assert [c.replica for c in emulator_configs(["vllm"], replicas=2)] == [0, 1]

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.emulator.config import emulator_config, make_cache
+from replay.emulator.config import emulator_config, from_child_args, make_cache
 from replay.runspec.live import RunFlags, finish, resolve_new
 from tests.unit.replay.runspec.conftest import said
 
@@ -38,14 +38,13 @@ def test_the_flags_reach_the_emulators_config_and_command_line(emulators_of: Any
                          "--host-bandwidth-gbs", "64", "--replicas", "2"])  # fmt: skip
     got = [(c.engine, c.host_memory_gb, c.host_bandwidth_gbs) for c in seen]
     assert got == [("vllm", 512, 64)] * 2 + [("sglang", 512, 64)] * 2
-    args = seen[0].cli_args()
-    assert args[args.index("--host-memory-gb") + 1] == "512.0"
-    assert args[args.index("--host-bandwidth-gbs") + 1] == "64.0"
+    child = from_child_args(seen[0].child_args())  # the child process's config, whole
+    assert child is not None and (child.host_memory_gb, child.host_bandwidth_gbs) == (512, 64)
     # The emulator's cache is the simulator's with its host tier (512 GiB: 10,375 blocks).
     cache: Any = make_cache(seen[0], seen[0].resolved_profile())
     assert cache.host is not None and cache.host.bandwidth == 64e9 * 2
     untiered = emulator_config("vllm", port=0)
-    assert "--host-memory-gb" not in untiered.cli_args()
+    assert from_child_args(untiered.child_args()) == untiered
     assert getattr(make_cache(untiered, untiered.resolved_profile()), "host", None) is None
 
 
