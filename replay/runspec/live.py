@@ -115,7 +115,8 @@ def _capacity(flag: int | None, settings: Any, trace: str | None) -> int | None:
     """An emulated engine's cache size in blocks: --capacity-blocks, else the embedded
     default's `blocks:`, which is the bundled sample's only (None: the profile's)."""
     if flag is not None:
-        return build(EngineShape, [Layer(FLAGS, {"capacity_blocks": flag})]).capacity_blocks
+        build(EngineShape, [Layer(FLAGS, {"capacity_blocks": flag})])  # its field's check
+        return flag
     blocks = getattr(settings, "blocks", None)
     try:
         return blocks if blocks is not None and is_sample(trace) else None
