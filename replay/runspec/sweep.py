@@ -76,25 +76,15 @@ class SweepSpec(BaseModel):
             for n in self.sessions
             for s in range(self.seeds)
         }
+        # The engine's shape whole (capacity, tiers), each fleet's replicas and router over it.
+        shape = self.engine.model_dump(exclude={"profile"})
         return [
             point(
                 p,
                 workloads[n, s],
                 self.engine.profile,
                 self.timing,
-                capacity_blocks=self.engine.capacity_blocks,
-                **self.engine.model_dump(
-                    include={
-                        "host_memory_gb",
-                        "host_bandwidth_gbs",
-                        "host_kv_share",
-                        "external_memory_gb",
-                        "external_bandwidth_gbs",
-                        "external_store",
-                    }
-                ),
-                replicas=k,
-                router=r,
+                **{**shape, "replicas": k, "router": r},
             )
             for p in self.policies
             for k, r in fleets
