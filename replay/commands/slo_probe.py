@@ -136,6 +136,16 @@ def run_probe(flags: RunFlags, engine: str, sessions: int, seed: int, run_dir: P
     return Probe(sessions, seed, n, share, met), got
 
 
+def say_probe(name: str, p: Probe) -> None:
+    """One step of a search as it is printed: `name`'s load, its share within the SLO, the
+    verdict (the simulator's search and the runs' alike)."""
+    err_console.print(
+        f"  {name}: {p.sessions} sessions → {p.share:.1%} of {p.requests} requests within "
+        f"the SLO: {'holds' if p.met else 'fails'}",
+        highlight=False,
+    )
+
+
 def search_engine(probes: RunProbes, engine: str, seed: int, threshold: float, start: int,
                   limit: int, out: Path) -> EngineAnswer:  # fmt: skip
     """The search (`analysis.slo_search.search_largest`) over `replay run`s of one engine."""
@@ -148,11 +158,7 @@ def search_engine(probes: RunProbes, engine: str, seed: int, threshold: float, s
         run_dir = out / PROBES / f"{engine}-s{n}-seed{seed}"
         p, _ = run_probe(flags, engine, n, seed, run_dir, threshold)
         done.append(p)
-        err_console.print(
-            f"  {engine} ({probes.executor}): {n} sessions → {p.share:.1%} of {p.requests} "
-            f"requests within the SLO: {'holds' if p.met else 'fails'}",
-            highlight=False,
-        )
+        say_probe(f"{engine} ({probes.executor})", p)
         return p.met
 
     found = search_largest(meets, start, limit)

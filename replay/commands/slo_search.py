@@ -87,17 +87,14 @@ def _probe(tr: Trace, cfg: SimConfig, slo: Slo, threshold: float) -> Probe:
 def _search_one(tr: Trace, base: SimConfig, slo: Slo, threshold: float, start: int,
                 limit: int) -> tuple[int, bool, list[Probe]]:  # fmt: skip
     from analysis.slo_search import search_largest
+    from replay.commands.slo_probe import say_probe
 
     probes: list[Probe] = []
 
     def meets(n: int) -> bool:
         p = _probe(tr, dataclasses.replace(base, sessions=n), slo, threshold)
         probes.append(p)
-        err_console.print(
-            f"  {base.policy}: {n} sessions → {p.share:.1%} of {p.requests} requests within "
-            f"the SLO: {'holds' if p.met else 'fails'}",
-            highlight=False,
-        )
+        say_probe(base.policy, p)
         return p.met
 
     found = search_largest(meets, start, limit)
