@@ -94,6 +94,11 @@ class WorkingSet:
             self._blocks[conv] = b
             self._sum += b
 
+    @property
+    def blocks(self) -> int:
+        """W now: the blocks of the conversations in progress (kept as they change)."""
+        return self._sum
+
     def mean_blocks(self, end: float) -> float:
         """The time average over the window (the run ended at `end`)."""
         self._advance(end)

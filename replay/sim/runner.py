@@ -222,15 +222,12 @@ class RunMeter:
         self.occ = Occupancy(cfg.window)
         self.ws = WorkingSet(cfg.window, profile.block_tokens, profile.checkpoint_blocks)
         self.occupancy = occupancy
-        self.sessions: Sessions | None = None  # the sessions sampled (`replay_sessions`)
 
     def sample(self, now: float) -> None:
-        """A request arrived at `now` (an executor's `Sampler`)."""
-        assert self.sessions is not None
-        B, C = self.ws.block_tokens, self.ws.checkpoint_blocks
-        ws = sum(-(-t // B) + C for t in self.sessions.context_blocks.values())
+        """A request arrived at `now` (an executor's `Sampler`): the working set is the one
+        `replay_sessions` keeps up to date (`WorkingSet.blocks`), not summed again here."""
         states, used = self.occupancy()
-        self.occ.add(now, states, used, ws)
+        self.occ.add(now, states, used, self.ws.blocks)
 
 
 def replay_sessions(
@@ -239,7 +236,6 @@ def replay_sessions(
     """Replay `trace`'s workload under `cfg`'s rules through `executor` until the run's end,
     `meter` sampling as it goes; returns the sessions (their requests and assignments)."""
     sessions = Sessions(loop, executor, Workload(trace, cfg.workload()), cfg.duration_s)
-    meter.sessions = sessions
     sessions.on_context = meter.ws.update
     sessions.start()
     loop.run(cfg.duration_s)

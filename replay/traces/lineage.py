@@ -36,8 +36,9 @@ def common_blocks(a: np.ndarray, b: np.ndarray) -> int:
     m = min(a.shape[0], b.shape[0])
     if m == 0:
         return 0
-    diff = np.flatnonzero(a[:m] != b[:m])
-    return int(diff[0]) if diff.shape[0] else m
+    differ = a[:m] != b[:m]
+    k = int(differ.argmax())  # the first True (a boolean argmax stops there), else 0
+    return k if differ[k] else m
 
 
 class Lineage:
