@@ -8,8 +8,7 @@ import sys
 
 import typer
 
-from replay.emulator.cli import register, serve_config
-from replay.emulator.config import from_child_args
+from replay.emulator.cli import register, serve_child
 from replay.lifeline import die_with_parent
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -17,8 +16,9 @@ register(app)
 
 if __name__ == "__main__":
     die_with_parent()  # started by the harness: end with it, even if it is SIGKILLed
-    cfg = from_child_args(sys.argv[1:])
-    if cfg is not None:
-        serve_config(cfg)
-    else:
+    try:
+        served = serve_child(sys.argv[1:])  # a config handed over whole, or flags
+    except typer.Exit as e:  # its one-line error is printed; exit as serve-sim would
+        sys.exit(e.exit_code)
+    if not served:
         app()

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 
 from replay.emulator.config import (
+    CHILD_CONFIG,
     DEFAULT_HASH_TOKENS,
     EmulatorConfig,
     EmulatorConfigError,
     emulator_config,
+    from_child_args,
     make_cache,
 )
 
@@ -78,10 +81,21 @@ def build_config(
         fail(str(e))
 
 
-def serve_config(cfg: EmulatorConfig) -> None:
-    """Serve a config handed over whole by the process that built and checked it
-    (`EmulatorConfig.child_args`)."""
+def serve_child(args: list[str]) -> bool:
+    """Serve the config a parent process built, checked and handed over whole
+    (`EmulatorConfig.child_args`); False: `args` are `serve-sim` flags instead."""
+    try:
+        cfg = from_child_args(args)
+    except ValidationError as e:  # not a config a parent wrote: say why, no traceback
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "the config"
+        plain_fail(
+            f"{CHILD_CONFIG} (a config that replay's launcher writes): {where}: {err['msg']}"
+        )
+    if cfg is None:
+        return False
     _serve(cfg, plain_fail, plain_say)
+    return True
 
 
 def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:

@@ -1,0 +1,58 @@
+"""A child emulator (`python -m replay.emulator`, started by `launch.py`) gets its config whole,
+as the parent built and checked it (`EmulatorConfig.child_args`), not re-parsed from flags."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+
+from replay.emulator.cli import serve_child
+from replay.emulator.config import CHILD_CONFIG, emulator_config, from_child_args
+
+
+def test_the_child_reads_back_exactly_the_parents_config() -> None:
+    cfg = emulator_config(
+        "sglang", port=0, blocks=777, time_scale=30.0, token_scale=16.0, host_memory_gb=64.0,
+        external_memory_gb=128.0, external_store="lmcache", replica=1,
+        faults={"stall_rate": 0.5, "stall_s": float("inf"), "crash_after": 3},
+    )  # fmt: skip
+    assert from_child_args(cfg.child_args()) == cfg  # inf survives as JSON's Infinity
+    assert cfg.child_args()[0] == CHILD_CONFIG and len(cfg.child_args()) == 2
+
+
+def test_serve_sim_flags_are_not_a_child_config() -> None:
+    assert from_child_args(["--engine", "vllm", "--port", "0"]) is None
+    assert from_child_args([CHILD_CONFIG]) is None
+    assert serve_child([]) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("{not json", "--config-json (a config that replay's launcher writes): the config: "),
+        ('{"engine": "vllm", "port": 70000}', "port: Input should be less than or equal to 65535"),
+        ('{"engine": "vllm", "colour": 1}', "colour: Extra inputs are not permitted"),
+    ],
+)
+def test_a_config_no_launcher_wrote_fails_in_one_line(
+    text: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(typer.Exit) as e:
+        serve_child([CHILD_CONFIG, text])
+    assert e.value.exit_code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and err.count("\n") == 1
+
+
+def test_the_child_process_exits_2_with_the_line_and_no_traceback() -> None:
+    import subprocess
+    import sys
+
+    bad = '{"engine": "vllm", "blocks": 0}'
+    cmd = [sys.executable, "-m", "replay.emulator", CHILD_CONFIG, bad]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: --config-json (a config that replay's launcher writes): blocks: "
+        "Input should be greater than 0\n"
+    )
