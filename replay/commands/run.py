@@ -43,33 +43,14 @@ if TYPE_CHECKING:
 def _emulators(spec: RunSpec) -> Iterator[Any]:
     """The emulators this run owns (an `EmulatorGroup`): restarted when one dies mid-run
     (the manifest notes it), and ended with the harness, even a SIGKILLed one."""
-    from replay.emulator.config import EmulatorConfigError, emulator_config
+    from replay.emulator.config import EmulatorConfigError
     from replay.emulator.launch import EmulatorLaunchError, start_emulator_group
+    from replay.runspec.live import emulator_of
 
-    w = spec.workload
     try:
         from replay.emulator.launch import replica_configs
 
-        configs = [
-            emulator_config(
-                e.name,
-                model=e.profile,
-                port=0,
-                time_scale=w.time_scale,
-                token_scale=w.token_scale,
-                blocks=e.capacity_blocks,
-                **e.model_dump(
-                    include={
-                        "host_memory_gb",
-                        "host_bandwidth_gbs",
-                        "external_memory_gb",
-                        "external_bandwidth_gbs",
-                        "external_store",
-                    }
-                ),
-            )
-            for e in spec.engines
-        ]
+        configs = [emulator_of(e, spec.workload) for e in spec.engines]
         # --replicas N: N emulators per engine, each answering with its index (issue 26).
         reps = {e.name: e.replicas for e in spec.engines}
         configs = (

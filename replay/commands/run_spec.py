@@ -73,19 +73,14 @@ def check_capacity(spec: RunSpec, flags: RunFlags) -> None:
     """--capacity-blocks sizes each emulated engine's cache as asked, and --host-memory-gb
     gives it a host tier (the emulator's own check, `make_cache`, as `replay simulate`
     checks them), before any emulator starts."""
-    from replay.emulator.config import EmulatorConfigError, emulator_config, make_cache
+    from replay.emulator.config import EmulatorConfigError, make_cache
+    from replay.runspec.live import emulator_of
     from replay.sim.cache.tiers import TierError
 
-    w, flag = spec.workload, flags.capacity_blocks
+    flag = flags.capacity_blocks
     for e in spec.engines if flag is not None or flags.host_memory_gb else []:
         try:
-            cfg = emulator_config(
-                e.name, model=e.profile, port=0, time_scale=w.time_scale,
-                token_scale=w.token_scale, blocks=e.capacity_blocks,
-                host_memory_gb=e.host_memory_gb, host_bandwidth_gbs=e.host_bandwidth_gbs,
-                external_memory_gb=e.external_memory_gb,
-                external_bandwidth_gbs=e.external_bandwidth_gbs, external_store=e.external_store,
-            )  # fmt: skip
+            cfg = emulator_of(e, spec.workload)
             make_cache(cfg, cfg.resolved_profile())
         except TierError as err:  # it names its flag
             fail(f"{err} (engine {e.name})")

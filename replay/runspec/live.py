@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay.client.config import (
     ConfigError,
@@ -20,6 +20,9 @@ from replay.redact import MASK, redact_url
 from replay.runspec.fields import EngineShape
 from replay.runspec.model import EngineRun, LimitsSpec, RunSpec, WorkloadSpec
 from replay.runspec.resolve import EMBEDDED, FLAGS, Layer, SpecError, build, merged, workload
+
+if TYPE_CHECKING:
+    from replay.emulator.config import EmulatorConfig
 
 EMULATED_KINDS = ("vllm", "flashstate", "sglang")
 
@@ -147,6 +150,34 @@ def _host_tier(given: dict[str, Any]) -> dict[str, Any]:
     if shape.external_memory_gb:
         keep |= {"external_memory_gb", "external_bandwidth_gbs", "external_store"}
     return shape.model_dump(include=keep, exclude_none=True)
+
+
+# The engine shape's fields an emulator takes under the same names: its host and store tiers.
+_EMULATOR_TIERS = {
+    "host_memory_gb",
+    "host_bandwidth_gbs",
+    "external_memory_gb",
+    "external_bandwidth_gbs",
+    "external_store",
+}
+
+
+def emulator_of(run: EngineRun, workload: WorkloadSpec) -> EmulatorConfig:
+    """The config of the emulator that stands for `run` (an emulated engine of the spec), on
+    a free port: its profile, the workload's clocks, its cache size and tiers. The one place
+    an engine of the spec becomes an emulator (the run starts it; `check_capacity` checks
+    it first). Raises EmulatorConfigError naming the setting's serve-sim flag."""
+    from replay.emulator.config import emulator_config
+
+    return emulator_config(
+        run.name,
+        model=run.profile,
+        port=0,
+        time_scale=workload.time_scale,
+        token_scale=workload.token_scale,
+        blocks=run.capacity_blocks,
+        **run.model_dump(include=_EMULATOR_TIERS),
+    )
 
 
 def _refuse_host_tier(given: dict[str, Any]) -> None:
@@ -361,6 +392,7 @@ __all__ = [
     "Resolved",
     "RunFlags",
     "embedded_layer",
+    "emulator_of",
     "finish",
     "is_sample",
     "refuse_workload_flags",
