@@ -287,11 +287,13 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
     """The seed band of a finished emulated run's point (`replay.band`), written beside
     it; None where there is none (not emulated, a fleet, --band-seeds 0, not finished)."""
     from replay.band import write_band
-    from replay.sim.band import band_configs, simulate_band
+    from replay.runspec.sweep import band_configs
+    from replay.sim.band import simulate_band
 
     if outcome is None or outcome.status not in ("completed", "degraded"):
         return None
-    if not band_configs(spec, seeds):
+    points = band_configs(spec, seeds)
+    if not points:
         return None
     err_console.print(
         f"simulating the seed band: {len(spec.engines)} engines × {seeds} seeds on the same "
@@ -299,7 +301,7 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
         highlight=False,
     )
     try:
-        band = simulate_band(loaded, spec, seeds)
+        band = simulate_band(loaded, points)
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]note:[/] seed band interrupted: the run in {outcome.run_dir} is complete; "

@@ -183,6 +183,42 @@ def config_of(spec: RunSpec) -> SimConfig:
     return FleetConfig(**common, replicas=e.replicas, router=e.router, router_opts=opts)
 
 
+def band_configs(spec: RunSpec, seeds: int) -> dict[str, list[SimConfig]]:
+    """The simulator's configs of a run's seed band (`replay.sim.band.simulate_band`): each
+    engine's point, engine timing, `seeds` seeds from the run's own. Empty when the point has
+    no simulator twin (an engine that is not emulated, or one behind a router)."""
+    if seeds < 1 or not spec.engines:
+        return {}
+    if any(e.executor != "emulated" or e.replicas > 1 for e in spec.engines):
+        return {}
+    # The workload exactly as the run replayed it (its window, and its warm-up clamped into a
+    # short run), resolved by the same call the run's plan is made with.
+    w = spec.workload.config(clamp_warmup=True)
+    common: dict[str, Any] = {
+        "sessions": w.sessions,
+        "timing": "engine",
+        "duration_s": w.duration_s,
+        "subagents": w.subagents,
+        "token_scale": spec.workload.token_scale or 1.0,
+        "warmup_s": w.warmup_s,
+        "gap_cap_s": w.gap_cap_s,
+        "window": w.window,
+    }
+    return {
+        e.name: [
+            SimConfig(
+                policy=e.policy or e.name,
+                seed=w.seed + k,
+                model=e.profile or DEFAULT_MODEL,
+                capacity_blocks=e.capacity_blocks,
+                **common,
+            )
+            for k in range(seeds)
+        ]
+        for e in spec.engines
+    }
+
+
 def _start_rules(cfg: SimConfig) -> dict[str, Any]:
     """The start rules as the spec's fields: None where they are the replay's own (so a
     spec without them reads the same)."""
@@ -234,4 +270,12 @@ def manifest_spec(cfg: SimConfig, trace: str | None = None) -> dict[str, Any]:
     return spec_of(cfg, trace).model_dump(mode="json", exclude_none=True)
 
 
-__all__ = ["SweepSpec", "config_of", "manifest_spec", "point", "spec_of", "sweep_workload"]
+__all__ = [
+    "SweepSpec",
+    "band_configs",
+    "config_of",
+    "manifest_spec",
+    "point",
+    "spec_of",
+    "sweep_workload",
+]

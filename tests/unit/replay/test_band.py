@@ -18,7 +18,8 @@ from replay.band import (
 )
 from replay.client.config import EngineSpec
 from replay.runspec.model import EngineRun, RunSpec, WorkloadSpec
-from replay.sim.band import band_configs, simulate_band
+from replay.runspec.sweep import band_configs
+from replay.sim.band import simulate_band
 from replay.traces import load_trace, sample_path
 
 
@@ -80,7 +81,9 @@ def _spec(executor: str = "emulated", replicas: int = 1) -> RunSpec:
 
 
 def test_the_band_replays_the_runs_point_from_its_seed_with_engine_timing() -> None:
-    configs = band_configs(_spec(), seeds=2)
+    points = band_configs(_spec(), seeds=2)
+    assert list(points) == ["flashstate", "vllm"]  # by engine name
+    configs = [c for engine in points.values() for c in engine]
     assert [(c.policy, c.seed) for c in configs] == [
         ("flashstate", 3), ("flashstate", 4), ("vllm", 3), ("vllm", 4)
     ]  # fmt: skip
@@ -89,17 +92,18 @@ def test_the_band_replays_the_runs_point_from_its_seed_with_engine_timing() -> N
     assert c.window == (120.0, 360.0)  # the run's window, in seconds
     # a warm-up longer than a short run is clamped into it, as the run's own plan does
     short = _spec().model_copy(update={"workload": WorkloadSpec(sessions=2, duration_min=0.5)})
-    assert band_configs(short, 1)[0].warmup_s < 30
+    assert band_configs(short, 1)["flashstate"][0].warmup_s < 30
 
 
 def test_no_band_for_real_engines_fleets_or_zero_seeds() -> None:
-    assert band_configs(_spec("live"), 3) == []
-    assert band_configs(_spec(replicas=2), 3) == []
-    assert band_configs(_spec(), 0) == []
+    assert band_configs(_spec("live"), 3) == {}
+    assert band_configs(_spec(replicas=2), 3) == {}
+    assert band_configs(_spec(), 0) == {}
+    assert simulate_band(load_trace(sample_path()), {}) is None
 
 
 def test_a_real_band_on_the_sample() -> None:
-    band = simulate_band(load_trace(sample_path()), _spec(), seeds=2, workers=1)
+    band = simulate_band(load_trace(sample_path()), band_configs(_spec(), seeds=2), workers=1)
     assert band is not None and band.seeds == [3, 4]
     for e in band.engines:
         assert [p.seed for p in e.points] == [3, 4]
