@@ -10,7 +10,8 @@ this order:
 1. `REPLAY_VLLM_PYTHON` / `REPLAY_SGLANG_PYTHON` (or the `python` a caller passes): an
    explicit choice wins;
 2. this interpreter, when the engine is importable in it;
-3. the project's `.venv-vllm/bin/python`.
+3. the project's `.venv-vllm/bin/python` (an engine's `EngineSpec.venv`: LMCache's is
+   `.venv-lmcache`, `scripts/setup_lmcache_cpu.sh`).
 
 `find_vllm()` / `find_engine("sglang")` say which was found (`replay engines native` prints
 it); a missing or unsupported engine raises `NativeError` naming what to install.
@@ -48,6 +49,7 @@ class EngineSpec:
     supported: tuple[str, ...]
     hint: str
     script: Path
+    venv: str = ".venv-vllm"  # the project's environment for it, tried last
 
 
 ENGINES: dict[str, EngineSpec] = {
@@ -76,8 +78,8 @@ class Found:
     how: str  # "REPLAY_VLLM_PYTHON", "--python", "this environment", ".venv-vllm"
 
 
-def project_venv_python() -> Path:
-    return project_root() / ".venv-vllm" / "bin" / "python"
+def project_venv_python(venv: str = ".venv-vllm") -> Path:
+    return project_root() / venv / "bin" / "python"
 
 
 def find_vllm(python: str | None = None) -> Found:
@@ -96,9 +98,9 @@ def find_engine(engine: str, python: str | None = None) -> Found:
         return Found(path, how)
     if importlib.util.find_spec(spec.module) is not None:
         return Found(sys.executable, "this environment")
-    venv = project_venv_python()
+    venv = project_venv_python(spec.venv)
     if venv.is_file():
-        return Found(str(venv), ".venv-vllm")
+        return Found(str(venv), spec.venv)
     raise NativeError(
         f"{spec.label} is not importable here, {spec.env} is not set and {venv} does not "
         "exist: " + spec.hint
