@@ -32,6 +32,7 @@ AGENT_SCRIPTS = {AGENTS[0]: "ray/dashboard/agent.py", AGENTS[1]: "runtime_env/ag
 def _agents_seen(commands: set[str]) -> set[str]:
     return {a for a in AGENTS if any(c.startswith(a) or AGENT_SCRIPTS[a] in c for c in commands)}
 
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
