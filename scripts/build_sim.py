@@ -51,7 +51,7 @@ def build(force: bool) -> int:
             ignore=shutil.ignore_patterns("__pycache__", "*.so", "data"),
         )
         package = Path(*compiled.PACKAGE.split("."))
-        paths = [(package / f"{m}.py").as_posix() for m in compiled.MODULES]
+        paths = [compiled.source(m).relative_to(ROOT).as_posix() for m in compiled.MODULES]
         print(f"build_sim: compiling {', '.join(compiled.MODULES)} with mypyc (about a minute)")
         proc = subprocess.run(
             [sys.executable, "-m", "mypyc", *paths],
@@ -70,10 +70,12 @@ def build(force: bool) -> int:
             return fail(f"expected one shared library from mypyc, found {len(libs)}")
         shutil.copy2(libs[0], out / libs[0].name)
         for m in compiled.MODULES:
-            so = work / package / f"{m}{compiled.EXT_SUFFIX}"
+            so = compiled.built(work / package, m)
             if not so.is_file():
                 return fail(f"mypyc made no {so.name}")
-            shutil.copy2(so, out / package / so.name)
+            dest = compiled.built(out / package, m)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(so, dest)
         (out / "STAMP").write_text(digest + "\n")
     shutil.rmtree(compiled.BUILD_DIR, ignore_errors=True)
     out.rename(compiled.BUILD_DIR)

@@ -22,9 +22,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from replay.sim.cache.hybrid import CacheError, Handle, HybridCache, ResumeInfo
-from replay.sim.cache.keys import LineagePrefix, Prefix, TokenPrefix
-from replay.sim.cache.policies import POLICY_NAMES, Policy, PolicyError, make_policy
+from replay.sim.compiled import use_build
+
+use_build(
+    __path__, ""
+)  # the compiled engine-timing executor, when built from these sources (see there)
+
+from replay.sim.cache.hybrid import CacheError, Handle, HybridCache, ResumeInfo  # noqa: E402
+from replay.sim.cache.keys import LineagePrefix, Prefix, TokenPrefix  # noqa: E402
+from replay.sim.cache.policies import (  # noqa: E402
+    POLICY_NAMES,
+    Policy,
+    PolicyError,
+    make_policy,
+)
 
 __all__ = [
     "POLICY_NAMES",

@@ -2,8 +2,8 @@
 per session slot (and per subagent), following `replay.workload`'s replay rules.
 
 A process is a generator that yields `Wait(seconds)` or `Send(request)`; the executor (trace
-or engine timing, `replay.sim.executors`) decides when a sent request completes and resumes
-the process then. Events are ordered by (time, insertion order), so runs are reproducible.
+or engine timing: `replay.sim.executors`, `replay.sim.engine_timing`) decides when a sent
+request completes and resumes the process then. Events are ordered by (time, insertion order), so runs are reproducible.
 """
 
 from __future__ import annotations

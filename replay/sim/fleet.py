@@ -38,7 +38,8 @@ from replay.sim.driver import EventLoop, SimRequest
 from replay.sim.engine.cache import SimCache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, StepResult
-from replay.sim.executors import EngineExecutor, TraceExecutor
+from replay.sim.engine_timing import EngineExecutor
+from replay.sim.executors import TraceExecutor
 from replay.sim.runner import (
     RunMeter,
     SimConfig,

@@ -25,7 +25,8 @@ from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, admission_for
 from replay.sim.engine.rules import parse_rules, rules_for
 from replay.sim.engine.scale import scaled_profile
-from replay.sim.executors import EngineExecutor, TraceExecutor
+from replay.sim.engine_timing import EngineExecutor
+from replay.sim.executors import TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace
 from replay.workload import (

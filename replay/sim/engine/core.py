@@ -1,7 +1,7 @@
 """The engine model: continuous batching with chunked prefill over a policy's cache.
 
 One model for both executors: `replay simulate --timing engine` steps it on a virtual clock
-(`replay.sim.executors.EngineExecutor`) and `replay serve-sim` on the wall clock behind HTTP
+(`replay.sim.engine_timing.EngineExecutor`) and `replay serve-sim` on the wall clock behind HTTP
 (`replay.emulator.runner`). Pure and synchronous: `EngineCore.step(now)` plans one
 forward pass at model time `now`, returns its duration (`replay.sim.engine.clock.StepClock`) and what
 it produced, and applies the effects to the cache at the step's end.
@@ -40,6 +40,8 @@ import contextlib
 from collections import deque
 from typing import Literal
 
+from mypy_extensions import mypyc_attr
+
 from replay.sim.engine.cache import EngineCache, GrowingCache, Resume
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.rules import EngineRules, rules_for
@@ -72,6 +74,9 @@ def admission_for(name: str) -> Admission:
     return "park" if name.startswith("flashstate") else "schedule"
 
 
+# Compiled (`replay.sim.compiled`), yet open to interpreted subclasses (the scheduler
+# oracle's logging core, tests' spinning cores).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EngineCore(PerStepScheduling):
     """Scheduler and step clock of one engine; the cache is the policy's.
 
@@ -114,6 +119,10 @@ class EngineCore(PerStepScheduling):
             else None
         )
         self._step_load = 0.0  # the longest load an `in-step` engine runs in this step
+        # Whether a step's `emitted` lists every token (the emulator streams each one) or
+        # only first tokens and ends, all a virtual-clock executor reads (it sets False: a
+        # fleet's decode steps then make no tuple per sequence per token).
+        self.every_token = True
 
     def add(self, seq: Sequence) -> None:
         if self.admission == "park":
@@ -255,8 +264,19 @@ class EngineCore(PerStepScheduling):
                         seq.first_token_t = end_t
                     self._emit(seq, end_t, result)
         emit = self._emit
-        for seq in decoding:
-            emit(seq, end_t, result)
+        if self.every_token:
+            for seq in decoding:
+                emit(seq, end_t, result)
+        else:  # only first tokens and ends are reported; the rest is counted
+            quiet = 0
+            for seq in decoding:
+                g = seq.generated
+                if g == 0 or g + 1 >= seq.max_tokens:  # `_emit`'s own test of an end
+                    emit(seq, end_t, result)
+                else:
+                    seq.generated = g + 1
+                    quiet += 1
+            self.counters.generation_tokens += quiet
         self.counters.steps += 1
         self.counters.busy_s += duration
         return result

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from replay.sim.cache.keys import Prefix
 from replay.sim.cache.requests import Resume
@@ -80,6 +81,9 @@ class Sequence:
         return full, n
 
 
+@mypyc_attr(
+    native_class=False
+)  # compiled (`replay.sim.compiled`): an exception stays a Python class
 class EngineStall(RuntimeError):
     """The engine has work it can never do (a bug or an impossible setting), raised instead
     of spinning: names the policy, the request and the model time."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+
+from mypy_extensions import mypyc_attr
 
 from replay.sim.engine.cache import EngineCache, GrowingCache
 from replay.sim.engine.clock import StepClock
@@ -18,6 +19,7 @@ from replay.sim.engine.sequence import EngineCounters, Resume, Sequence, StepRes
 Chunk = tuple[Sequence, int, int]  # a prefill chunk [a, b) of a sequence
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled; EngineCore's subclasses may not be
 class PerStepScheduling:
     """Allocation per step for `EngineCore` (which sets these attributes)."""
 
@@ -34,13 +36,16 @@ class PerStepScheduling:
     _loads: Callable[[int], float] | None
     _step_load: float
 
-    if TYPE_CHECKING:  # EngineCore's, shared by both allocations
+    # EngineCore's, shared by both allocations (defined there; a compiled class cannot
+    # declare them for the type checker alone).
+    def _chunk_end(self, start: int, budget: int, target: int) -> int:
+        raise NotImplementedError
 
-        def _chunk_end(self, start: int, budget: int, target: int) -> int: ...
+    def _started(self, seq: Sequence, resume: Resume) -> bool:
+        raise NotImplementedError
 
-        def _started(self, seq: Sequence, resume: Resume) -> bool: ...
-
-        def _reject(self, seq: Sequence, now: float, result: StepResult) -> None: ...
+    def _reject(self, seq: Sequence, now: float, result: StepResult) -> None:
+        raise NotImplementedError
 
     def _schedule_running_per_step(
         self, now: float, result: StepResult

@@ -30,7 +30,7 @@ from replay.sim.engine.cache import SimCache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
 from replay.sim.engine.rules import rules_for
-from replay.sim.executors import EngineExecutor
+from replay.sim.engine_timing import EngineExecutor
 from replay.sim.measures import summarize
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import (

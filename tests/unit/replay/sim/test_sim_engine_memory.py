@@ -205,7 +205,7 @@ def test_the_executor_raises_when_steps_keep_running_nothing() -> None:
     simulator's executor stops with the policy and the time instead of re-filing forever."""
     from replay.sim.driver import EventLoop
     from replay.sim.engine.core import StepResult
-    from replay.sim.executors import EngineExecutor
+    from replay.sim.engine_timing import EngineExecutor
 
     class Spinning(EngineCore):
         def step(self, now: float) -> StepResult:
