@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -309,7 +310,7 @@ class EmulatorServer:
                 "block_tokens": self.profile.block_tokens,
                 "capacity_blocks": self.cache.capacity_blocks,
                 "model_time_s": self.runner.model_now,
-                "counters": c.__dict__,
+                "counters": dataclasses.asdict(c),
                 "running": self.core.num_running,
                 "waiting": self.core.num_waiting,
                 "usage": self.cache.usage(),
