@@ -14,10 +14,9 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mypy_extensions import mypyc_attr
-
-from replay.sim.driver import EventLoop, SimRequest
+from replay.sim.driver import SimRequest
 from replay.sim.engine.core import EngineCore, EngineStall, Sequence, StepResult
+from replay.sim.events import EventLoop
 from replay.sim.executors import Sampler
 
 
@@ -58,7 +57,6 @@ class EngineStats:
         }
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled; a fleet's replicas subclass it
 class EngineExecutor:
     """`engine` timing: the engine model (`replay.sim.engine.EngineCore`, the emulators' own)
     stepped on the simulator's virtual clock."""
@@ -69,8 +67,12 @@ class EngineExecutor:
         core: EngineCore,
         sample: Sampler,
         window: tuple[float, float] = (0.0, float("inf")),
+        on_first: Callable[[SimRequest], None] | None = None,
     ):
         self.loop, self.core, self.sample = loop, core, sample
+        # A fleet's replica tells the fleet when a request's first token comes (before the
+        # step's ends are handled, so the router's book has every first token of the step).
+        self.on_first = on_first
         core.every_token = False  # `_end_step` reads first tokens and ends only
         self.stats = EngineStats(window)
         self.jobs: dict[int, tuple[SimRequest, Callable[[], None]]] = {}
@@ -127,6 +129,11 @@ class EngineExecutor:
 
     def _end_step(self, res: StepResult) -> None:
         now = self.loop.now
+        on_first = self.on_first
+        if on_first is not None:
+            for seq, _, _ in res.emitted:
+                if seq.generated == 1:
+                    on_first(self.jobs[seq.rid][0])
         for seq in res.started:
             self.jobs[seq.rid][0].info = seq.resume
         for seq, _, finished in res.emitted:

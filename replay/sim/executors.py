@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from replay.profiles import ModelProfile
 from replay.sim.cache.hybrid import HybridCache
-from replay.sim.driver import EventLoop, SimRequest, api_seconds
+from replay.sim.driver import SimRequest, api_seconds
+from replay.sim.events import EventLoop
 
 Sampler = Callable[[float], None]
 

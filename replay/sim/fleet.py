@@ -34,11 +34,12 @@ from replay.fleet import (
 )
 from replay.profiles import ModelProfile
 from replay.records import RequestRecord
-from replay.sim.driver import EventLoop, SimRequest
+from replay.sim.driver import SimRequest
 from replay.sim.engine.cache import SimCache
 from replay.sim.engine.clock import StepClock
-from replay.sim.engine.core import EngineCore, StepResult
+from replay.sim.engine.core import EngineCore
 from replay.sim.engine_timing import EngineExecutor
+from replay.sim.events import EventLoop
 from replay.sim.executors import TraceExecutor
 from replay.sim.runner import (
     RunMeter,
@@ -93,20 +94,6 @@ class FleetConfig(SimConfig):
         return {"replicas": self.replicas, "router": self.router, "router_opts": opts}
 
 
-class EngineReplica(EngineExecutor):
-    """An engine replica that tells the fleet when a request's first token comes."""
-
-    def __init__(self, *args: Any, on_first: OnFirst, **kw: Any):
-        super().__init__(*args, **kw)
-        self.on_first = on_first
-
-    def _end_step(self, res: StepResult) -> None:
-        for seq, _, _ in res.emitted:
-            if seq.generated == 1:
-                self.on_first(self.jobs[seq.rid][0])
-        super()._end_step(res)
-
-
 class TraceReplica(TraceExecutor):
     """A trace-timing replica (its first token comes when it starts)."""
 
@@ -126,7 +113,7 @@ class FleetExecutor:
 
     def __init__(self, loop: EventLoop, engine: str, fleet: Fleet):
         self.loop, self.engine, self.fleet = loop, engine, fleet
-        self.replicas: list[EngineReplica | TraceReplica] = []
+        self.replicas: list[EngineExecutor | TraceReplica] = []
         self.tickets: dict[int, Ticket] = {}  # id(SimRequest) -> its ticket
         self.routed: dict[int, Ticket] = {}  # kept for the records
 
@@ -223,7 +210,7 @@ def _simulate_fleet(trace: Trace, cfg: FleetConfig, profile: ModelProfile | None
             core = engine_core(cfg, clock, cache)
             cores.append(core)
             ex.replicas.append(
-                EngineReplica(loop, core, meter.sample, cfg.window, on_first=ex.first_token)
+                EngineExecutor(loop, core, meter.sample, cfg.window, on_first=ex.first_token)
             )
         else:
             ex.replicas.append(
@@ -247,7 +234,7 @@ def _simulate_fleet(trace: Trace, cfg: FleetConfig, profile: ModelProfile | None
         }
     )
     engine: dict[str, float] = {}
-    engine_ex = [r for r in ex.replicas if isinstance(r, EngineReplica)]
+    engine_ex = [r for r in ex.replicas if isinstance(r, EngineExecutor)]
     if engine_ex:
         stats = [r.stats.summary() for r in engine_ex]
         engine = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}  # mean over replicas

@@ -19,13 +19,14 @@ from replay.rundir import RunWriter
 from replay.rundir_models import EngineEntry, Manifest, RunConfig, TraceInfo, WorkloadCounts
 from replay.sim.cache.capacity import Capacity
 from replay.sim.cache.hybrid import ResumeInfo
-from replay.sim.driver import EventLoop, Executor, Sessions, SimRequest
+from replay.sim.driver import Executor, Sessions, SimRequest
 from replay.sim.engine.cache import CacheSettings, SimCache, cache_settings
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, admission_for
 from replay.sim.engine.rules import parse_rules, rules_for
 from replay.sim.engine.scale import scaled_profile
 from replay.sim.engine_timing import EngineExecutor
+from replay.sim.events import EventLoop
 from replay.sim.executors import TraceExecutor
 from replay.sim.measures import Occupancy, WorkingSet, summarize
 from replay.traces.model import Trace

@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 
 from replay.resume import Resume
-from replay.sim.driver import EventLoop, SimRequest
+from replay.sim import compiled
+from replay.sim.driver import SimRequest
 from replay.sim.engine.cache import SimCache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, EngineCounters, EngineStall, Sequence, StepResult
 from replay.sim.engine.rules import rules_for
-from replay.sim.engine_timing import EngineExecutor
+from replay.sim.events import EventLoop
 from replay.sim.measures import summarize
 from replay.sim.native.tokens import TokenSource
 from replay.sim.native.worker import (
@@ -374,7 +375,9 @@ def replay(
         return c.cache.resident_states, c.cache.used_blocks
 
     meter = RunMeter(cfg, profile, occupancy)
-    executor = EngineExecutor(loop, core, meter.sample, cfg.window)  # type: ignore[arg-type]
+    # The executor from its source, for both runs: a compiled one takes an EngineCore only.
+    executor_class = compiled.interpreted("engine_timing").EngineExecutor
+    executor = executor_class(loop, core, meter.sample, cfg.window)
     try:
         sessions = replay_sessions(trace, cfg, loop, executor, meter)
     finally:

@@ -115,3 +115,22 @@ def test_build_sim_names_what_is_missing(monkeypatch: pytest.MonkeyPatch, capsys
     err = capsys.readouterr().err
     assert "build_sim: mypyc is not installed" in err and "pip install -e '.[dev]'" in err
     assert not (tmp_path / ".mypyc").exists()
+
+
+def test_a_compiled_module_loads_from_its_source_on_request():
+    import replay.sim.engine_timing as in_use
+
+    source = compiled.interpreted("engine_timing")
+    assert source.__file__ == str(compiled.source("engine_timing"))
+    assert not compiled.is_compiled(source.__file__)
+    assert source is compiled.interpreted("engine_timing")  # loaded once
+    assert source.EngineExecutor is not in_use.EngineExecutor
+
+    class StandIn:  # what the scheduler oracle hands it in place of an EngineCore
+        every_token = True
+
+    core = StandIn()
+    executor = source.EngineExecutor(None, core, lambda *_: None)
+    assert executor.core is core and core.every_token is False
+    with pytest.raises(ValueError, match="'driver' is not one of the compiled modules"):
+        compiled.interpreted("driver")

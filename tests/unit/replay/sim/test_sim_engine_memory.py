@@ -182,7 +182,7 @@ def test_an_engine_that_can_run_nothing_raises_instead_of_spinning() -> None:
 
 
 def test_the_event_loop_raises_on_work_refiled_at_the_same_time() -> None:
-    from replay.sim.driver import EventLoop, SimStall
+    from replay.sim.events import EventLoop, SimStall
 
     loop = EventLoop("flashstate", max_per_instant=1000)
 
@@ -203,9 +203,9 @@ def test_the_event_loop_raises_on_work_refiled_at_the_same_time() -> None:
 def test_the_executor_raises_when_steps_keep_running_nothing() -> None:
     """A core whose steps report a moved request but never run anything (a bug): the
     simulator's executor stops with the policy and the time instead of re-filing forever."""
-    from replay.sim.driver import EventLoop
     from replay.sim.engine.core import StepResult
     from replay.sim.engine_timing import EngineExecutor
+    from replay.sim.events import EventLoop
 
     class Spinning(EngineCore):
         def step(self, now: float) -> StepResult:

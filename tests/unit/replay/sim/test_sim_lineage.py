@@ -13,7 +13,8 @@ import pytest
 from replay.profiles import ModelProfile
 from replay.sim.cache.hybrid import HybridCache
 from replay.sim.cache.policies import make_policy
-from replay.sim.driver import EventLoop, Sessions, SimRequest
+from replay.sim.driver import Sessions, SimRequest
+from replay.sim.events import EventLoop
 from replay.sim.executors import TraceExecutor
 from replay.traces import load_trace
 from replay.traces.lineage import Lineage
