@@ -17,6 +17,7 @@ from replay.config_paths import REAL_CORPUS
 VLLM = "REPLAY_REQUIRE_VLLM"
 SGLANG = "REPLAY_REQUIRE_SGLANG"  # SGLang beside the CPU vLLM (setup_vllm_cpu.sh --with-sglang)
 LMCACHE = "REPLAY_REQUIRE_LMCACHE"  # LMCache 0.5.6 in .venv-lmcache (setup_lmcache_cpu.sh)
+MOONCAKE = "REPLAY_REQUIRE_MOONCAKE"  # Mooncake's store in .venv-mooncake (setup_mooncake_cpu.sh)
 PEERS = "REPLAY_REQUIRE_PEERS"
 SMG = "REPLAY_REQUIRE_SMG"  # smg, SGLang's router, in .venv-smg (setup_peers.sh)
 SIM_BUILD = "REPLAY_REQUIRE_SIM_BUILD"  # the compiled cache model (scripts/build_sim.py)
