@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from analysis.economics import HostRate
     from pricing import Economics, GpuRate, HostMemoryRate, PriceSheet
+    from pricing.sheets import Catalog
 
 # `pricing` and the run pricing (pandas, the analysis) are imported where they are used, so
 # that `replay price --help` loads neither: tests/unit/replay/test_cli.py.
@@ -93,8 +94,6 @@ def _label(status: str) -> str:
 
 
 def _list(pricing_dir: Path | None, as_json: bool) -> None:
-    from rich.table import Table
-
     from pricing import PricingError, get_host_memory_rate, load_gpu_rates, load_sheets
     from replay.commands.price_common import print_json
 
@@ -114,6 +113,22 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
             }
         )
         return
+    _sheets_table(sheets)
+    _gpu_table(gpus)
+    if host is None:
+        console.print("Host memory: unpriced (no host_memory rate in gpus.yaml)", highlight=False)
+    else:
+        console.print(
+            f"Host memory: ${host.usd_per_gb_hour} per GiB-hour ({_label(host.status)}, "
+            f"{host.date}; --host-usd-per-gb-hour overrides it)",
+            highlight=False,
+        )
+        _sources([host])
+
+
+def _sheets_table(sheets: Catalog[PriceSheet]) -> None:
+    from rich.table import Table
+
     t = Table(title=f"Price sheets (USD per 1M tokens) — {sheets.path}")
     for col in ("name", "input", "cached", "cache write", "output", "status", "date"):
         t.add_column(col, justify="right" if col in _MONEY_COLUMNS else "left")
@@ -130,6 +145,11 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
         )
     console.print(t)
     _sources(sheets.entries.values())
+
+
+def _gpu_table(gpus: Catalog[GpuRate]) -> None:
+    from rich.table import Table
+
     g = Table(title=f"GPU rates (USD per GPU-hour) — {gpus.path}")
     for col in ("name", "gpu", "provider", "rate", "status", "date"):
         g.add_column(col, justify="right" if col == "rate" else "left")
@@ -144,15 +164,6 @@ def _list(pricing_dir: Path | None, as_json: bool) -> None:
         )
     console.print(g)
     _sources(gpus.entries.values())
-    if host is None:
-        console.print("Host memory: unpriced (no host_memory rate in gpus.yaml)", highlight=False)
-    else:
-        console.print(
-            f"Host memory: ${host.usd_per_gb_hour} per GiB-hour ({_label(host.status)}, "
-            f"{host.date}; --host-usd-per-gb-hour overrides it)",
-            highlight=False,
-        )
-        _sources([host])
 
 
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:

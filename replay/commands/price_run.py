@@ -57,6 +57,13 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
     t.add_column("")
     for r in rows:
         t.add_column(r.engine, justify="right")
+    for label, cell in _lines(rows):
+        t.add_row(label, *(cell(r) for r in rows))
+    return t
+
+
+def _lines(rows: list[EnginePrice]) -> list[tuple[str, Callable[[EnginePrice], str]]]:
+    """The table's rows: a label and how each engine's cell is written."""
     lines: list[tuple[str, Callable[[EnginePrice], str]]] = [
         ("GPUs", lambda r: f"{r.gpus}× {r.gpu.gpu} at {usd(r.gpu.rate_per_gpu_hour, 2)}/h"),
         (
@@ -106,9 +113,7 @@ def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[Eng
             ("of hits from host / external", _tier_shares),
             ("cached price billed per 1M", lambda r: usd(r.cached_price, 4)),
         ]
-    for label, cell in lines:
-        t.add_row(label, *(cell(r) for r in rows))
-    return t
+    return lines
 
 
 def _host_memory(r: EnginePrice) -> str:
