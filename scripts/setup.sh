@@ -3,7 +3,8 @@
 # its dev tools. With --test, also what the whole test suite needs: Debian's Chromium (browser
 # tests, static figure export), the CPU vLLM engine in .venv-vllm with SGLang 0.5.22 beside it
 # (scripts/setup_vllm_cpu.sh --with-sglang), and the peer benchmark clients (aiperf, GuideLLM)
-# in .venv-peers (scripts/setup_peers.sh).
+# in .venv-peers (scripts/setup_peers.sh), LMCache 0.5.6 in .venv-lmcache and Mooncake's store
+# in .venv-mooncake (the external store's oracles, scripts/setup_{lmcache,mooncake}_cpu.sh).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,4 +51,8 @@ if [[ $want_test == 1 ]]; then
   fi
   # After .venv-vllm: GuideLLM borrows its CPU torch.
   bash scripts/setup_peers.sh
+  # The external store's oracles: LMCache's storage and Mooncake's store, each in its own
+  # environment (about 70 s and 15 s on a fresh machine).
+  bash scripts/setup_lmcache_cpu.sh
+  bash scripts/setup_mooncake_cpu.sh
 fi

@@ -73,7 +73,9 @@ native=$VENV/lib/native
 if [[ ! -f $native/libibverbs.so.1 ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  if ! (cd "$tmp" && apt-get download "${DEBS[@]}" >/dev/null 2>&1); then
+  fetch() { (cd "$tmp" && apt-get download "${DEBS[@]}" >/dev/null 2>&1); }
+  # A fresh machine's package lists may be empty: as root, update them once and retry.
+  if ! fetch && ! { [[ $(id -u) == 0 ]] && apt-get update -qq >/dev/null 2>&1 && fetch; }; then
     echo "setup_mooncake_cpu: apt-get download ${DEBS[*]} failed; run 'apt-get update' first" >&2
     exit 1
   fi

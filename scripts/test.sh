@@ -16,6 +16,9 @@ export REPLAY_REQUIRE_SGLANG=1  # ... and SGLang beside it (setup_vllm_cpu.sh --
 export REPLAY_REQUIRE_PEERS=1
 # ... and smg, SGLang's router (.venv-smg, also setup_peers.sh): the router-agreement test.
 export REPLAY_REQUIRE_SMG=1
+# ... and LMCache's and Mooncake's own stores (.venv-lmcache, .venv-mooncake): the oracles.
+export REPLAY_REQUIRE_LMCACHE=1
+export REPLAY_REQUIRE_MOONCAKE=1
 # ... and built the compiled cache model (.mypyc/): the suite runs it, and checks that it does.
 export REPLAY_REQUIRE_SIM_BUILD=1
 # The slowest tests are printed at the end: CI keeps its run under 45 minutes by them.
