@@ -13,12 +13,17 @@ policy-table section reports.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# live_share wraps HybridCache.drop_unit and drop_state, which the compiled eviction calls
+# directly (a wrapper on the class would miss those calls): the interpreted modules, then.
+os.environ["REPLAY_SIM_INTERPRETED"] = "1"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from policy_table import (
