@@ -32,6 +32,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from replay.sim.driver import shared_with
+from replay.sim.native.agreement_table import print_row
 from replay.sim.native.crosscheck import WORKLOADS
 from replay.sim.native.hicache_oracle import ENGINE, TRACE_OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, Req, Turn, agreement, conversations
@@ -81,17 +82,13 @@ def trace_requests(path: str, sessions: int, turns: int) -> list[Turn]:
     return out
 
 
-def _row(cells: Sequence[object]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-
-
 def _head() -> None:
     head = [
         "GPU blocks", "host (KV tokens / state slots)", "workload", "requests",
         "GPU-hit tokens (ours / SGLang)", "host-hit tokens (ours / SGLang)", "agree",
         "GPU only: agree",
     ]  # fmt: skip
-    _row(head)
+    print_row(head)
     print("|" + "---|" * len(head))
 
 
@@ -125,7 +122,7 @@ def _case(
                 f"{len(a['differ'])} differ, first request {i}: ours GPU {ours.gpu} + host "
                 f"{ours.host}, SGLang GPU {th.gpu} + host {th.host} ({tag})"
             )
-    _row([
+    print_row([
         setup.capacity, f"{pools[0]:,} / {pools[1]:,}", name, n, f"{gpu[0]:,} / {gpu[1]:,}",
         f"{host[0]:,} / {host[1]:,}", f"{100 * agree / n:.1f}%", f"{100 * base / n:.1f}%",
     ])  # fmt: skip

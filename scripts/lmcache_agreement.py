@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from replay.sim.native.crosscheck import WORKLOADS
-from replay.sim.native.host_oracle import B, Req, conversations
+from replay.sim.native.agreement_table import print_row, tier_workloads
+from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import (
     ENGINE,
     Setup,
@@ -61,19 +61,6 @@ in the store; rule 5 holds a copy of every block the GPU keeps, outputs included
 allocation fails (v1/storage_backend/local_cpu_backend.py:649-745, cache_policy/lru.py:45-80),
 copies of blocks still on vLLM's GPU included; rule 5 counts the store's copies of GPU and host
 blocks as never evicted and evicts only external-only ones, oldest dropped first."""
-
-Gen = Callable[[np.random.Generator], Sequence[Req]]
-
-
-def workloads() -> dict[str, Gen]:
-    out: dict[str, Gen] = {"conversations": conversations}
-    for name, gen in WORKLOADS.items():
-        out[name] = (lambda g: lambda rng: g(rng, B))(gen)
-    return out
-
-
-def _row(cells: Sequence[object]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
 class Tally:
@@ -127,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         "held tokens: ours / ours, write rule / LMCache", "agree", "agree, write rule",
         "served (ours): lmcache / mooncake",
     ]  # fmt: skip
-    _row(head)
+    print_row(head)
     print("|" + "---|" * len(head))
     firsts: list[str] = []
     total = [0, 0, 0]
     try:
         for s in CASES:
-            for name, gen in workloads().items():
+            for name, gen in tier_workloads().items():
                 t = Tally()
                 for seed in range(args.seeds):
                     first = run_case(worker, s, gen(np.random.default_rng(seed)), t)
@@ -146,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 total[0] += t.n
                 total[1] += t.agree
                 total[2] += t.agree_rule
-                _row([
+                print_row([
                     s.capacity, s.chunk, t.cap, "prompt + output" if s.decode else "prompt",
                     name, t.n, " / ".join(f"{v:,}" for v in t.tokens),
                     f"{100 * t.agree / t.n:.1f}%", f"{100 * t.agree_rule / t.n:.1f}%",

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from replay.sim.native.crosscheck import WORKLOADS
-from replay.sim.native.host_oracle import B, Req, conversations
+from replay.sim.native.agreement_table import print_row, tier_workloads
+from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import agreement
 from replay.sim.native.mooncake_oracle import ENGINE, Setup, measure, run_engine, run_model
 from replay.sim.native.worker import NativeError, Worker
@@ -40,20 +40,6 @@ ran out longest ago first (a put or a lookup, batch_is_exist, renews it): LRU ov
 copies of blocks and states still on the GPU included, and a prefix whose first block went is
 lost whole. Rule 5 counts the store's copies of GPU and host entries as never evicted and drops
 only external-only ones, in the order the GPU dropped them, up to the whole capacity."""
-
-
-Gen = Callable[[np.random.Generator], Sequence[Req]]
-
-
-def workloads() -> dict[str, Gen]:
-    out: dict[str, Gen] = {"conversations": conversations}
-    for name, gen in WORKLOADS.items():
-        out[name] = (lambda g: lambda rng: g(rng, B))(gen)
-    return out
-
-
-def _row(cells: Sequence[object]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
 class Tally:
@@ -116,14 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         "GPU blocks", "store blocks", "workload", "requests", "held tokens: ours / Mooncake",
         "agree", "with a state: ours / Mooncake", "agree", "puts refused",
     ]  # fmt: skip
-    _row(head)
+    print_row(head)
     print("|" + "---|" * len(head))
     firsts: list[str] = []
     total = [0, 0, 0]
     try:
         for case in CASES:
             s = replace(case, watermark=args.watermark)
-            for name, gen in workloads().items():
+            for name, gen in tier_workloads().items():
                 t = Tally()
                 for seed in range(args.seeds):
                     first = run_case(worker, s, gen(np.random.default_rng(seed)), t)
@@ -134,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 total[0] += t.n
                 total[1] += t.agree
                 total[2] += t.agree_usable
-                _row([
+                print_row([
                     s.capacity, t.cap, name, t.n, f"{t.tokens[0]:,} / {t.tokens[1]:,}",
                     f"{100 * t.agree / t.n:.1f}%", f"{t.tokens[2]:,} / {t.tokens[3]:,}",
                     f"{100 * t.agree_usable / t.n:.1f}%", t.refused,

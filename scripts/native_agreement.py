@@ -22,6 +22,7 @@ import numpy as np
 
 from replay.profiles import ModelProfile
 from replay.sim.cache.policies import make_policy
+from replay.sim.native.agreement_table import print_row
 from replay.sim.native.crosscheck import WORKLOADS, compare, drive
 from replay.sim.native.worker import NativeError, Worker
 
@@ -50,13 +51,9 @@ def profile(blocks: int) -> ModelProfile:
     )
 
 
-def _row(cells: list[object]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-
-
 def vllm_table(worker: Worker, seeds: int, differ: list[str]) -> None:
     head = ["setting", "workload", "requests", "vLLM (native)", "vllm-like", "differ", "vllm"]
-    _row([*head, "differ"])
+    print_row([*head, "differ"])
     print("|" + "---|" * (len(head) + 1))
     for setting, opts in SETTINGS.items():
         for name, gen in WORKLOADS.items():
@@ -72,13 +69,13 @@ def vllm_table(worker: Worker, seeds: int, differ: list[str]) -> None:
                 a, _, d_new = compare(new, theirs)
                 tot += (len(reqs), t, o, d_old, a, d_new)
                 differ += _listed(f"vllm {setting} {name} seed {seed}", new, theirs)
-            _row(
+            print_row(
                 [setting, name, tot[0], f"{tot[1]:,}", f"{tot[2]:,}", tot[3], f"{tot[4]:,}", tot[5]]
             )
 
 
 def sglang_table(worker: Worker, seeds: int, differ: list[str]) -> None:
-    _row(["workload", "requests", "SGLang (native)", "sglang", "differ"])
+    print_row(["workload", "requests", "SGLang (native)", "sglang", "differ"])
     print("|---|---|---|---|---|")
     for name, gen in WORKLOADS.items():
         prof = profile(CAPACITY["sglang"].get(name, 400))
@@ -91,7 +88,7 @@ def sglang_table(worker: Worker, seeds: int, differ: list[str]) -> None:
             a, t, d = compare(ours, theirs)
             tot += (len(reqs), t, a, d)
             differ += _listed(f"sglang {name} seed {seed}", ours, theirs)
-        _row([name, tot[0], f"{tot[1]:,}", f"{tot[2]:,}", tot[3]])
+        print_row([name, tot[0], f"{tot[1]:,}", f"{tot[2]:,}", tot[3]])
 
 
 def _listed(what: str, ours: list[int], theirs: list[int]) -> list[str]:

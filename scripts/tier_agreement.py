@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from replay.sim.native.crosscheck import WORKLOADS
+from replay.sim.native.agreement_table import print_row, tier_workloads
 from replay.sim.native.host_oracle import (
     ENGINE,
-    B,
-    Req,
     agreement,
-    conversations,
     run_engine,
     run_model,
 )
@@ -49,19 +45,6 @@ the host's copies of GPU-resident entries and evicts only host-only ones, so a h
 than the GPU cache leaves ours no room. "also without host": the GPU tier's own residue (the
 same request differs with no host tier; docs/cache-tiers.md, "The oracle")."""
 
-Gen = Callable[[np.random.Generator], Sequence[Req]]
-
-
-def workloads() -> dict[str, Gen]:
-    out: dict[str, Gen] = {"conversations": conversations}
-    for name, gen in WORKLOADS.items():
-        out[name] = (lambda g: lambda rng: g(rng, B))(gen)
-    return out
-
-
-def _row(cells: Sequence[object]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -77,13 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         "GPU blocks", "host chunks", "workload", "requests", "GPU-hit tokens (ours / vLLM)",
         "host-hit tokens (ours / vLLM)", "agree", "GPU only: agree",
     ]  # fmt: skip
-    _row(head)
+    print_row(head)
     print("|" + "---|" * len(head))
     firsts: list[str] = []
     total = [0, 0, 0]  # requests, agreeing, agreeing with no host
     try:
         for cap, cpu in CASES:
-            for name, gen in workloads().items():
+            for name, gen in tier_workloads().items():
                 n = agree = base = 0
                 gpu, host = [0, 0], [0, 0]
                 chunks = 0
@@ -112,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 total[0] += n
                 total[1] += agree
                 total[2] += base
-                _row([
+                print_row([
                     cap, chunks, name, n, f"{gpu[0]} / {gpu[1]}", f"{host[0]} / {host[1]}",
                     f"{100 * agree / n:.1f}%", f"{100 * base / n:.1f}%",
                 ])  # fmt: skip
