@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from replay.sim.driver import shared_with
-from replay.sim.native.agreement_table import print_row
+from replay.sim.native.agreement_table import print_firsts, print_row
 from replay.sim.native.crosscheck import WORKLOADS
 from replay.sim.native.hicache_oracle import ENGINE, TRACE_OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, Req, Turn, agreement, conversations
@@ -184,10 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         worker.close()
     n, agree, base = (int(x) for x in total)
     print(f"\nAll: {n} requests, {100 * agree / n:.1f}% agree (GPU only: {100 * base / n:.1f}%)")
-    if firsts:
-        print("\nFirst differing request per case (GPU-hit + host-hit tokens):")
-        print("\n".join(firsts))
-        print(WHY)
+    print_firsts(firsts, "GPU-hit + host-hit tokens", WHY)
     return 0
 
 

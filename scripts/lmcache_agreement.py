@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
 from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import (
     ENGINE,
@@ -145,10 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\nAll: {total[0]} requests, {100 * total[1] / total[0]:.1f}% agree "
         f"({100 * total[2] / total[0]:.1f}% with LMCache's write rule)"
     )
-    if firsts:
-        print("\nFirst differing request per case (held prompt tokens):")
-        print("\n".join(firsts))
-        print(WHY)
+    print_firsts(firsts, "held prompt tokens", WHY)
     return 0
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
 from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import agreement
 from replay.sim.native.mooncake_oracle import ENGINE, Setup, measure, run_engine, run_model
@@ -131,10 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\nAll: {total[0]:,} requests, {100 * total[1] / total[0]:.1f}% agree on the held KV, "
         f"{100 * total[2] / total[0]:.1f}% on the prefix with a state"
     )
-    if firsts:
-        print("\nFirst differing request per case (prompt tokens):")
-        print("\n".join(firsts))
-        print(WHY)
+    print_firsts(firsts, "prompt tokens", WHY)
     return 0
 
 

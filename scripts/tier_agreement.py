@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
 from replay.sim.native.host_oracle import (
     ENGINE,
     agreement,
@@ -105,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\nAll: {total[0]} requests, {100 * total[1] / total[0]:.1f}% agree "
         f"(GPU only: {100 * total[2] / total[0]:.1f}%)"
     )
-    if firsts:
-        print("\nFirst differing request per case (GPU-hit + host-hit tokens):")
-        print("\n".join(firsts))
-        print(WHY)
+    print_firsts(firsts, "GPU-hit + host-hit tokens", WHY)
     return 0
 
 

@@ -25,3 +25,12 @@ def tier_workloads() -> dict[str, Gen]:
 def print_row(cells: Sequence[object]) -> None:
     """One Markdown table row, flushed (a script's table appears as it is measured)."""
     print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+
+def print_firsts(firsts: Sequence[str], what: str, why: str) -> None:
+    """Each case's first differing request (`what`: the figures each line gives), then the
+    mechanism that explains them; nothing where every case agrees."""
+    if firsts:
+        print(f"\nFirst differing request per case ({what}):")
+        print("\n".join(firsts))
+        print(why)
