@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from replay.metric_registry import METRICS as METRIC_REGISTRY
+from replay.tier_limits import tier_size_problem
 
 MANIFEST_SCHEMA_VERSION = 1
 SUMMARY_SCHEMA_VERSION = 1
@@ -364,6 +365,19 @@ class Manifest(_Record):
         if isinstance(engines, list):
             data["engines"] = [_old_engine(e) for e in engines]
         return data
+
+    @field_validator("spec")
+    @classmethod
+    def _check_tiers(cls, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The tier sizes that price a run (analysis.manifest): a value past any machine's
+        # ended `replay price` in a decimal traceback, a bool or a string passed as 1 or 0.
+        engines = (spec or {}).get("engines")
+        for i, e in enumerate(engines if isinstance(engines, list) else []):
+            for key in ("host_memory_gb", "external_memory_gb"):
+                value = e.get(key) if isinstance(e, dict) else None
+                if value is not None and (why := tier_size_problem(value)):
+                    raise ValueError(f"engines.{i}.{key}: {why}")
+        return spec
 
 
 def _old_engine(item: Any) -> Any:

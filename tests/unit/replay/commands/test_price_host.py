@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,31 @@ def test_a_bad_host_rate_names_the_flag(runs: dict[str, Path], bad: str) -> None
     assert res.exit_code != 0 and isinstance(res.exception, SystemExit), said(res)
     assert "--host-usd-per-gb-hour:" in said(res) and "is not a rate in [0, 1000]" in said(res)
     assert "Traceback" not in said(res)
+
+
+@pytest.mark.rundir_unchecked  # the manifest is broken on purpose
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (1e30, "1e+30 is not a size in [0, 1,048,576] GiB"),  # was a decimal traceback
+        (-5, "-5 is not a size in [0, 1,048,576] GiB"),  # was priced as no host memory
+        (True, "True is not a number of GiB"),  # was priced as 1 GiB
+        ("64", "'64' is not a number of GiB"),  # was priced as no host memory
+    ],
+)
+def test_a_manifest_tier_size_out_of_range_is_named(
+    runs: dict[str, Path], tmp_path: Path, value: object, why: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(runs["tiered"], run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["spec"]["engines"][0]["host_memory_gb"] = value
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for args in (["price", str(run)], ["price", str(run), "--json"]):
+        res = invoke(*args)
+        assert res.exit_code == 2 and "Traceback" not in said(res), said(res)
+        assert f"manifest.json: field 'spec': engines.0.host_memory_gb: {why}" in said(res)
+        assert "fix or restore the file" in said(res)
 
 
 def test_the_host_rate_needs_a_run() -> None:
