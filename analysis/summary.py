@@ -145,9 +145,10 @@ def engine_warnings(name: str, row: Mapping[Any, Any]) -> list[RunWarning]:
         out.append(
             RunWarning(
                 "false_hits",
-                f"{name}: {false_hits} of {ev.get('assessed', '?')} assessed cache hits had the "
-                "TTFT of a full prefill: the engine reported cached tokens it computed anyway, "
-                "so its hit rate overstates what its cache saved",
+                f"{name}: {false_hits} of {ev.get('assessed', '?')} judged cache hits (sent "
+                "with no earlier request waiting) had the TTFT of a full prefill: the engine "
+                "may have computed the tokens it reported cached (or a later request's prefill "
+                "shared its step), so its hit rate may overstate what its cache saved",
             )
         )
     if row.get("warm_start_flagged"):
