@@ -21,8 +21,9 @@ the rules of `_arrow_rules` say which neighbours never meet):
    import the emulator server (`replay.emulator`), which imports neither of them; the
    simulator (`replay.sim`, the engine model the emulator serves) imports none of the three.
    The simulator is three layers of its own: the run driver and fleets (`replay.sim`'s top
-   level, with the scheduler oracle `replay.sim.native.sched_oracle` and
-   `replay.sim.native.crosscheck`, which drive whole runs) over the engine model
+   level, with the scheduler oracle `replay.sim.native.sched_oracle`,
+   `replay.sim.native.crosscheck` and `replay.sim.native.agreement_table`, which drive whole
+   runs or the agreement scripts' workloads) over the engine model
    (`replay.sim.engine`) over the cache model and its policies (`replay.sim.cache`, with the
    engines' own caches in `replay.sim.native` and the compiled build's loader
    `replay.sim.compiled`);
@@ -56,7 +57,11 @@ EXECUTORS = ("replay.client", "replay.engines", "replay.emulator", "replay.sim",
 SIM_CACHE = ("replay.sim.cache", "replay.sim.native", "replay.sim.compiled")
 SIM_ENGINE = ("replay.sim.engine",)
 # The parts of replay.sim.native that drive whole runs: the run driver's layer.
-SIM_NATIVE_DRIVERS = ("replay.sim.native.sched_oracle", "replay.sim.native.crosscheck")
+SIM_NATIVE_DRIVERS = (
+    "replay.sim.native.sched_oracle",
+    "replay.sim.native.crosscheck",
+    "replay.sim.native.agreement_table",
+)
 
 # The layers, top to bottom (this module's docstring): the modules each holds.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
