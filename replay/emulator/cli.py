@@ -27,6 +27,7 @@ from replay.emulator.config import (
     from_child_args,
     make_cache,
 )
+from replay.profiles import ProfileError
 
 Fail = Callable[[str], NoReturn]
 Say = Callable[[str], None]
@@ -89,9 +90,8 @@ def serve_child(args: list[str]) -> bool:
     except ValidationError as e:  # not a config a parent wrote: say why, no traceback
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "the config"
-        plain_fail(
-            f"{CHILD_CONFIG} (a config that replay's launcher writes): {where}: {err['msg']}"
-        )
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        plain_fail(f"{CHILD_CONFIG} (a config that replay's launcher writes): {where}: {msg}")
     if cfg is None:
         return False
     _serve(cfg, plain_fail, plain_say)
@@ -109,6 +109,8 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
 
     try:
         make_cache(cfg, cfg.resolved_profile())
+    except ProfileError as e:  # a child's config names a profile that is gone
+        fail(f"--model: {e}")
     except TierError as e:  # it names its flag (--host-memory-gb)
         fail(str(e))
     except ValueError as e:

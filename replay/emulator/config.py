@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
+from replay.sim.cache.tiers import check_external
 from replay.sim.engine.cache import EngineCache, engine_cache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.scale import scaled_profile
+from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
 
 if TYPE_CHECKING:
     from replay.sim.engine.core import Admission
@@ -110,25 +112,37 @@ class EmulatorConfig(BaseModel):
         gt=0,
         description="the engine's cache size in blocks (default: the simulator's for the profile)",
     )
-    # A host-memory tier (issue 34, replay.sim.cache.tiers). No range here: `replay run` and
-    # `replay serve-sim` take them as the run spec's fields (`EngineShape`), which check it,
-    # and the tier itself refuses one it cannot build (`make_cache`).
+    # A host-memory tier (issue 34, replay.sim.cache.tiers) and an external store behind it
+    # (rule 5), in the run spec's range (`replay.tier_limits`, as `EngineShape`'s flags): a
+    # child's `--config-json` and `python -m replay.emulator`'s flags reach only this check
+    # (-5 or NaN GiB used to serve, 1e308 failed as "--policy vllm: cannot convert float NaN").
     host_memory_gb: float | None = Field(
         default=None,
+        ge=0,
+        le=MAX_TIER_GB,
+        allow_inf_nan=False,
         description="host memory (GiB) beside the GPU cache as a second tier (None or 0: none)",
     )
     host_bandwidth_gbs: float | None = Field(
         default=None,
+        gt=0,
+        le=MAX_LINK_GBS,
+        allow_inf_nan=False,
         description="host-to-GPU bandwidth per GPU (GB/s) of loads from host memory "
         "(default: the tier's)",
     )
-    # An external store behind the host tier (replay.sim.cache.tiers rule 5), as above.
     external_memory_gb: float | None = Field(
         default=None,
+        ge=0,
+        le=MAX_TIER_GB,
+        allow_inf_nan=False,
         description="external store (GiB) behind host memory, a third tier (None or 0: none)",
     )
     external_bandwidth_gbs: float | None = Field(
         default=None,
+        gt=0,
+        le=MAX_LINK_GBS,
+        allow_inf_nan=False,
         description="bandwidth per GPU (GB/s) of loads from the external store into host "
         "memory (default: the host link's)",
     )
@@ -162,6 +176,14 @@ class EmulatorConfig(BaseModel):
         if self.engine not in ENGINE_PROTOCOLS:
             known = ", ".join(ENGINE_PROTOCOLS)
             raise ValueError(f"unknown engine '{self.engine}'; known: {known}")
+        if self.external_memory_gb or self.external_store is not None:
+            # A store needs its size and host memory in front of it, as `replay run` and
+            # `replay simulate` refuse it (a store named alone used to be dropped in silence).
+            check_external(
+                self.host_memory_gb or 0.0,
+                self.external_memory_gb or 0.0,
+                self.external_store or "mooncake",
+            )
         return self
 
     @property
@@ -244,8 +266,10 @@ def emulator_config(
         cfg.resolved_profile()
     except ValidationError as e:
         err = e.errors()[0]
-        key = str(err["loc"][0]) if err["loc"] else "engine"
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"] and msg.startswith("--"):  # the config's own check names its flag
+            raise EmulatorConfigError(msg) from None
+        key = str(err["loc"][0]) if err["loc"] else "engine"
         raise EmulatorConfigError(f"{_flag(key)}: {msg}") from None
     except ProfileError as e:
         raise EmulatorConfigError(f"--model: {e}") from None
