@@ -38,6 +38,7 @@ import pandas as pd
 import pricing
 from pricing import Economics, GpuRate, PriceSheet
 from pricing.formulas import Number
+from pricing.sheets import MAX_HOST_RATE as FILE_MAX_HOST_RATE
 
 # The float columns `engine_economics` adds to a metrics table, beside `sheet`, `gpu` and
 # `host_rate_source`; the host ones are NaN for an engine without a host-memory tier.
@@ -58,9 +59,8 @@ PRICE_COLUMNS = (
 # The text columns beside them.
 TEXT_COLUMNS = ("sheet", "gpu", "host_rate_source")
 HOST_FLAG = "--host-usd-per-gb-hour"
-# The flag's bound (USD per GiB-hour), as `replay plan-host` had it: over a million times the
-# shipped DRAM rate (docs/pricing.md), so a typo in the exponent is caught.
-MAX_HOST_RATE = 1000.0
+# The flag's bound (USD per GiB-hour) is the pricing file's (pricing.sheets.MAX_HOST_RATE).
+MAX_HOST_RATE = float(FILE_MAX_HOST_RATE)
 
 
 class UnknownGpuError(pricing.PricingError):

@@ -47,6 +47,11 @@ MAX_PRICE = 1_000_000
 MAX_GPU_RATE = 1_000_000
 # Tokens per minute per GPU: 10^12 is a million times the fastest engine measured.
 MAX_TOKEN_RATE = 10**12
+# USD per GiB of host memory per hour, whether gpus.yaml's `host_memory` or
+# `--host-usd-per-gb-hour` gives it: over a million times the shipped DRAM rate
+# (docs/pricing.md), so a typo in the exponent is caught. The file's rate had the GPU rate's
+# bound (1,000,000), which the flag and the dashboard's rate input refused (issue 34).
+MAX_HOST_RATE = 1_000
 
 
 class PricingError(ValueError):
@@ -198,7 +203,7 @@ class HostMemoryRate(_Described):
     usd_per_gb_hour: Decimal = Field(
         description="USD per GiB of host memory per hour",
         ge=0,
-        le=MAX_GPU_RATE,
+        le=MAX_HOST_RATE,
         allow_inf_nan=False,
     )
 

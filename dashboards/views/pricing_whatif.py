@@ -31,6 +31,7 @@ from dashboards.money import (
 )
 from dashboards.views.common import pick_pricing, pick_run_group
 from pricing import PricingError, dec
+from replay.tier_limits import MAX_TIER_GB
 
 # The registry's "pricing" view: the table's columns, headers and formats.
 TABLE = ("engine", *keys("pricing"))
@@ -203,7 +204,8 @@ def _host_inputs(own_gb: float, run_id: str) -> tuple[float, HostRate] | None:
     gb = left.number_input(
         "Host memory per engine (GiB)",
         min_value=0.0,
-        max_value=1_048_576.0,
+        # A fleet's replicas each hold up to MAX_TIER_GB: the run's own size stays in range.
+        max_value=max(float(MAX_TIER_GB), own_gb),
         value=own_gb,
         step=64.0,
         key=f"w_host_gb_{run_id}",

@@ -6,6 +6,7 @@ directories)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ from replay.rundir_models import Manifest
 SHIPPED_RATE = 0.00072  # configs/pricing/gpus.yaml host_memory, USD per GiB-hour
 
 
-def _write(root: Path, host_gb: float | None) -> Path:
+def _write(root: Path, host_gb: float | None, replicas: int = 1) -> Path:
     """One 2-GPU B200 engine, 60 requests of 1,000 prompt tokens with 500 cached; its spec
-    gives it `host_gb` GiB of host memory (none: no tier)."""
+    gives it `host_gb` GiB of host memory (none: no tier) per replica."""
     spec = {"engines": [{"engine": {"name": "e"}, "host_memory_gb": host_gb}]} if host_gb else None
     manifest = {
-        "engines": [{"name": "e", "gpus": 2, "gpu_type": "B200"}],
+        "engines": [{"name": "e", "gpus": 2 * replicas, "gpu_type": "B200", "replicas": replicas}],
         "config": {"window": [0, 600]},
         "spec": spec,
     }
@@ -99,6 +100,37 @@ def test_a_run_without_host_memory_shows_its_table_as_before(tmp_path: Path) -> 
     _input(at, "Host memory per engine").set_value(128.0).run()
     row = _table(at).loc["e"]
     assert row["host_cost_per_gpu_hour"] == pytest.approx(128 * SHIPPED_RATE / 2)
+
+
+@pytest.mark.usefixtures("fresh_cache")
+def test_a_run_whose_replicas_hold_more_host_memory_than_one_may_opens(tmp_path: Path) -> None:
+    """A fleet of 2 replicas at the largest host memory a replica may have (1,048,576 GiB)
+    holds twice that; the size input's default used to pass its bound and stop the page
+    (StreamlitValueAboveMaxError)."""
+    _write(tmp_path, 1_048_576.0, replicas=2)
+    at = AppTest.from_function(_page, args=(str(tmp_path),), default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert _input(at, "Host memory per engine").value == 2 * 1_048_576.0
+
+
+@pytest.mark.usefixtures("fresh_cache")
+def test_a_host_rate_past_the_flags_bound_is_refused_in_the_pricing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpus.yaml's host_memory rate has the flag's bound (1,000 USD per GiB-hour): 5,000
+    passed the file's old bound (1,000,000) and stopped the page with
+    StreamlitValueAboveMaxError; now the page says which field of which file."""
+    shipped = Path(__file__).resolve().parents[3] / "configs" / "pricing"
+    pricing = tmp_path / "config" / "pricing"
+    shutil.copytree(shipped, pricing)
+    gpus = pricing / "gpus.yaml"
+    gpus.write_text(gpus.read_text().replace("usd_per_gb_hour: 0.00072", "usd_per_gb_hour: 5000"))
+    monkeypatch.setenv("REPLAY_CONFIG_DIR", str(tmp_path / "config"))
+    _write(tmp_path / "runs", 64.0)
+    at = AppTest.from_function(_page, args=(str(tmp_path / "runs"),), default_timeout=60).run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "field 'host_memory.usd_per_gb_hour': must be at most 1,000" in errors
 
 
 def test_the_curve_is_profit_less_size_times_rate_over_gpus() -> None:

@@ -66,3 +66,24 @@ def test_a_pricing_folder_without_the_rate_leaves_host_memory_unpriced(tmp_path:
     )
     with pytest.raises(PricingConfigError, match=r"field 'host_memory.usd_per_gb_hour'"):
         get_host_memory_rate(folder)
+
+
+def test_the_files_host_rate_has_the_flags_bound(tmp_path: Path) -> None:
+    """5,000 USD per GiB-hour passed the file (its bound was the GPU rate's, 1,000,000) and
+    the flag refused it; `replay price RUN_DIR` priced at it and the dashboard stopped."""
+    folder = tmp_path / "pricing"
+    shutil.copytree(SHIPPED, folder)
+    text = (folder / "gpus.yaml").read_text()
+    (folder / "gpus.yaml").write_text(
+        text.replace("usd_per_gb_hour: 0.00072", "usd_per_gb_hour: 5000")
+    )
+    with pytest.raises(
+        PricingConfigError,
+        match=r"field 'host_memory.usd_per_gb_hour': must be at most 1,000 US dollars per GiB-hour",
+    ):
+        get_host_memory_rate(folder)
+    (folder / "gpus.yaml").write_text(
+        text.replace("usd_per_gb_hour: 0.00072", "usd_per_gb_hour: 1000")
+    )
+    rate = get_host_memory_rate(folder)
+    assert rate is not None and rate.usd_per_gb_hour == 1000  # the bound itself prices
