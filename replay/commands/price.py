@@ -85,6 +85,22 @@ def _check_rate(value: float, flag: str) -> None:
         )
 
 
+def _refuse_with_list(
+    run_dir: object, sheet: object, gpu: object, window: object, host: object,
+    point: dict[str, float | None],
+) -> None:  # fmt: skip
+    """--list prices nothing: a flag of a point or a run beside it was ignored in silence
+    (`--list --host-usd-per-gb-hour 5` still listed the file's rate)."""
+    given = {"RUN_DIR": run_dir, "--sheet": sheet, "--gpu": gpu, "--window": window,
+             "--host-usd-per-gb-hour": host}  # fmt: skip
+    given |= {flag: point[key] for key, flag in _POINT_FLAGS}
+    for flag, value in given.items():
+        if value is not None:
+            fail(
+                f"{flag}: not used with --list (which lists every sheet and rate); drop one of them"
+            )
+
+
 def _label(status: str) -> str:
     return {
         "published": "published",
@@ -289,10 +305,11 @@ def register(app: typer.Typer) -> None:
         from replay.commands.price_run import price_run
 
         _check_fraction(write_fraction, "--write-fraction")
+        given = {"hit_rate": hit_rate, "prompt": prompt, "output": output}
         if list_:
+            _refuse_with_list(run_dir, sheet, gpu, window, host_usd_per_gb_hour, given)
             _list(pricing_dir, as_json)
             return
-        given = {"hit_rate": hit_rate, "prompt": prompt, "output": output}
         if run_dir is not None:
             clash = [flag for key, flag in _POINT_FLAGS if given[key] is not None]
             if clash:

@@ -152,3 +152,20 @@ def test_the_list_names_the_host_memory_rate_and_its_source() -> None:
     assert "DDR5-6400" in said(res)  # its source, under the table
     listed = json.loads(invoke("price", "--list", "--json").stdout)["host_memory"]
     assert listed["usd_per_gb_hour"] == SHIPPED_RATE and listed["status"] == "reported"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--host-usd-per-gb-hour", "5"],  # listed the file's rate as if it had been taken
+        ["--hit-rate", "5"],  # out of range, and ignored
+        ["--sheet", "no-such-sheet"],
+        ["--window", "1-2"],
+        ["RUN_DIR"],
+    ],
+)
+def test_the_list_refuses_a_flag_it_would_ignore(tmp_path: Path, extra: list[str]) -> None:
+    args = [str(tmp_path) if a == "RUN_DIR" else a for a in extra]
+    res = invoke("price", "--list", *args)
+    assert res.exit_code == 2 and "Traceback" not in said(res), said(res)
+    assert f"{extra[0]}: not used with --list" in said(res)
