@@ -25,6 +25,7 @@ import typer
 from replay.commands.common import console, err_console, fail
 from replay.commands.price import HostUsdPerGbHour, resolve_host_rate
 from replay.runspec import flags as F
+from replay.tier_limits import MAX_TIER_GB
 
 if TYPE_CHECKING:
     from replay.sim.runner import SimConfig
@@ -46,8 +47,8 @@ def parse_host_gb(text: str) -> list[float]:
             gb = float(part)
         except ValueError:
             fail(f"--host-gb: '{part}' is not a number of GiB (e.g. --host-gb 0,64,256,512)")
-        if not (math.isfinite(gb) and 0 <= gb <= 1_048_576):
-            fail(f"--host-gb: {part} is not a size in [0, 1048576] GiB")
+        if not (math.isfinite(gb) and 0 <= gb <= MAX_TIER_GB):
+            fail(f"--host-gb: {part} is not a size in [0, {MAX_TIER_GB}] GiB")
         out.append(gb)
     return list(dict.fromkeys(out))
 
