@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from analysis.economics import EnginePrice, HostRate, RunPrices, price_engines
+from analysis.economics import HOST_FLAG, EnginePrice, HostRate, RunPrices, price_engines
 from analysis.metrics import resolve_window, window_metrics
 from analysis.provenance import run_provenance
 from analysis.runs import Run, load_run
@@ -124,9 +124,12 @@ def _host_memory(r: EnginePrice) -> str:
     return shown + (f" (+{r.host.external_gb:g} GiB store, unpriced)" if r.host.external_gb else "")
 
 
-def host_notes(rows: list[EnginePrice]) -> list[str]:
-    """Where the host-memory rate comes from, once, for a run with host memory."""
+def host_notes(rows: list[EnginePrice], given: HostRate | None = None) -> list[str]:
+    """Where the host-memory rate comes from, once, for a run with host memory; that
+    `--host-usd-per-gb-hour` (`given`) priced nothing, for a run without."""
     rates = {r.host.rate for r in rows if r.host is not None}
+    if not rates and given is not None and given.source == HOST_FLAG:
+        return [f"{HOST_FLAG}: no engine of this run has host memory, so it prices nothing"]
     return [
         f"host memory priced at ${float(h.usd_per_gb_hour):g} per GiB-hour ({h.source}); net "
         "profit = profit − host GiB × rate ÷ GPUs"
@@ -169,7 +172,7 @@ def price_run(
         prices: RunPrices = price_engines(metrics, sheet, forced, pricing_dir, write_fraction, host)
     except PricingError as err:
         fail(f"{run.path}: {err}")
-    notes = [*run.notes, *prices.notes, *host_notes(prices.engines)]
+    notes = [*run.notes, *prices.notes, *host_notes(prices.engines, host)]
     rows = prices.engines
     start, end = float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
     if as_json:

@@ -112,6 +112,20 @@ def test_a_bad_host_rate_names_the_flag(runs: dict[str, Path], bad: str) -> None
     assert "Traceback" not in said(res)
 
 
+def test_a_host_rate_given_for_an_untiered_run_says_it_prices_nothing(
+    runs: dict[str, Path],
+) -> None:
+    """It used to be taken in silence: the user could not tell the rate priced nothing."""
+    e = _priced(runs["plain"], "--host-usd-per-gb-hour", "0.01")
+    line = "--host-usd-per-gb-hour: no engine of this run has host memory, so it prices nothing"
+    assert e["notes"] == [line]
+    assert line in said(invoke("price", str(runs["plain"]), "--host-usd-per-gb-hour", "0.01"))
+    assert not _priced(runs["plain"])["notes"]  # without the flag, as before
+    assert not any(
+        "no engine" in n for n in _priced(runs["tiered"], "--host-usd-per-gb-hour", "0")["notes"]
+    )
+
+
 @pytest.mark.rundir_unchecked  # the manifest is broken on purpose
 @pytest.mark.parametrize(
     ("value", "why"),
