@@ -69,8 +69,15 @@ if [[ $force == 0 && -f $STAMP ]]; then
 fi
 
 if [[ ! -x $VENV/bin/python ]]; then
-  echo "setup_lmcache_cpu: creating $VENV with $($PY --version 2>&1)"
-  $PY -m venv "$VENV"
+  if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "setup_lmcache_cpu: PYTHON=$PY: no such interpreter; set PYTHON to a python3 (or unset it)" >&2
+    exit 2
+  fi
+  echo "setup_lmcache_cpu: creating $VENV with $("$PY" --version 2>&1)"
+  if ! "$PY" -m venv "$VENV"; then
+    echo "setup_lmcache_cpu: cannot create $VENV (LMCACHE_VENV); choose a folder that can be written" >&2
+    exit 2
+  fi
 fi
 
 echo "setup_lmcache_cpu: installing lmcache==$VERSION and a CPU torch into $VENV (about 1.6 GB)"

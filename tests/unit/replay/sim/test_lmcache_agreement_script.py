@@ -4,6 +4,10 @@ oracle's model side holds what rule 5 says (so these run without `.venv-lmcache`
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,6 +16,7 @@ from replay.sim.native.lmcache_oracle import ENGINE, Setup, run_model, written
 from replay.sim.native.worker import NativeError, find_engine
 from tests.scripts import load_script
 
+ROOT = Path(__file__).resolve().parents[4]
 script = load_script("lmcache_agreement")
 
 
@@ -73,3 +78,29 @@ def test_the_write_rule_counts_whole_chunks_of_earlier_prompts() -> None:
             p = reqs[r.parent]
             assert prompts[i] >= p.n // B * B
             assert outputs[i] >= min(p.n + p.out, r.n) // B * B
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"PYTHON": "no-such-python", "LMCACHE_VENV": "{tmp}/venv"},
+            "setup_lmcache_cpu: PYTHON=no-such-python: no such interpreter",
+        ),
+        (
+            {"LMCACHE_VENV": "/proc/no-venv"},
+            "setup_lmcache_cpu: cannot create /proc/no-venv (LMCACHE_VENV); choose a folder",
+        ),
+    ],
+)
+def test_the_setup_script_refuses_a_bad_interpreter_or_folder(
+    tmp_path: Path, env: dict[str, str], says: str
+) -> None:
+    """Before: bash's 'No such file or directory' and exit 127, or Python's, exit 1."""
+    script_env = {**os.environ, **{k: v.format(tmp=tmp_path) for k, v in env.items()}}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup_lmcache_cpu.sh")],
+        capture_output=True, text=True, env=script_env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert not (tmp_path / "venv").exists()
