@@ -39,6 +39,7 @@ import pricing
 from pricing import Economics, GpuRate, PriceSheet
 from pricing.formulas import Number
 from pricing.sheets import MAX_HOST_RATE as FILE_MAX_HOST_RATE
+from replay.tier_limits import MAX_TIER_GB
 
 # The float columns `engine_economics` adds to a metrics table, beside `sheet`, `gpu` and
 # `host_rate_source`; the host ones are NaN for an engine without a host-memory tier.
@@ -438,6 +439,7 @@ def engine_economics(
 __all__ = [
     "HOST_FLAG",
     "MAX_HOST_RATE",
+    "MAX_TIER_GB",
     "PRICE_COLUMNS",
     "TEXT_COLUMNS",
     "EnginePrice",

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis.economics import MAX_HOST_RATE, HostRate, host_rate
+from analysis.economics import MAX_HOST_RATE, MAX_TIER_GB, HostRate, host_rate
 from analysis.registry import column_format, figure_label, header, in_view, keys, metric
 from dashboards.alike import window_words
 from dashboards.figures import engine_bars_figure, whatif_figure
@@ -31,7 +31,6 @@ from dashboards.money import (
 )
 from dashboards.views.common import pick_pricing, pick_run_group
 from pricing import PricingError, dec
-from replay.tier_limits import MAX_TIER_GB
 
 # The registry's "pricing" view: the table's columns, headers and formats.
 TABLE = ("engine", *keys("pricing"))
