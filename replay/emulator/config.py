@@ -18,6 +18,7 @@ from replay.sim.engine.cache import EngineCache, engine_cache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.scale import scaled_profile
 from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
+from replay.traces.scale import MAX_TOKEN_SCALE
 
 if TYPE_CHECKING:
     from replay.sim.engine.core import Admission
@@ -97,19 +98,25 @@ class EmulatorConfig(BaseModel):
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
+    # The run spec's ranges (`replay run` refuses the same values): `replay serve-sim` and a
+    # child reach only these checks, and served an infinite clock, a token scale of 1e300 or
+    # a cache past 64 bits.
     time_scale: float = Field(
         default=1.0,
         gt=0.0,
+        allow_inf_nan=False,
         description="10 runs the modelled engine ten times faster than real time",
     )
     token_scale: float = Field(
         default=1.0,
         ge=1.0,
+        le=MAX_TOKEN_SCALE,
         description="the trace's token lengths were divided by this: scale the profile alike",
     )
     blocks: int | None = Field(
         default=None,
         gt=0,
+        le=2**63 - 1,  # a run's files hold 64-bit whole numbers (runspec.fields.INT64_MAX)
         description="the engine's cache size in blocks (default: the simulator's for the profile)",
     )
     # A host-memory tier (issue 34, replay.sim.cache.tiers) and an external store behind it
@@ -244,8 +251,9 @@ class EmulatorConfigError(ValueError):
     """A refused emulator setting; the message starts with its `serve-sim` flag."""
 
 
-# Each setting's `serve-sim` flag (FaultConfig's `seed` is --fault-seed), for refusals.
-FLAG_OF: dict[str, str] = {"seed": "--fault-seed"}
+# Each setting's `serve-sim` flag (FaultConfig's `seed` is --fault-seed; `blocks` the spec's
+# --capacity-blocks, --blocks its older name), for refusals.
+FLAG_OF: dict[str, str] = {"seed": "--fault-seed", "blocks": "--capacity-blocks"}
 
 
 def _flag(key: str) -> str:

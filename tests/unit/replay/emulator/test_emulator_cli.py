@@ -5,6 +5,10 @@ replay.emulator`, which never imports the spec) under the same names from its co
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 import typer
 from typer.main import get_command
 
@@ -38,3 +42,25 @@ def test_both_command_lines_name_the_shared_options_as_the_spec_does() -> None:
         flags = sorted([flag_of(info) or "", *aliases_of(info)])
         assert replay_cli[key] == (flags, info.description)
         assert emulator[key][0] == flags  # the same names, the emulator config's words
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--time-scale", "inf"], "error: --time-scale: Input should be a finite number"),
+        (["--token-scale", "1e300"], "error: --token-scale: Input should be less than or equal"),
+        (
+            ["--capacity-blocks", str(2**63)],
+            "error: --capacity-blocks: Input should be less than or equal to 9223372036854775807",
+        ),
+    ],
+)
+def test_serve_sim_keeps_the_run_specs_ranges(flags: list[str], line: str) -> None:
+    """`replay run` refuses these; `replay serve-sim` used to serve an infinite clock, a token
+    scale of 1e300 (every length 1 token) and a cache past 64 bits. Bounded: a value the check
+    passes would serve until the timeout."""
+    cmd = [sys.executable, "-m", "replay", "serve-sim", "--engine", "vllm", "--port", "0", *flags]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and said.startswith(line), said
+    assert "Traceback" not in said
