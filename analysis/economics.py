@@ -389,7 +389,21 @@ def price_engines(
             continue
         gpu_rate = gpu_for_engine(engine, rec.get("gpu_type"), forced, pricing_dir, out.notes)
         out.engines.append(_price_one(rec, chosen, gpu_rate, write_fraction, rate))
+        out.notes.extend(_unpriced_tiers(out.engines[-1]))
     return out
+
+
+def _unpriced_tiers(p: EnginePrice) -> list[str]:
+    """A note for an engine whose hits came from host memory or a store while the run's spec
+    gives it no host memory (a manifest without `host_memory_gb`, or a real engine whose host
+    tier is its server's own flags): its host memory is not in the price."""
+    if p.host is not None or p.tiers is None or not sum(p.tiers):
+        return []
+    return [
+        f"{p.engine}: {sum(p.tiers):.1%} of its cache hits came from host memory or an external "
+        "store, but the run's spec gives it no host_memory_gb (manifest spec.engines[]): host "
+        "memory is not priced, profit is before it"
+    ]
 
 
 def _row(p: EnginePrice) -> dict[str, Any]:

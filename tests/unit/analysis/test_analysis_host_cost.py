@@ -128,3 +128,20 @@ def test_the_manifest_spec_gives_each_engine_its_tiers_times_its_replicas() -> N
     a = infos["a"]
     assert (a.host_memory_gb, a.external_memory_gb, a.replicas) == (256.0, 1024.0, 2)
     assert (infos["b"].host_memory_gb, infos["c"].host_memory_gb) == (0.0, 0.0)
+
+
+def test_hits_from_host_memory_without_host_memory_in_the_spec_are_noted() -> None:
+    """A tiered run whose manifest lost `host_memory_gb` (or a real engine whose host tier is
+    its server's flags) used to be priced as if it had none, in silence."""
+    metrics = _metrics([None, None, 64.0]).assign(
+        cached_tokens=[1000.0, 1000.0, 1000.0],
+        cached_tokens_host=[337.0, 0.0, 337.0],
+        cached_tokens_external=[0.0, 0.0, 0.0],
+    )
+    notes = price_engines(metrics, pricing_dir=SHIPPED).notes
+    assert notes == [
+        "e0: 33.7% of its cache hits came from host memory or an external store, but the run's "
+        "spec gives it no host_memory_gb (manifest spec.engines[]): host memory is not priced, "
+        "profit is before it"
+    ]  # e1 had no host hits, e2 is priced with its host memory
+    assert price_engines(_metrics([None]), pricing_dir=SHIPPED).notes == []  # untiered
