@@ -80,27 +80,30 @@ def test_the_write_rule_counts_whole_chunks_of_earlier_prompts() -> None:
             assert outputs[i] >= min(p.n + p.out, r.n) // B * B
 
 
+@pytest.mark.parametrize("store", ["lmcache", "mooncake"])
 @pytest.mark.parametrize(
     ("env", "says"),
     [
         (
-            {"PYTHON": "no-such-python", "LMCACHE_VENV": "{tmp}/venv"},
-            "setup_lmcache_cpu: PYTHON=no-such-python: no such interpreter",
+            {"PYTHON": "no-such-python", "{STORE}_VENV": "{tmp}/venv"},
+            "setup_{store}_cpu: PYTHON=no-such-python: no such interpreter",
         ),
         (
-            {"LMCACHE_VENV": "/proc/no-venv"},
-            "setup_lmcache_cpu: cannot create /proc/no-venv (LMCACHE_VENV); choose a folder",
+            {"{STORE}_VENV": "/proc/no-venv"},
+            "setup_{store}_cpu: cannot create /proc/no-venv ({STORE}_VENV); choose a folder",
         ),
     ],
 )
 def test_the_setup_script_refuses_a_bad_interpreter_or_folder(
-    tmp_path: Path, env: dict[str, str], says: str
+    tmp_path: Path, store: str, env: dict[str, str], says: str
 ) -> None:
-    """Before: bash's 'No such file or directory' and exit 127, or Python's, exit 1."""
-    script_env = {**os.environ, **{k: v.format(tmp=tmp_path) for k, v in env.items()}}
+    """Both stores' setup scripts. Before: bash's 'No such file or directory' and exit 127,
+    or Python's, exit 1."""
+    names = {"store": store, "STORE": store.upper(), "tmp": str(tmp_path)}
+    given = {k.format(**names): v.format(**names) for k, v in env.items()}
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "setup_lmcache_cpu.sh")],
-        capture_output=True, text=True, env=script_env, timeout=60,
+        ["bash", str(ROOT / "scripts" / f"setup_{store}_cpu.sh")],
+        capture_output=True, text=True, env={**os.environ, **given}, timeout=60,
     )  # fmt: skip
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert done.returncode == 2 and says.format(**names) in done.stderr, done.stderr
     assert not (tmp_path / "venv").exists()

@@ -4,10 +4,6 @@ oracle's model side writes what the worker can put (so these run without `.venv-
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,7 +13,6 @@ from replay.sim.native.mooncake_oracle import ENGINE, Setup, run_model
 from replay.sim.native.worker import NativeError, find_engine
 from tests.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[4]
 script = load_script("mooncake_agreement")
 
 
@@ -78,29 +73,3 @@ def test_a_smaller_store_holds_no_more() -> None:
     small = run_model(reqs, Setup(40, 44), 44)
     assert sum(s.held.store for s in small) < sum(b.held.store for b in big)
     assert all(s.held.store <= b.held.store for s, b in zip(small, big, strict=True))
-
-
-@pytest.mark.parametrize(
-    ("env", "says"),
-    [
-        (
-            {"PYTHON": "no-such-python", "MOONCAKE_VENV": "{tmp}/venv"},
-            "setup_mooncake_cpu: PYTHON=no-such-python: no such interpreter",
-        ),
-        (
-            {"MOONCAKE_VENV": "/proc/no-venv"},
-            "setup_mooncake_cpu: cannot create /proc/no-venv (MOONCAKE_VENV); choose a folder",
-        ),
-    ],
-)
-def test_the_setup_script_refuses_a_bad_interpreter_or_folder(
-    tmp_path: Path, env: dict[str, str], says: str
-) -> None:
-    """Before: bash's 'No such file or directory' and exit 127, or Python's, exit 1."""
-    script_env = {**os.environ, **{k: v.format(tmp=tmp_path) for k, v in env.items()}}
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "setup_mooncake_cpu.sh")],
-        capture_output=True, text=True, env=script_env, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 2 and says in done.stderr, done.stderr
-    assert not (tmp_path / "venv").exists()
