@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
 from replay.sim.cache.tiers import check_external
@@ -18,7 +25,6 @@ from replay.sim.engine.cache import EngineCache, engine_cache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.scale import scaled_profile
 from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
-from replay.traces.scale import MAX_TOKEN_SCALE
 
 if TYPE_CHECKING:
     from replay.sim.engine.core import Admission
@@ -110,7 +116,6 @@ class EmulatorConfig(BaseModel):
     token_scale: float = Field(
         default=1.0,
         ge=1.0,
-        le=MAX_TOKEN_SCALE,
         description="the trace's token lengths were divided by this: scale the profile alike",
     )
     blocks: int | None = Field(
@@ -177,6 +182,20 @@ class EmulatorConfig(BaseModel):
         description="this server's index among its engine's replicas; it answers every request "
         "with an `x-replay-replica` header (None: a lone server, no header)",
     )
+
+    @field_validator("token_scale")
+    @classmethod
+    def _check_token_scale(cls, value: float) -> float:
+        # The run spec's bound (replay.traces.scale, which loads numpy: imported only here, so
+        # `replay --help` loads no heavy library: tests/unit/replay/test_cli.py).
+        from replay.traces.scale import MAX_TOKEN_SCALE
+
+        if value > MAX_TOKEN_SCALE:
+            raise ValueError(
+                f"must be at most {MAX_TOKEN_SCALE:,} (past the longest context of any model "
+                f"profile every length is 1 token), got {value:g}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> EmulatorConfig:
