@@ -13,6 +13,7 @@ from pydantic.fields import FieldInfo
 
 from replay.fleet.base import MAX_REPLICAS
 from replay.presets import PRESETS
+from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
 from replay.windows import Minutes
 from replay.workload import DEFAULT_WORKLOAD as W
 from replay.workload import (
@@ -256,7 +257,7 @@ class EngineShape(BaseModel):
         "--host-memory-gb",
         "Host memory (GiB) per engine as a second cache tier (default 0: none; docs/cache-tiers.md).",
         ge=0,
-        le=1_048_576,
+        le=MAX_TIER_GB,
     )
     host_bandwidth_gbs: float | None = flagged(
         None,
@@ -264,7 +265,7 @@ class EngineShape(BaseModel):
         "Host-to-GPU bandwidth per GPU, GB/s, that loads from host memory take (default 54: PCIe "
         "Gen5 x16 as measured; an assumption for the profile's GPUs).",
         gt=0,
-        le=100_000,
+        le=MAX_LINK_GBS,
     )
     # An external store behind host memory (issue 34, replay.sim.cache.tiers rule 5).
     external_memory_gb: float | None = flagged(
@@ -273,7 +274,7 @@ class EngineShape(BaseModel):
         "External store (GiB) per engine behind host memory, a third cache tier (default 0: "
         "none; needs --host-memory-gb; docs/cache-tiers.md).",
         ge=0,
-        le=1_048_576,
+        le=MAX_TIER_GB,
     )
     external_bandwidth_gbs: float | None = flagged(
         None,
@@ -281,7 +282,7 @@ class EngineShape(BaseModel):
         "Bandwidth per GPU, GB/s, of loads from the external store into host memory (default "
         "54, as the host link: an assumption, a store in local host memory).",
         gt=0,
-        le=100_000,
+        le=MAX_LINK_GBS,
     )
     external_store: Annotated[str | None, AfterValidator(known_store)] = flagged(
         None,

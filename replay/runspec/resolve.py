@@ -69,21 +69,24 @@ def _need(err: Any) -> str:
     """What the value must be, from the error's type (pydantic's own words otherwise)."""
     ctx = err.get("ctx") or {}
     kind = err["type"]
+    value = err.get("input")
+    if kind != "finite_number" and isinstance(value, float) and math.isnan(value):
+        return "must be a number, not NaN"  # what every bound refuses it for
     if kind == "greater_than_equal":
         return (
             "must be at least 1"
             if ctx.get("ge") == 1
-            else f"must be {_shown(ctx.get('ge'))} or more"
+            else f"must be {_bound(ctx.get('ge'))} or more"
         )
     if kind == "greater_than":
         return (
             "must be positive"
             if ctx.get("gt") == 0
-            else f"must be more than {_shown(ctx.get('gt'))}"
+            else f"must be more than {_bound(ctx.get('gt'))}"
         )
     if kind == "less_than_equal":
         why = _LIMITS.get(ctx.get("le"), "")
-        return f"must be at most {_shown(ctx.get('le'))}{why}"
+        return f"must be at most {_bound(ctx.get('le'))}{why}"
     if kind == "finite_number":
         return "must be a finite number"
     if kind == "literal_error":
@@ -97,6 +100,13 @@ _LIMITS: dict[object, str] = {
     MAX_DURATION_MIN: " (a year of the trace's clock)",
     MAX_REPLICAS: " replicas (the most one engine's fleet may have)",
 }
+
+
+def _bound(value: Any) -> str:
+    """A field's bound as written on it: a whole one exactly (1048576, not 1.04858e+06)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return _shown(value)
 
 
 def _shown(value: Any) -> str:

@@ -380,9 +380,14 @@ def check_host_tier(policy: str, profile: ModelProfile, host_memory_gb: float) -
     if policy == "ideal":
         raise TierError(f"{where}: policy 'ideal' holds everything on the GPU already")
     try:
-        block_bytes(profile)
+        per_block = block_bytes(profile)
     except TierError as e:
         raise TierError(f"{where}: {e}") from None
+    if host_memory_gb * GIB < per_block:  # it would hold nothing: say so, not run on empty
+        raise TierError(
+            f"{where}: less than one cache block ({per_block / GIB:.3g} GiB on "
+            f"{profile.name}); give at least that, or 0 for no host tier"
+        )
 
 
 def check_kv_share(policy: str, two_pools: bool, host_memory_gb: float, kv_share: float) -> None:
@@ -446,7 +451,12 @@ def attach_host_tier(
 def check_external(host_memory_gb: float, external_memory_gb: float, store: str) -> None:
     """Raise `TierError` (naming the flag) where an external store cannot be built."""
     where = f"--external-memory-gb {external_memory_gb:g}"
-    if external_memory_gb <= 0:
+    if external_memory_gb == 0:  # the store named alone: say what it needs
+        raise TierError(
+            f"--external-store {store}: needs --external-memory-gb (the store's GiB per "
+            "engine, > 0) and --host-memory-gb"
+        )
+    if external_memory_gb < 0:
         raise TierError(f"{where}: the external store's size must be positive")
     if not host_memory_gb:
         raise TierError(

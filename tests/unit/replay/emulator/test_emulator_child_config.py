@@ -85,7 +85,7 @@ def test_the_child_process_exits_2_with_the_line_and_no_traceback() -> None:
         ),
         (  # a store named alone used to be dropped in silence
             '{"engine": "vllm", "port": 0, "external_store": "lmcache"}',
-            "the config: --external-memory-gb 0: the external store's size must be positive",
+            "the config: --external-store lmcache: needs --external-memory-gb",
         ),
     ],
 )

@@ -89,7 +89,8 @@ def test_run_refuses_a_host_tier_that_cannot_apply_naming_the_flag(
     ("args", "message"),
     [
         (["--host-memory-gb", "-1"], "--host-memory-gb -1: must be 0 or more"),
-        (["--host-memory-gb", "2000000"], "--host-memory-gb 2e+06: must be at most"),
+        (["--host-memory-gb", "2000000"], "--host-memory-gb 2e+06: must be at most 1048576"),
+        (["--host-memory-gb", "nan"], "--host-memory-gb nan: must be a number, not NaN"),
         (["--host-bandwidth-gbs", "0"], "--host-bandwidth-gbs 0: must be positive"),
         (
             ["--policy", "kv-lru", "--host-memory-gb", "8"],

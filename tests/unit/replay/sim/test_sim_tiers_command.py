@@ -77,3 +77,11 @@ def test_a_bad_host_memory_is_refused_naming_the_flag(tmp_path) -> None:
         app, [*ARGS, "--policies", "vllm-native", "--host-memory-gb", "8", "--out", str(tmp_path)]
     )
     assert res.exit_code != 0 and "host tier" in res.output
+
+
+def test_host_memory_smaller_than_a_block_is_refused_naming_the_flag(tmp_path) -> None:
+    """A tier of less than one block would hold nothing (it used to run as one of 0 blocks)."""
+    res = runner.invoke(app, [*ARGS, "--host-memory-gb", "1e-9", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output
+    assert "--host-memory-gb 1e-09: less than one cache block" in res.output
+    assert not (tmp_path / "x").exists()

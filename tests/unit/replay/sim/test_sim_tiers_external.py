@@ -131,7 +131,8 @@ def test_a_load_from_the_store_takes_its_bandwidth_after_the_host_link() -> None
     ("host", "ext", "store", "message"),
     [
         (0.0, 8.0, "mooncake", "--external-memory-gb 8: the external store sits behind host"),
-        (8.0, 0.0, "mooncake", "--external-memory-gb 0: the external store's size must be"),
+        (8.0, 0.0, "mooncake", "--external-store mooncake: needs --external-memory-gb"),
+        (8.0, -1.0, "mooncake", "--external-memory-gb -1: the external store's size must be"),
         (8.0, 8.0, "redis", "--external-store redis: not a store the model knows"),
     ],
 )
