@@ -272,7 +272,7 @@ class EmulatorConfigError(ValueError):
 
 # Each setting's `serve-sim` flag (FaultConfig's `seed` is --fault-seed; `blocks` the spec's
 # --capacity-blocks, --blocks its older name), for refusals.
-FLAG_OF: dict[str, str] = {"seed": "--fault-seed", "blocks": "--capacity-blocks"}
+FLAG_OF: dict[str, str] = {"seed": "--fault-seed", "blocks": "--capacity-blocks (--blocks)"}
 
 
 def _flag(key: str) -> str:

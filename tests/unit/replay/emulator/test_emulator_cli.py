@@ -51,7 +51,8 @@ def test_both_command_lines_name_the_shared_options_as_the_spec_does() -> None:
         (["--token-scale", "1e300"], "error: --token-scale: must be at most 1,048,576"),
         (
             ["--capacity-blocks", str(2**63)],
-            "error: --capacity-blocks: Input should be less than or equal to 9223372036854775807",
+            "error: --capacity-blocks (--blocks): Input should be less than or equal to "
+            "9223372036854775807",
         ),
     ],
 )
