@@ -90,10 +90,13 @@ def test_report_html_renders_without_console_errors(tmp_path: Path) -> None:
     assert [u for u in requests if not u.startswith("file://")] == []
 
 
-def test_static_export_writes_png_svg_pdf(tmp_path: Path) -> None:
+def test_static_export_writes_png_svg_pdf(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2]))
     result = export_static({"tiny": fig}, tmp_path)
     assert result.skipped is None
+    assert "Traceback" not in capfd.readouterr().err  # the driver's logs are held
     assert (tmp_path / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "tiny.pdf").read_bytes()[:5] == b"%PDF-"
     assert b"<svg" in (tmp_path / "tiny.svg").read_bytes()[:500]
