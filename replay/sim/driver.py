@@ -100,6 +100,13 @@ class Sessions:
         self.on_context: Callable[[float, int, int | None], None] | None = None
         self._lineages: dict[Trajectory, Lineage] = {}  # computed once per trajectory
 
+    def release(self) -> None:
+        """Drop the run's requests, lineages and pending events once it is over and its
+        records are made (`replay.sim.runner.release`)."""
+        self.requests.clear()
+        self._lineages.clear()
+        self.loop.clear()
+
     def start(self) -> None:
         for slot in range(self.workload.cfg.sessions):
             self._run(self._session(slot))

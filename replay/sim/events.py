@@ -42,6 +42,10 @@ class EventLoop:
     def at(self, t: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._q, (max(t, self.now), next(self._seq), fn))
 
+    def clear(self) -> None:
+        """Drop the events still pending (a run's end: they hold its processes)."""
+        self._q.clear()
+
     def run(self, until: float) -> None:
         q = self._q
         last, same, limit = -1.0, 0, self.max_per_instant

@@ -47,6 +47,7 @@ from replay.sim.runner import (
     SimResult,
     engine_core,
     gc_paused,
+    release,
     replay_sessions,
     run_summary,
     scaled_settings,
@@ -242,6 +243,7 @@ def _simulate_fleet(trace: Trace, cfg: FleetConfig, profile: ModelProfile | None
         engine["waiting_mean"] = sum(s["waiting_mean"] for s in stats)
         engine["prefill_tokens_per_s"] = sum(s["prefill_tokens_per_s"] for s in stats)
         engine["preemptions"] = sum(r.core.counters.preemptions for r in engine_ex)
+    release(caches, sessions)
     return SimResult(cfg, records, summary, wall, engine)
 
 

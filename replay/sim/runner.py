@@ -290,8 +290,9 @@ def simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None = None) 
     Python's cyclic garbage collector is paused for the run and restored after: a run
     allocates hundreds of thousands of heap entries and keeps its tree nodes to the end, so
     the collector's passes free next to nothing, yet took ~15% of a 48-session replay
-    (measured with scripts/bench_sim.py); the few cycles a run drops (absorbed blocks) are
-    collected once it is resumed. Nothing a run computes depends on it."""
+    (measured with scripts/bench_sim.py). At the end the run unlinks what it built
+    (`release`), so it is freed by reference counting, not left to the collector once it
+    resumes. Nothing a run computes depends on either."""
     with gc_paused():
         return _simulate(trace, cfg, profile)
 
@@ -340,7 +341,19 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
     engine: dict[str, float] = {}
     if isinstance(executor, EngineExecutor):
         engine = {**executor.stats.summary(), "preemptions": executor.core.counters.preemptions}
+    release([sim_cache], sessions)
     return SimResult(cfg, records, summary, wall, engine)
+
+
+def release(caches: Sequence[SimCache], sessions: Sessions) -> None:
+    """Unlink what a finished run built (the caches' prefix trees, the requests), so that
+    it is freed by reference counting as the run returns rather than by the cyclic
+    collector (`replay.sim.cache.store.CacheStore.release` says what that cost)."""
+    for c in caches:
+        unlink = getattr(c.cache, "release", None)  # a native oracle's cache has none
+        if unlink is not None:
+            unlink()
+    sessions.release()
 
 
 def to_record(r: SimRequest, engine: str, workload: Workload | None = None) -> RequestRecord:

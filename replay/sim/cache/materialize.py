@@ -258,6 +258,7 @@ def _absorb_partials(cache: CacheStore, parent: Block, b: Block, full: Prefix) -
             cache.resident_blocks -= 1
         parent.remove_child(p)
         cache.nodes.pop(p.key, None)
+        cache.absorbed.append(p)
 
 
 def _register_states(

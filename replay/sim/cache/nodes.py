@@ -63,6 +63,17 @@ class Block:
                 group.remove(b)
                 return
 
+    def release(self) -> None:
+        """Drop its links to other blocks, checkpoints and sequences (a run's end,
+        `CacheStore.release`)."""
+        self.parent = None
+        self.up = ()
+        self.src = None
+        self.children.clear()
+        self.kids.clear()
+        self.states.clear()
+        self.rstates.clear()
+
     def related(self, q: Prefix) -> list[Block]:
         """Children that share at least their first token with `q`."""
         if q.length <= self.end:

@@ -1,15 +1,42 @@
-"""Shared pieces for the simulator tests: a tiny profile and a one-call request driver."""
+"""Shared pieces for the simulator tests: a tiny profile, a one-call request driver, and
+what the cyclic collector finds after a call."""
 
 from __future__ import annotations
 
+import gc
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from replay.profiles import ModelProfile
 from replay.sim.cache.hybrid import HybridCache, ResumeInfo
 from replay.sim.cache.keys import LineagePrefix
+
+T = TypeVar("T")
+
+
+def cyclic_garbage(call: Callable[[], T]) -> tuple[T, Counter[str]]:
+    """`call()`'s result and the objects, by type name, that only the cyclic collector
+    could free once it returned (the collector paused meanwhile, then run once); under
+    "linked Block", the prefix-tree blocks among them still linked to their path."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        out = call()
+        gc.collect()
+        kinds = Counter(type(o).__name__ for o in gc.garbage)
+        kinds["linked Block"] = sum(1 for o in gc.garbage if type(o).__name__ == "Block" and o.up)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    return out, kinds
 
 
 def tiny_profile(blocks: int = 40, block: int = 16, ckpt: int = 2, chunk: int = 32) -> ModelProfile:

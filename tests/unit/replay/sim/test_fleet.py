@@ -17,6 +17,7 @@ from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_sweep
 from replay.traces import load_trace, sample_path
 from replay.traces.model import Trace
+from tests.unit.replay.sim.conftest import cyclic_garbage
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,15 @@ def test_sticky_routing_beats_round_robin_on_hits(sample: Trace) -> None:
     assert sh.summary["hit_rate"] > rr.summary["hit_rate"]
     # round robin scatters a conversation's turns: its misses are placement misses
     assert rr.summary["placement_miss_per_request"] > sh.summary["placement_miss_per_request"]
+
+
+@pytest.mark.parametrize("timing", ["engine", "trace"])
+def test_a_finished_fleet_is_freed_without_the_cyclic_collector(sample: Trace, timing: str) -> None:
+    # `replay.sim.runner.release` over every replica's cache (test_sim_runner.py says why)
+    res, kinds = cyclic_garbage(lambda: simulate_fleet(sample, _cfg("cache_aware", timing=timing)))
+    assert len(res.records) > 20
+    assert kinds["SimRequest"] < 20 and kinds["ResumeInfo"] < 20
+    assert kinds["linked Block"] == 0  # every block released (a policy's heap may hold some)
 
 
 def test_trace_timing_fleet(sample: Trace) -> None:
