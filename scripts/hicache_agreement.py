@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from replay.sim.driver import shared_with
-from replay.sim.native.agreement_table import print_firsts, print_row
+from replay.sim.native.agreement_table import print_firsts, print_head, print_row
 from replay.sim.native.crosscheck import WORKLOADS
 from replay.sim.native.hicache_oracle import ENGINE, TRACE_OPTS, Setup, run_engine, run_model
 from replay.sim.native.host_oracle import B, Req, Turn, agreement, conversations
@@ -88,8 +88,7 @@ def _head() -> None:
         "GPU-hit tokens (ours / SGLang)", "host-hit tokens (ours / SGLang)", "agree",
         "GPU only: agree",
     ]  # fmt: skip
-    print_row(head)
-    print("|" + "---|" * len(head))
+    print_head(head)
 
 
 def _case(

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_head, print_row, tier_workloads
 from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import (
     ENGINE,
@@ -114,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "held tokens: ours / ours, write rule / LMCache", "agree", "agree, write rule",
         "served (ours): lmcache / mooncake",
     ]  # fmt: skip
-    print_row(head)
-    print("|" + "---|" * len(head))
+    print_head(head)
     firsts: list[str] = []
     total = [0, 0, 0]
     try:

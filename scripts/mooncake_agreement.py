@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_head, print_row, tier_workloads
 from replay.sim.native.host_oracle import Req
 from replay.sim.native.lmcache_oracle import agreement
 from replay.sim.native.mooncake_oracle import ENGINE, Setup, measure, run_engine, run_model
@@ -102,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "GPU blocks", "store blocks", "workload", "requests", "held tokens: ours / Mooncake",
         "agree", "with a state: ours / Mooncake", "agree", "puts refused",
     ]  # fmt: skip
-    print_row(head)
-    print("|" + "---|" * len(head))
+    print_head(head)
     firsts: list[str] = []
     total = [0, 0, 0]
     try:

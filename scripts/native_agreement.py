@@ -22,7 +22,7 @@ import numpy as np
 
 from replay.profiles import ModelProfile
 from replay.sim.cache.policies import make_policy
-from replay.sim.native.agreement_table import print_row
+from replay.sim.native.agreement_table import print_head, print_row
 from replay.sim.native.crosscheck import WORKLOADS, compare, drive
 from replay.sim.native.worker import NativeError, Worker
 
@@ -53,8 +53,7 @@ def profile(blocks: int) -> ModelProfile:
 
 def vllm_table(worker: Worker, seeds: int, differ: list[str]) -> None:
     head = ["setting", "workload", "requests", "vLLM (native)", "vllm-like", "differ", "vllm"]
-    print_row([*head, "differ"])
-    print("|" + "---|" * (len(head) + 1))
+    print_head([*head, "differ"])
     for setting, opts in SETTINGS.items():
         for name, gen in WORKLOADS.items():
             prof = profile(CAPACITY["vllm"].get(name, 400))
@@ -75,8 +74,7 @@ def vllm_table(worker: Worker, seeds: int, differ: list[str]) -> None:
 
 
 def sglang_table(worker: Worker, seeds: int, differ: list[str]) -> None:
-    print_row(["workload", "requests", "SGLang (native)", "sglang", "differ"])
-    print("|---|---|---|---|---|")
+    print_head(["workload", "requests", "SGLang (native)", "sglang", "differ"])
     for name, gen in WORKLOADS.items():
         prof = profile(CAPACITY["sglang"].get(name, 400))
         tot = np.zeros(4, dtype=np.int64)

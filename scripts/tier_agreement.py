@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from replay.sim.native.agreement_table import print_firsts, print_row, tier_workloads
+from replay.sim.native.agreement_table import print_firsts, print_head, print_row, tier_workloads
 from replay.sim.native.host_oracle import (
     ENGINE,
     agreement,
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         "GPU blocks", "host chunks", "workload", "requests", "GPU-hit tokens (ours / vLLM)",
         "host-hit tokens (ours / vLLM)", "agree", "GPU only: agree",
     ]  # fmt: skip
-    print_row(head)
-    print("|" + "---|" * len(head))
+    print_head(head)
     firsts: list[str] = []
     total = [0, 0, 0]  # requests, agreeing, agreeing with no host
     try:

@@ -27,6 +27,12 @@ def print_row(cells: Sequence[object]) -> None:
     print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
+def print_head(cells: Sequence[object]) -> None:
+    """A Markdown table's header row and the rule under it."""
+    print_row(cells)
+    print("|" + "---|" * len(cells))
+
+
 def print_firsts(firsts: Sequence[str], what: str, why: str) -> None:
     """Each case's first differing request (`what`: the figures each line gives), then the
     mechanism that explains them; nothing where every case agrees."""
