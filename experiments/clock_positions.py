@@ -30,6 +30,7 @@ import time
 
 from replay.profiles import DEFAULT_MODEL, ModelProfile, load_profile
 from replay.records import RequestRecord
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace, sample_path
 from replay.traces.scale import resolve_token_scale
@@ -46,6 +47,7 @@ def cost_position(
     lo, hi = window
     comp = cost = prompt = 0.0
     n = 0
+    restore = PrefillCost(profile)
     for r in records:
         if r.priming or r.status != "ok" or r.first_token_s is None:
             continue
@@ -53,7 +55,7 @@ def cost_position(
             continue
         a, b = scale * (r.cached_tokens or 0), scale * r.prompt_tokens
         comp += b - a
-        cost += profile.prefill_seconds(a, b)
+        cost += restore.seconds(a, b)
         prompt += b
         n += 1
     if n == 0 or comp <= 0:

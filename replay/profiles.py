@@ -72,7 +72,7 @@ class ModelProfile(BaseModel):
         gt=0,
         description=(
             "engine clock: modelled prefill time = this × the restore cost above "
-            "(`clock_prefill_seconds`). D and E are fitted for GreedyDual-Size ranking, where "
+            "(`replay.sim.cache.cost.PrefillCost.clock_seconds`). D and E are fitted for GreedyDual-Size ranking, where "
             "only their ratio matters, so their absolute scale is not a GPU clock; this factor "
             "calibrates the emulators' and the simulator's step times to a measured prefill "
             "rate and leaves restore costs (eviction priorities) untouched. The profile YAML "
@@ -106,23 +106,6 @@ class ModelProfile(BaseModel):
     def capacity_tokens(self) -> int:
         """KV tokens the whole engine can hold."""
         return self.blocks_per_engine * self.block_tokens
-
-    def prefill_seconds(self, a: float, b: float) -> float:
-        """Seconds to prefill positions [a, b) given [0, a) is cached."""
-        if b <= a:
-            return 0.0
-        u = float(self.cost_unit_tokens)
-        return (
-            self.prefill_cost_d * (b - a)
-            + self.prefill_cost_e * ((b / u) ** 2 - (a / u) ** 2) / 2 * u
-        )
-
-    def clock_prefill_seconds(self, a: float, b: float) -> float:
-        """Modelled GPU seconds to prefill positions [a, b) given [0, a) is cached: the engine
-        clock of the emulators and the simulator's `engine` timing. The restore cost's shape
-        (linear plus attention term) scaled by `clock_prefill_scale`; eviction priorities keep
-        using `prefill_seconds`, so calibrating the clock never changes what is evicted."""
-        return self.clock_prefill_scale * self.prefill_seconds(a, b)
 
 
 def profiles_dir() -> Path:

@@ -31,6 +31,7 @@ from types import ModuleType
 PACKAGE = "replay.sim"
 MODULES: tuple[str, ...] = (
     "cache.nodes",
+    "cache.cost",
     "cache.keys",
     "cache.requests",
     "cache.store",

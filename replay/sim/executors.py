@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.cache.hybrid import HybridCache
 from replay.sim.driver import SimRequest, api_seconds
 from replay.sim.events import EventLoop
@@ -37,6 +38,7 @@ class TraceExecutor:
 
     def __init__(self, loop: EventLoop, cache: HybridCache, profile: ModelProfile, sample: Sampler):
         self.loop, self.cache, self.profile, self.sample = loop, cache, profile, sample
+        self.cost = PrefillCost(profile)
         self.waiting: deque[tuple[SimRequest, Callable[[], None]]] = deque()
         self.live = 0
 
@@ -72,7 +74,7 @@ class TraceExecutor:
         req.first_token_s = now
         self.live += 1
         p = self.profile
-        fallback = p.prefill_seconds(info.resume_pos, req.n) + req.out * p.decode_s_per_step
+        fallback = self.cost.seconds(info.resume_pos, req.n) + req.out * p.decode_s_per_step
         dur = api_seconds(req.trajectory, req.index, fallback)
 
         def finish() -> None:

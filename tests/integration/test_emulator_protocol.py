@@ -19,6 +19,7 @@ from replay.engines.adapters import make_adapter
 from replay.engines.adapters.base import StreamResult
 from replay.engines.preflight import preflight
 from replay.server_info import ServerInfo
+from replay.sim.cache.cost import PrefillCost
 
 MODEL = "glm-5.3-flash"
 
@@ -269,7 +270,7 @@ async def test_time_scale_sets_wall_time_and_fast_steps_are_coalesced() -> None:
             p = server.profile
             model_s = server.core.counters.busy_s
             assert model_s == pytest.approx(
-                p.clock_prefill_seconds(0, 100)
+                PrefillCost(p).clock_seconds(0, 100)
                 + n * p.decode_s_per_step
                 + (n - 1) * p.decode_s_per_seq,
                 rel=1e-6,

@@ -5,6 +5,7 @@ The core is `hybrid.HybridCache` (its API's values in `requests`, what it holds 
 prefix identities in `keys`, ending a request in `materialize`, eviction and admission in
 `eviction`); a policy is made of the pieces in `policy_base`, and `policies` names them all
 (`vllm_policy`, `sglang_policy`, and the engines' own code from `replay.sim.native`).
+`cost` is the prefill cost model (restore seconds, the engine clock's shape);
 `capacity` resolves how many blocks a cache holds; `kv_lru` is a plain KV cache beside the
 hybrid one. This layer imports nothing of the engine model (`replay.sim.engine`) or of the
 run driver above it.

@@ -245,7 +245,7 @@ class GreedyDualSize(UnitLRU):
             if not b.resident or b.deps != 1 or b.live:
                 break
             excl += 1
-        cost = c.profile.prefill_seconds(a.pos if a is not None else 0, pos)
+        cost = c.cost.seconds(a.pos if a is not None else 0, pos)
         s.density = density = cost / (c.C + excl)
         s.ver += 1
         if self.tiers:

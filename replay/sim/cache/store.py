@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mypy_extensions import mypyc_attr
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.cache.nodes import Block, State
 from replay.sim.cache.requests import Handle, bounded_capacity
 
@@ -118,6 +119,7 @@ class CacheStore:
         self, profile: ModelProfile, policy: CachePolicy, capacity_blocks: int | None = None
     ):
         self.profile = profile
+        self.cost = PrefillCost(profile)  # restore seconds (GreedyDual-Size's prices)
         self.policy = policy
         self.B = profile.block_tokens
         self.C = profile.checkpoint_blocks
@@ -391,7 +393,7 @@ class CacheStore:
     def restore_cost(self, s: State) -> float:
         """Prefill seconds a request wanting `s` would repeat if it went."""
         a = self.nearest_ancestor_state(s)
-        return self.profile.prefill_seconds(a.pos if a is not None else 0, s.pos)
+        return self.cost.seconds(a.pos if a is not None else 0, s.pos)
 
 
 def _pos(s: State) -> int:

@@ -23,9 +23,10 @@ per-sequence decode costs are paid S times, and prefill costs what the real posi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from replay.profiles import ModelProfile
+from replay.sim.cache.cost import PrefillCost
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class StepClock:
 
     profile: ModelProfile
     token_scale: float = 1.0
+    cost: PrefillCost = field(init=False, repr=False, compare=False)  # read off `profile`
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cost", PrefillCost(self.profile))
 
     @property
     def budget_tokens(self) -> int:
@@ -57,7 +62,7 @@ class StepClock:
 
     def prefill_seconds(self, a: int, b: int) -> float:
         """Prefill of positions [a, b) (trace tokens) given [0, a) is cached."""
-        return self.profile.clock_prefill_seconds(a, b)
+        return self.cost.clock_seconds(a, b)
 
     def step_seconds(self, decoding: int, chunks: list[tuple[int, int]]) -> float:
         if not chunks:  # a decode-only step (most): the same sum without its empty part

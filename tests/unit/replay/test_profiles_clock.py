@@ -1,4 +1,4 @@
-"""The engine clock (`clock_prefill_seconds`) is calibrated apart from the restore cost."""
+"""The engine clock (`PrefillCost.clock_seconds`) is calibrated apart from the restore cost."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from replay.profiles import ModelProfile, ProfileError, load_profile, profiles_dir
+from replay.sim.cache.cost import PrefillCost
 
 
 def _profile(**kw: object) -> ModelProfile:
@@ -28,13 +29,15 @@ def test_clock_is_the_restore_cost_scaled_and_leaves_the_restore_cost_alone() ->
     one, half = _profile(), _profile(clock_prefill_scale=0.5)
     assert one.clock_prefill_scale == 1.0  # unset: the clock is the restore cost
     for a, b in ((0, 5000), (3000, 5000), (4999, 5000)):
-        assert one.clock_prefill_seconds(a, b) == pytest.approx(one.prefill_seconds(a, b))
-        assert half.clock_prefill_seconds(a, b) == pytest.approx(0.5 * one.prefill_seconds(a, b))
-        assert half.prefill_seconds(a, b) == pytest.approx(one.prefill_seconds(a, b))
-    assert half.clock_prefill_seconds(5000, 5000) == 0.0
+        assert PrefillCost(one).clock_seconds(a, b) == pytest.approx(PrefillCost(one).seconds(a, b))
+        assert PrefillCost(half).clock_seconds(a, b) == pytest.approx(
+            0.5 * PrefillCost(one).seconds(a, b)
+        )
+        assert PrefillCost(half).seconds(a, b) == pytest.approx(PrefillCost(one).seconds(a, b))
+    assert PrefillCost(half).clock_seconds(5000, 5000) == 0.0
     # Additive over chunks, as the engines charge it chunk by chunk.
-    chunks = sum(half.clock_prefill_seconds(a, a + 1000) for a in range(0, 5000, 1000))
-    assert chunks == pytest.approx(half.clock_prefill_seconds(0, 5000))
+    chunks = sum(PrefillCost(half).clock_seconds(a, a + 1000) for a in range(0, 5000, 1000))
+    assert chunks == pytest.approx(PrefillCost(half).clock_seconds(0, 5000))
 
 
 def test_glm_clock_is_the_fit_to_the_sources_operating_points() -> None:
@@ -53,7 +56,7 @@ def test_glm_clock_is_the_fit_to_the_sources_operating_points() -> None:
         model = c0 + c1 * decoding + k * per_token * computed
         assert model == pytest.approx(step, rel=1e-6)
     # GDS priorities keep the paper's fitted coefficients: the restore cost is unchanged.
-    assert p.prefill_seconds(0, 150_000) == pytest.approx(
+    assert PrefillCost(p).seconds(0, 150_000) == pytest.approx(
         1.862e-5 * 150_000 + 3.33e-6 * 15**2 / 2 * 10_000
     )
     assert p.blocks_per_engine == 2531 and p.max_batched_tokens == 16384

@@ -15,6 +15,7 @@ from replay.emulator.defaults import (
     sample_token_scale,
 )
 from replay.profiles import load_profile
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.cache.policies import SglangPolicy
 from replay.sim.engine.cache import cache_settings
 from replay.sim.engine.scale import scaled_profile
@@ -30,10 +31,12 @@ def test_scaled_profile_keeps_blocks_per_context_and_prefill_seconds() -> None:
     assert s.context_tokens == base.context_tokens // 16
     # A scaled span costs what the full-size span costs (linear and quadratic terms).
     for a, b in ((0, 142_000), (100_000, 150_000), (0, 900_000)):
-        assert s.prefill_seconds(a / 16, b / 16) == pytest.approx(base.prefill_seconds(a, b))
+        assert PrefillCost(s).seconds(a / 16, b / 16) == pytest.approx(
+            PrefillCost(base).seconds(a, b)
+        )
         # The engine clock's calibration is a plain factor, so it carries over unchanged.
-        assert s.clock_prefill_seconds(a / 16, b / 16) == pytest.approx(
-            base.clock_prefill_seconds(a, b)
+        assert PrefillCost(s).clock_seconds(a / 16, b / 16) == pytest.approx(
+            PrefillCost(base).clock_seconds(a, b)
         )
     assert s.decode_s_per_step == base.decode_s_per_step
     assert s.clock_prefill_scale == base.clock_prefill_scale

@@ -10,6 +10,7 @@ import pytest
 
 from replay.emulator.hashing import PrefixKeys, generated_ids
 from replay.emulator.runner import MIN_SLEEP_S, EngineRunner
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.cache.kv_lru import KVLRUCache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.core import EngineCore, Sequence, StepResult
@@ -69,7 +70,7 @@ async def _run(time_scale: float, out: int) -> tuple[FakeClock, Recorder]:
 
 async def test_tokens_arrive_at_the_scaled_end_of_their_steps() -> None:
     _clock, rec = await _run(time_scale=2.0, out=4)
-    prefill = PROFILE.clock_prefill_seconds(0, 200) + 0.02
+    prefill = PrefillCost(PROFILE).clock_seconds(0, 200) + 0.02
     expected = [100.0 + (prefill + k * 0.02) / 2.0 for k in range(4)]
     assert [t for t, _, _ in rec.events] == pytest.approx(expected)
     assert [c for _, c, _ in rec.events] == [1, 1, 1, 1]
@@ -82,7 +83,7 @@ async def test_steps_shorter_than_the_loop_serves_are_delivered_without_sleeping
     assert MIN_SLEEP_S > 0.02 / 100
     _clock, rec = await _run(time_scale=100.0, out=50)
     assert sum(c for _, c, _ in rec.events) == 50
-    model_end = PROFILE.clock_prefill_seconds(0, 200) + 50 * 0.02
+    model_end = PrefillCost(PROFILE).clock_seconds(0, 200) + 50 * 0.02
     # Never early: the last token is not delivered before its modelled time.
     assert rec.events[-1][0] >= 100.0 + model_end / 100 - MIN_SLEEP_S
     assert len({t for t, _, _ in rec.events}) < 50  # several tokens share a wake-up

@@ -8,6 +8,7 @@ import pytest
 
 from replay.emulator.hashing import PrefixKeys, generated_ids, special_free_range
 from replay.profiles import ModelProfile
+from replay.sim.cache.cost import PrefillCost
 from replay.sim.cache.kv_lru import KVLRUCache
 from replay.sim.engine.cache import engine_cache
 from replay.sim.engine.clock import StepClock
@@ -58,9 +59,9 @@ def test_a_lone_request_costs_chunked_prefill_then_one_step_per_token() -> None:
     t = _run(core)
     # 600 tokens in chunks of 256, 256, 88 (block aligned), then 4 more decode steps.
     prefill = (
-        p.clock_prefill_seconds(0, 256)
-        + p.clock_prefill_seconds(256, 512)
-        + p.clock_prefill_seconds(512, 600)
+        PrefillCost(p).clock_seconds(0, 256)
+        + PrefillCost(p).clock_seconds(256, 512)
+        + PrefillCost(p).clock_seconds(512, 600)
     )
     expected = prefill + 3 * 0.01 + 4 * (0.01 + 0.001)
     assert t == pytest.approx(expected)
@@ -90,7 +91,7 @@ def test_a_repeated_prompt_resumes_from_the_cache_and_prefills_only_the_rest() -
     core.add(again)
     r = core.step(0.0)
     assert again.resume is not None and again.resume.cached == 639  # the last token is recomputed
-    assert r.duration == pytest.approx(0.01 + engine_profile().clock_prefill_seconds(639, 640))
+    assert r.duration == pytest.approx(0.01 + PrefillCost(engine_profile()).clock_seconds(639, 640))
     assert core.counters.cached_tokens == 639
     assert core.counters.prompt_tokens == 1280
 
@@ -164,7 +165,7 @@ def test_a_scaled_step_stands_for_s_real_steps() -> None:
     prof = scaled_profile(base, s)
     clock = StepClock(prof, s)
     assert clock.decode_seconds(3) == pytest.approx(s * (0.01 + 3 * 0.001))
-    assert clock.prefill_seconds(10, 20) == pytest.approx(base.clock_prefill_seconds(160, 320))
+    assert clock.prefill_seconds(10, 20) == pytest.approx(PrefillCost(base).clock_seconds(160, 320))
     assert clock.budget_tokens == base.max_batched_tokens
     assert clock.prefill_cap_tokens == base.prefill_cap_tokens
     # A lone request: one scaled step per output token after the prefill.
