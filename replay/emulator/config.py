@@ -186,15 +186,13 @@ class EmulatorConfig(BaseModel):
     @field_validator("token_scale")
     @classmethod
     def _check_token_scale(cls, value: float) -> float:
-        # The run spec's bound (replay.traces.scale, which loads numpy: imported only here, so
+        # The run spec's check (replay.traces.scale, which loads numpy: imported only here, so
         # `replay --help` loads no heavy library: tests/unit/replay/test_cli.py).
-        from replay.traces.scale import MAX_TOKEN_SCALE
+        from replay.traces.scale import scale_problem
 
-        if value > MAX_TOKEN_SCALE:
-            raise ValueError(
-                f"must be at most {MAX_TOKEN_SCALE:,} (past the longest context of any model "
-                f"profile every length is 1 token), got {value:g}"
-            )
+        problem = scale_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

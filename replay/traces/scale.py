@@ -37,15 +37,24 @@ class TraceScaleError(ValueError):
     to pass."""
 
 
+def scale_problem(value: float) -> str | None:
+    """What is wrong with `value` as a token scale (it must be finite, 1..MAX_TOKEN_SCALE),
+    or None: the one check of a scale, wherever it is given."""
+    if value == value and 1 <= value <= MAX_TOKEN_SCALE:  # NaN fails both
+        return None
+    return (
+        f"must be a finite number of at least 1 and at most {MAX_TOKEN_SCALE:,} (it divides "
+        "token lengths; past the longest context of any model profile every length is 1 "
+        f"token), got {value:g}"
+    )
+
+
 def check_scale(value: float, what: str) -> float:
-    """`value` as a token scale: finite, 1..MAX_TOKEN_SCALE; TraceScaleError naming `what`
-    (a flag, or a trace's field) otherwise. The one check of a scale, wherever it is given."""
-    if not (value == value and 1 <= value <= MAX_TOKEN_SCALE):  # NaN fails both
-        raise TraceScaleError(
-            f"{what} must be a finite number of at least 1 and at most {MAX_TOKEN_SCALE:,} "
-            "(it divides token lengths; past the longest context of any model profile every "
-            f"length is 1 token), got {value:g}"
-        )
+    """`value` as a token scale; TraceScaleError naming `what` (a flag, or a trace's field)
+    when `scale_problem` finds one."""
+    problem = scale_problem(value)
+    if problem is not None:
+        raise TraceScaleError(f"{what} {problem}")
     return value
 
 

@@ -48,7 +48,10 @@ def test_both_command_lines_name_the_shared_options_as_the_spec_does() -> None:
     ("flags", "line"),
     [
         (["--time-scale", "inf"], "error: --time-scale: Input should be a finite number"),
-        (["--token-scale", "1e300"], "error: --token-scale: must be at most 1,048,576"),
+        (
+            ["--token-scale", "1e300"],
+            "error: --token-scale: must be a finite number of at least 1 and at most 1,048,576",
+        ),
         (
             ["--capacity-blocks", str(2**63)],
             "error: --capacity-blocks (--blocks): Input should be less than or equal to "
