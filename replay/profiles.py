@@ -72,7 +72,8 @@ class ModelProfile(BaseModel):
         gt=0,
         description=(
             "engine clock: modelled prefill time = this × the restore cost above "
-            "(`replay.sim.cache.cost.PrefillCost.clock_seconds`). D and E are fitted for GreedyDual-Size ranking, where "
+            "(`replay.sim.cache.cost.PrefillCost.clock_seconds`). D and E are fitted for "
+            "GreedyDual-Size ranking, where "
             "only their ratio matters, so their absolute scale is not a GPU clock; this factor "
             "calibrates the emulators' and the simulator's step times to a measured prefill "
             "rate and leaves restore costs (eviction priorities) untouched. The profile YAML "
