@@ -28,6 +28,10 @@ SRC_HELP = (
 )
 
 
+# `replay run` and `replay simulate` take seeds up to 2^63 - 1 (replay.runspec.fields.INT64_MAX);
+# the same seed here names the same file there.
+MAX_SEED = 2**63 - 1
+
 OUT_OPTION: Any = typer.Option(
     ..., "--out", help="File to write (.jsonl, or .jsonl.gz to compress)."
 )
@@ -198,6 +202,7 @@ def synth(
 
     if trajectories < 1:
         fail(f"--trajectories must be at least 1, got {trajectories}")
+    _check_seed(seed)
     try:
         check_scale(scale, "--scale")
     except TraceScaleError as e:
@@ -235,6 +240,7 @@ def convert(
     """Convert between the Weka and Mooncake formats (what the target cannot hold is dropped)."""
     from replay.traces import TraceError
     from replay.traces.convert import (
+        MOONCAKE_ARRIVALS,
         MOONCAKE_LOSSES,
         NOT_READ,
         WEKA_LOSSES,
@@ -249,6 +255,7 @@ def convert(
     if scale > 1 and to != "weka":
         fail(f"--scale {scale}: only a Weka trace declares its scale; use --to weka")
     _check_out(out)  # before the (long) load
+    _check_out_not_source(out, src)
     trace = _load(src, strict, fmt)
     if scale > 1:
         from replay.traces.scale import TraceScaleError, scale_trace
@@ -271,6 +278,8 @@ def convert(
     if trace.format != to:
         lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
         console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)
+    if trace.format == "mooncake" and to == "weka":
+        console.print(f"kept: {MOONCAKE_ARRIVALS}", highlight=False)
     if trace.format == "weka":
         console.print(f"dropped (not read from Weka traces): {NOT_READ}", highlight=False)
     _print_issues(trace)
@@ -281,6 +290,27 @@ def _check_out(out: Path) -> None:
         check_out_file(out, "--out")
     except PathProblem as e:
         fail(f"{e} (a .jsonl or .jsonl.gz file)")
+
+
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        fail(f"--seed {seed}: must be 0 or more")
+    if seed > MAX_SEED:
+        fail(
+            f"--seed {seed}: must be at most {MAX_SEED} (2^63 - 1, the largest seed "
+            "`replay run` and `replay simulate` take)"
+        )
+
+
+def _check_out_not_source(out: Path, src: str) -> None:
+    """Refuse an `--out` that is the source file (however spelled: `./SRC`, a symlink, a hard
+    link) or a file of the source folder: the converted trace would replace what it is read
+    from, or join the folder's files."""
+    from replay.traces.sources import overlap_with_source
+
+    overlap = overlap_with_source(Path(src), out)
+    if overlap is not None:
+        fail(f"--out {out}: {overlap} {src}; choose another path for the converted trace")
 
 
 def register(root: typer.Typer) -> None:

@@ -1,15 +1,18 @@
 """Writing a loaded trace as Weka or Mooncake JSON lines (`replay traces convert`).
 
 Weka → Mooncake flattens every trajectory (subagents become sessions of their own, named
-`<parent>/<agent_id>`) into rows with absolute millisecond timestamps (every root session
-starts at 0), `session_id`, `delay` (the tool gap before the row, ms), and hash ids re-blocked
-to 512 tokens: a 512-token block id stands for its (up to) 8 underlying block ids *and* the
-block before it, numbered in order of first appearance, so two prompts share their first k
-512-token ids exactly when they share their first 8k small blocks (and the trace's scope
-namespace); ids that already are 512-token blocks of global scope are kept as they are.
+`<parent>/<agent_id>`) into rows with absolute millisecond timestamps (a root session starts
+at its `arrival_s`, else at 0, as every cc-traces session does), `session_id`, `delay` (the
+tool gap before the row, ms), and hash ids re-blocked to 512 tokens: a 512-token block id
+stands for its (up to) 8 underlying block ids *and* the block before it, numbered in order of
+first appearance, so two prompts share their first k 512-token ids exactly when they share
+their first 8k small blocks (and the trace's scope namespace); ids that already are
+512-token blocks of global scope are kept as they are.
 Lost: api/think/ttft times, stop reasons, request types, models and the subagent
 structure. Mooncake → Weka keeps what Mooncake has (times, lengths, 512-token hash ids with
-global scope, delays as think_time); a Weka session per `session_id`.
+global scope, delays as think_time); a Weka session per `session_id`, its `t` from its first
+request and its arrival on the trace's clock (the earliest timestamp ÷ 1000) as `arrival_s`:
+Weka's `t` is seconds from the session's start, so it cannot hold when a session arrived.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ WEKA_LOSSES = (
 # per request it reads t, type, in, out, hash_ids, stop, api_time, think_time and ttft only.
 NOT_READ = "per-request model, input_types and output_types (the session's models are kept)"
 MOONCAKE_LOSSES = "nothing Mooncake records (api_time, ttft, stop and models are absent from it)"
+# Said when a Mooncake trace is written as Weka, whose `t` counts from each session's start.
+MOONCAKE_ARRIVALS = (
+    "each session's arrival time (its first timestamp) as its arrival_s, in seconds; "
+    "its requests' t count from it (a replay starts sessions itself and does not wait for it)"
+)
 
 
 class _IdsText:
@@ -78,7 +86,7 @@ def _weka_session(tr: Trajectory) -> bytes:
         "block_size": tr.block_size,
         "hash_id_scope": tr.hash_scope,
     }
-    keep = ("tool_tokens", "system_tokens", "token_scale")
+    keep = ("tool_tokens", "system_tokens", "token_scale", "arrival_s")
     head.update({k: v for k, v in tr.meta.items() if k in keep})
     return orjson.dumps(head)[:-1] + b',"requests":[' + _weka_entries(tr, 0.0) + b"]}"
 
@@ -171,7 +179,7 @@ def mooncake_rows(trace: Trace) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, JSON row) for every request of every trajectory, in trace order."""
     reblock = _Reblocker(trace.source)
     for root in trace.trajectories:
-        stack: list[tuple[Trajectory, float]] = [(root, 0.0)]
+        stack: list[tuple[Trajectory, float]] = [(root, _arrival(root))]
         while stack:
             tr, clock = stack.pop(0)
             stack[:0] = [(s, clock + s.spawn_t) for s in tr.subagents]
@@ -185,6 +193,12 @@ def mooncake_rows(trace: Trace) -> Iterator[tuple[int, bytes]]:
                 row["output_length"] = int(tr.output_tokens[i])
                 big = reblock(tr.namespace, tr.blocks(i))
                 yield ts, orjson.dumps(row)[:-1] + b',"hash_ids":' + orjson.dumps(big) + b"}"
+
+
+def _arrival(tr: Trajectory) -> float:
+    """When a session arrived on the trace's clock (s): its `arrival_s`, else 0."""
+    value = tr.meta.get("arrival_s")
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def write_mooncake(trace: Trace, path: Path) -> int:

@@ -1,9 +1,10 @@
 """Load-time problems: `TraceError` for what stops a load, and the sink that collects the rest.
 
 Policy (documented in docs/traces.md): problems that make a line unusable — malformed JSON, a
-missing required field, a value of the wrong type, a negative length, an unknown format —
-raise `TraceError` naming file, line and field, strict or not, because a replay built on a
-guessed value would be wrong without saying so. Inconsistencies that leave the line usable
+missing required field, a value of the wrong type, a negative length, an empty prompt, a time
+past a year of the trace's clock, an unknown format — raise `TraceError` naming file, line
+and field, strict or not, because a replay built on a guessed value would be wrong without
+saying so. Inconsistencies that leave the line usable
 (a `hash_ids` count that does not match `in` / `block_size`, times going backwards, an
 unknown request `type`, an empty subagent) are collected as `LoadIssue`s on `Trace.issues`
 and counted by the command; `strict=True` raises them as `TraceError` instead.

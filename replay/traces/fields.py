@@ -7,12 +7,23 @@ Field paths are built lazily (only when something is wrong) because a full-size 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import numpy as np
 
 from replay.traces.errors import IssueSink, fail
+
+# A year of the trace's clock, the longest run the spec allows (replay.runspec.fields.
+# MAX_DURATION_MIN, 525,600 minutes; this layer sits below it): no recorded agent session
+# comes near it, and a time past it (`t` = 1.5e308) summed to inf in `traces stats`.
+MAX_TRACE_S = 525_600 * 60
+MAX_TRACE_MS = MAX_TRACE_S * 1000
+# When a session arrived (a Mooncake `timestamp`, a Weka session's `arrival_s`) may be an
+# absolute time such as Unix-epoch ms, so it is not held to a year: only to 2^53 ms, past
+# which a float64 no longer holds whole milliseconds (a conversion would move it).
+MAX_ARRIVAL_MS = 2**53
 
 
 @dataclass(slots=True)
@@ -70,6 +81,54 @@ def req_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str
         where.fail(join(path, key), f"missing; expected a number ({what})")
     where.fail(join(path, key), f"expected a finite number ({what}), got {describe(value)}")
     raise AssertionError
+
+
+def req_time(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> float:
+    """A required time in seconds on the trace's clock: 0 to `MAX_ARRIVAL_MS` as seconds (a
+    Weka `t` may be absolute, e.g. Unix-epoch seconds, as a Mooncake timestamp may; how far a
+    session's times spread is held to a year by `check_span`)."""
+    value = req_number(obj, key, path, where, what)
+    if not 0 <= value <= MAX_ARRIVAL_MS / 1000:
+        where.fail(join(path, key), outside_arrival(value, "s", what))
+    return value
+
+
+def check_span(t: np.ndarray, where: Where, field_of: Callable[[int], str]) -> None:
+    """A session's times spread over at most a year of the trace's clock (`MAX_TRACE_S`);
+    the failure names the latest request's field (`field_of(its index)`)."""
+    if len(t) and (span := float(t.max() - t.min())) > MAX_TRACE_S:
+        where.fail(
+            field_of(int(np.argmax(t))),
+            f"the session spans {span:g} s, past a year of the trace's clock "
+            f"({MAX_TRACE_S:,} s, the longest a replay may run); fix the times",
+        )
+
+
+def opt_time(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> float:
+    """An optional duration in seconds (NaN when absent), at most `MAX_TRACE_S`; a negative
+    one is left to the caller (an inconsistency, not a reason to refuse the line)."""
+    value = opt_number(obj, key, path, where, what)
+    if value > MAX_TRACE_S:
+        where.fail(join(path, key), outside_clock(value, "s", what))
+    return value
+
+
+def outside_clock(value: float, unit: str, what: str) -> str:
+    """The message for a time outside 0 to a year of the trace's clock."""
+    limit = MAX_TRACE_S if unit == "s" else MAX_TRACE_MS
+    return (
+        f"{value:g} {unit} is outside 0..{limit:,} {unit} ({what}; a year of the trace's "
+        "clock, the longest a replay may run); fix the value"
+    )
+
+
+def outside_arrival(value: float, unit: str, what: str) -> str:
+    """The message for an arrival time outside 0 to `MAX_ARRIVAL_MS`."""
+    limit = f"{MAX_ARRIVAL_MS:,}" if unit == "ms" else f"{MAX_ARRIVAL_MS / 1000:,.3f}"
+    return (
+        f"{value:g} {unit} is outside 0..{limit} {unit} ({what}; 2^53 ms, past which a "
+        "float no longer holds whole milliseconds); fix the value"
+    )
 
 
 def opt_number(obj: dict[str, Any], key: str, path: str, where: Where, what: str) -> float:

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from replay.config_paths import load_yaml
+
 PREFIX, SUFFIX = "reference-", ".yaml"
 
 
@@ -62,7 +64,7 @@ def load_reference(name: str) -> Reference:
 
 def parse_reference(path: Path, name: str) -> Reference:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ReferenceError(f"{path}: not valid YAML ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("figures"), dict):

@@ -172,6 +172,23 @@ def _json_file(path: Path, digest: Any) -> Iterator[Record]:
         yield Record(str(path), 1, data)
 
 
+def overlap_with_source(src: Path, out: Path) -> str | None:
+    """How writing `out` would change the local trace source `src`: "is the source file"
+    (the same file however spelled: `./SRC`, a symlink either way, a hard link), "is inside
+    the source folder" (a folder source reads every trace file directly in it), or None."""
+    if not src.exists():
+        return None  # a dataset id, or a missing path the load names
+    target = out.resolve()
+    if src.is_dir():
+        return "is inside the source folder" if target.parent == src.resolve() else None
+    if target == src.resolve():
+        return "is the source file"
+    with contextlib.suppress(OSError):
+        if os.path.samefile(out, src):
+            return "is the source file"
+    return None
+
+
 @contextlib.contextmanager
 def open_output(path: Path, flag: str = "--out") -> Iterator[IO[bytes]]:
     """A trace file to write, gzip-compressed when its name ends with `.gz`: written under a

@@ -1,13 +1,14 @@
 """Weka-format sessions (SemiAnalysis cc-traces) → `Trajectory` trees, validated.
 
-One JSON object per session: `id`, `block_size`, `hash_id_scope`, `models`, `requests`.
+One JSON object per session: `id`, `block_size`, `hash_id_scope`, `models`, `requests`, and
+fields of this project's: `token_scale` and `arrival_s` (a converted Mooncake session's arrival).
 Entries of `requests` with `type: "subagent"` become child trajectories (recursively) with
 a parent link, spawn time and spawn index; the parent's own columns exclude them.
 
-Clocks: a trajectory's `t` is seconds from its own start. A subagent's nested `t` values are
-read on the session clock when the first one is at or after the subagent entry's `t` (the
-cc-traces layout: one clock per session), and as already relative to the subagent's start
-otherwise.
+Clocks: a trajectory's `t` is seconds from its own start, 0 to a year (`fields.MAX_TRACE_S`).
+A subagent's nested `t` values are read on the session clock when the first one is at or
+after the subagent entry's `t` (the cc-traces layout: one clock per session), and as already
+relative to the subagent's start otherwise.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ from typing import Any, cast
 import numpy as np
 
 from replay.traces.fields import (
+    MAX_ARRIVAL_MS,
     Where,
+    check_span,
     int_array,
     join,
     models_of,
     opt_number,
     opt_str,
+    opt_time,
+    outside_arrival,
     req_int,
     req_list,
-    req_number,
+    req_time,
 )
 from replay.traces.idspans import SPAN_MARK, IdsParseError, Ref, assemble, decode
 from replay.traces.model import STOP_CODES, STOP_OTHER, TYPE_CODES, HashScope, Trajectory
@@ -100,10 +105,34 @@ def build_session(
         if scale < 1:
             where.fail("token_scale", f"expected a number ≥ 1 (lengths ÷ it), got {scale:g}")
         meta["token_scale"] = scale
+    arrival = _arrival(obj, where)
+    if arrival is not None:
+        meta["arrival_s"] = arrival
     tr = _build(ctx, entries, "requests", cast(str, sid), None, models_of(obj, "", where), meta)
     if tr is None:
         where.issue("requests", f"session {sid!r} has no requests; skipped")
     return tr
+
+
+def _arrival(obj: dict[str, Any], where: Where) -> float | None:
+    """`arrival_s`, a field of this project's: when the session's first request arrived, in
+    seconds on the trace's clock (a Mooncake trace's first timestamp ÷ 1000, so a conversion
+    back restores it); None when absent. The replay starts sessions itself and ignores it."""
+    what = "when the session arrived, seconds on the trace's clock"
+    value = opt_number(obj, "arrival_s", "", where, what)
+    if value != value:  # NaN: not given
+        return None
+    if not 0 <= value <= MAX_ARRIVAL_MS / 1000:
+        where.fail("arrival_s", outside_arrival(value, "s", what))
+    return value
+
+
+def _empty_prompt(where: Where, p: str, tid: str, j: int) -> None:
+    where.fail(
+        join(p, "in"),
+        f"session {tid!r}, request {j}: an empty prompt (in = 0); a prompt needs at least one "
+        "token (an engine refuses an empty one with HTTP 400); fix or remove the request",
+    )
 
 
 def _build(
@@ -138,12 +167,15 @@ def _build(
     ref = link.first_ref if link else None
     for i, (j, e) in enumerate(rows):
         p = f"{path}[{j}]"
-        t[i] = req_number(e, "t", p, where, "seconds from the session start")
-        inp[i] = req_int(e, "in", p, where, "prompt tokens")
+        t[i] = req_time(e, "t", p, where, "seconds on the trace's clock")
+        n_in = req_int(e, "in", p, where, "prompt tokens")
+        if n_in == 0:
+            _empty_prompt(where, p, tid, j)
+        inp[i] = n_in
         out[i] = req_int(e, "out", p, where, "output tokens")
-        api[i] = opt_number(e, "api_time", p, where, "seconds")
-        think[i] = opt_number(e, "think_time", p, where, "seconds")
-        ttft[i] = opt_number(e, "ttft", p, where, "seconds")
+        api[i] = opt_time(e, "api_time", p, where, "seconds")
+        think[i] = opt_time(e, "think_time", p, where, "seconds")
+        ttft[i] = opt_time(e, "ttft", p, where, "seconds")
         typ = e.get("type")
         code = TYPE_CODES.get(typ, TYPE_UNKNOWN) if isinstance(typ, str) else TYPE_UNKNOWN
         if code == TYPE_UNKNOWN and typ is not None:
@@ -161,6 +193,7 @@ def _build(
             f"{path}[{rows[exc.part or 0][0]}].hash_ids",
             f"expected a list of integer block ids, {exc}",
         )
+    check_span(t, where, lambda k: join(f"{path}[{rows[k][0]}]", "t"))
     offset = 0.0
     if link is not None and t[0] >= link.entry_t - 1e-9:
         offset = link.entry_t  # nested times are on the session clock
@@ -282,7 +315,7 @@ def _children(
     seen: set[str] = set()
     for j, e in subs:
         p = f"{path}[{j}]"
-        entry_t = req_number(e, "t", p, where, "when the subagent starts, seconds")
+        entry_t = req_time(e, "t", p, where, "when the subagent starts, seconds")
         agent = opt_str(e, "agent_id", p, where)
         if agent is None:
             where.fail(join(p, "agent_id"), "missing; expected the subagent's id (a string)")
