@@ -36,11 +36,45 @@ def shipped_config_subdir(kind: str) -> Path:
     return _REPO_CONFIGS / kind
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
+    silently (`sessions: 2` then `sessions: 3` ran 3 sessions). Keys merged in from an anchor
+    (`<<: *base`) may still be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                again = key in first
+            except TypeError:  # an unhashable key: the safe loader names it
+                continue
+            if again:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} given twice (first on line {first[key] + 1}); keep one",
+                    key_node.start_mark,
+                )
+            first[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as data, by the safe loader, a key given twice in a mapping refused (a
+    `yaml.MarkedYAMLError` naming its line, as any other YAML error): model profiles, the
+    embedded default, run and engine configs, and the reference figures are read through
+    here (the pricing sheets, in their own package, keep PyYAML's loader)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+
+
 def read_yaml_mapping(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
     """A YAML file's top-level mapping (empty for an empty file); `error` naming the file when
     it is not valid YAML or not a mapping (`what`: "settings", "profile fields")."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {e}") from e
     if not isinstance(data, dict):

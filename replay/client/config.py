@@ -32,6 +32,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from replay.address import url_problem
+from replay.config_paths import load_yaml
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
 from replay.redact import UrlEnvError, expand_url_env, redact_url
@@ -183,7 +185,7 @@ def load_config_file(path: Path, settings: Collection[str] | None = None) -> Fil
     `replay.runspec.live` passes; another key is refused naming the file and field; None:
     every other key is kept for the spec to check)."""
     try:
-        data = yaml.safe_load(read_text_file(Path(path), "--config"))
+        data = load_yaml(read_text_file(Path(path), "--config"))
     except PathProblem as e:
         raise ConfigError(str(e)) from None
     except yaml.YAMLError as e:
@@ -223,6 +225,10 @@ def load_config_file(path: Path, settings: Collection[str] | None = None) -> Fil
                 )
             refuse_repeated_replicas(spec.urls, f"--config {path}: engines[{i}]: field 'urls'")
             spec.url = spec.urls[0]
+        for j, u in enumerate(spec.urls or ([spec.url] if spec.url else [])):
+            if (problem := url_problem(u)) is not None:
+                field = f"urls[{j}]" if spec.urls else "url"
+                raise ConfigError(f"--config {path}: engines[{i}]: field '{field}': {problem}")
         if spec.url and "${" in spec.url:
             try:
                 spec.url = expand_url_env(spec.url, f"--config {path}: engines[{i}].url")
@@ -255,6 +261,9 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
                     f"--endpoint '{redact_url(ep)}': {what} must start with http:// or https://"
                     + (" (replicas: NAME=URL1,URL2,...)" if len(replicas) > 1 else "")
                 )
+            if (problem := url_problem(u)) is not None:
+                what = f"replica URL '{redact_url(u)}'" if len(replicas) > 1 else "URL"
+                raise ConfigError(f"--endpoint '{redact_url(ep)}': {what}: {problem}")
         refuse_repeated_replicas(replicas, f"--endpoint '{redact_url(ep)}'")
         if (problem := engine_name_problem(name)) is not None:
             raise ConfigError(f"--endpoint {redact_url(ep)!r}: {problem}")

@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from replay.address import port_problem
 from replay.commands.common import console, fail
 from replay.lifeline import pdeathsig_preexec
 
@@ -93,8 +94,8 @@ def register(app: typer.Typer) -> None:
                 f"{runs_dir}: no such folder; pass the folder that holds your run directories "
                 "(e.g. the --out of `replay run`)"
             )
-        if not 0 <= port <= 65535:
-            fail(f"--port {port}: must be between 1 and 65535 (or 0 for a free one)")
+        if (problem := port_problem(port, zero_picks_free=True)) is not None:
+            fail(f"--port {problem}")
         script = app_script()
         if not script.is_file():
             fail(f"{script}: the dashboard's entry file is missing; reinstall the package")

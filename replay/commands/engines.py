@@ -29,6 +29,24 @@ app = typer.Typer(
 )
 
 
+def _check_port(port: int | None) -> None:
+    """A `--port` out of 1..65535 refused naming it (0 too: launch reads it as "not given",
+    so it picks no free port); it used to reach the server, which died with a traceback."""
+    from replay.address import port_problem
+
+    if port is not None and (problem := port_problem(port)) is not None:
+        fail(f"--port {problem}")
+
+
+def _check_url(url: str, where: str) -> None:
+    """An engine URL (only http(s), with a host and a port in range), refused naming `where`
+    (the argument as given, its credentials masked)."""
+    from replay.address import url_problem
+
+    if (problem := url_problem(url)) is not None:
+        fail(f"{where}: {problem}")
+
+
 def _load(name: str) -> EngineConfig:
     from replay.engines.configs import EngineConfigError, load_engine_config
 
@@ -43,9 +61,12 @@ def list_cmd() -> None:
     """Every config in configs/engines/, one row each."""
     from rich.table import Table
 
-    from replay.engines.configs import load_all_engine_configs
+    from replay.engines.configs import EngineConfigError, load_all_engine_configs
 
-    configs, errors = load_all_engine_configs()
+    try:
+        configs, errors = load_all_engine_configs()
+    except EngineConfigError as no_folder:  # no folder, or none in it: not an empty table
+        fail(str(no_folder))
     table = Table(title="engine configs (configs/engines/)")
     table.add_column("name", no_wrap=True)
     table.add_column("engine", no_wrap=True)
@@ -93,6 +114,7 @@ def show_cmd(
     """The resolved serve command and everything else the config says."""
     from replay.engines.configs import render_command
 
+    _check_port(port)
     cfg = _load(name)
     cmd = render_command(cfg, port=port)
     console.print(f"[bold]{cfg.name}[/]  {cfg.description}", highlight=False)
@@ -170,6 +192,7 @@ def launch_cmd(
     from replay.engines.configs import render_command
     from replay.engines.launch import LaunchError, start_server
 
+    _check_port(port)
     cfg = _load(name)
     if model:
         cfg = cfg.with_model(model)
@@ -308,12 +331,15 @@ def preflight_cmd(
 ) -> None:
     """Check a running server is fit for a replay (reachable, model, token ids, cached-token
     reporting, prefix caching, /metrics)."""
+    from replay.address import is_url
     from replay.engines.adapters import adapter_kinds
+    from replay.redact import redact_url
 
     cfg: EngineConfig | None = None
     if kind not in adapter_kinds():
         fail(f"--kind {kind!r}: not an adapter kind (known: {', '.join(adapter_kinds())})")
-    if target.startswith(("http://", "https://")):
+    if is_url(target):  # any scheme: ftp://x is a URL refused as such, not a missing file
+        _check_url(target, redact_url(target) or target)
         url = target.rstrip("/")
     else:
         cfg = _load(target)
@@ -337,13 +363,18 @@ def run_config_cmd(
     (per-GPU metrics and prices need them; `--endpoint` alone assumes one GPU)."""
     import yaml
 
+    from replay.address import is_url
+    from replay.redact import redact_url
+
     entries = []
     for pair in pairs:
         name, sep, url = pair.partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
+        if not sep or not is_url(url):
             fail(
-                f"'{pair}': expected CONFIG=URL with an http(s) URL, e.g. vllm-cpu-tiny=http://127.0.0.1:8000"
+                f"'{pair}': expected CONFIG=URL with an http(s) URL, e.g. "
+                "vllm-cpu-tiny=http://127.0.0.1:8000"
             )
+        _check_url(url, f"'{name}={redact_url(url)}'")
         entries.append(_load(name).run_entry(url.rstrip("/")))
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):

@@ -10,6 +10,9 @@ fields, which this layer never imports (the spec is the layer above the executor
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +101,26 @@ def serve_child(args: list[str]) -> bool:
     return True
 
 
+def bind_problem(e: OSError, host: str, port: int) -> str:
+    """Why the server could not listen, naming the flag to change: --host when the address
+    does not resolve or is none of this machine's (it used to blame `--port 0`), else
+    --port (in use, or a privileged port)."""
+    # asyncio words a failed bind "error while attempting to bind on address (…): …": the
+    # system's words for its errno say it shorter (a resolver's errno is negative).
+    why = os.strerror(e.errno) if e.errno and e.errno > 0 else e.strerror or str(e)
+    if isinstance(e, socket.gaierror):
+        return (
+            f"--host {host}: does not resolve to an address ({why}); give an address of this "
+            "machine, e.g. 127.0.0.1 (loopback) or 0.0.0.0 (every interface)"
+        )
+    if e.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"--host {host}: cannot be bound: no interface of this machine has that address "
+            f"({why}); give one it has, e.g. 127.0.0.1 (loopback) or 0.0.0.0 (every interface)"
+        )
+    return f"--port {port}: cannot listen on {host}: {why}; pick another port, or 0 for a free one"
+
+
 def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
     """Check the cache and tokenizer, then serve `cfg` until stopped."""
     import asyncio
@@ -132,7 +155,7 @@ def _serve(cfg: EmulatorConfig, fail: Fail, say: Say) -> None:
     try:
         asyncio.run(serve(cfg, make_cache, ready))
     except OSError as e:
-        fail(f"--port {cfg.port}: cannot listen on {cfg.host}: {e.strerror or e}")
+        fail(bind_problem(e, cfg.host, cfg.port))
     except KeyboardInterrupt:
         with contextlib.suppress(Exception):
             say("stopped")

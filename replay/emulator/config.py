@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from replay.address import port_problem
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
 from replay.sim.cache.tiers import check_external
 from replay.sim.engine.cache import EngineCache, engine_cache
@@ -35,6 +36,9 @@ ENGINE_PROTOCOLS: dict[str, str] = {"flashstate": "openai", "vllm": "openai", "s
 # Granularity (tokens) at which the emulator hashes prompts into chained prefix keys. The
 # Weka traces hash 64-token blocks; a finer unit would cost hashing time for no gain.
 DEFAULT_HASH_TOKENS = 64
+# A run's files hold 64-bit whole numbers (replay.runspec.fields.INT64_MAX, which this layer
+# does not import: the spec is the layer above the executors).
+INT64_MAX = 2**63 - 1
 
 
 class FaultConfig(BaseModel):
@@ -77,6 +81,21 @@ class FaultConfig(BaseModel):
     )
     seed: int = Field(default=0, description="seed of the fault draws (per request, deterministic)")
 
+    @field_validator("seed")
+    @classmethod
+    def _check_seed(cls, value: int) -> int:
+        # numpy seeds the draws (`faults.FaultInjector`) and takes no negative seed: -1 used to
+        # start, then answer every request 500 with a traceback. The run spec's seed range
+        # and wording (`replay run --seed`).
+        if value < 0:
+            raise ValueError(f"--fault-seed {value}: must be 0 or more")
+        if value > INT64_MAX:
+            raise ValueError(
+                f"--fault-seed {value}: must be at most {INT64_MAX} (2^63 - 1, as every seed "
+                "of a run)"
+            )
+        return value
+
     @property
     def any(self) -> bool:
         return bool(
@@ -103,7 +122,7 @@ class EmulatorConfig(BaseModel):
         default=None, description="model id in /v1/models and responses; default: the profile name"
     )
     host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535, description="0 picks a free port")
+    port: int = Field(default=8000, description="0 picks a free port")
     # The run spec's ranges (`replay run` refuses the same values): `replay serve-sim` and a
     # child reach only these checks, and served an infinite clock, a token scale of 1e300 or
     # a cache past 64 bits.
@@ -121,7 +140,7 @@ class EmulatorConfig(BaseModel):
     blocks: int | None = Field(
         default=None,
         gt=0,
-        le=2**63 - 1,  # a run's files hold 64-bit whole numbers (runspec.fields.INT64_MAX)
+        le=INT64_MAX,
         description="the engine's cache size in blocks (default: the simulator's for the profile)",
     )
     # A host-memory tier (issue 34, replay.sim.cache.tiers) and an external store behind it
@@ -182,6 +201,16 @@ class EmulatorConfig(BaseModel):
         description="this server's index among its engine's replicas; it answers every request "
         "with an `x-replay-replica` header (None: a lone server, no header)",
     )
+
+    @field_validator("port")
+    @classmethod
+    def _check_port(cls, value: int) -> int:
+        # The one port check (replay.address), as `replay engines launch` and the
+        # dashboard take a port.
+        problem = port_problem(value, zero_picks_free=True)
+        if problem is not None:
+            raise ValueError(f"--port {problem}")
+        return value
 
     @field_validator("token_scale")
     @classmethod
@@ -292,7 +321,7 @@ def emulator_config(
     except ValidationError as e:
         err = e.errors()[0]
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if not err["loc"] and msg.startswith("--"):  # the config's own check names its flag
+        if msg.startswith("--"):  # the config's own check names its flag (and the value)
             raise EmulatorConfigError(msg) from None
         key = str(err["loc"][0]) if err["loc"] else "engine"
         raise EmulatorConfigError(f"{_flag(key)}: {msg}") from None

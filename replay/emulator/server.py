@@ -553,7 +553,8 @@ async def running_server(
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
     await site.start()
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host  # an IPv6 address, as URLs write it
     try:
-        yield f"http://{cfg.host}:{runner.addresses[0][1]}", server
+        yield f"http://{host}:{runner.addresses[0][1]}", server
     finally:
         await runner.cleanup()

@@ -22,9 +22,23 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from replay.config_paths import config_subdir, project_root
+from replay.address import port_problem
+from replay.config_paths import (
+    config_dir,
+    config_subdir,
+    load_yaml,
+    project_root,
+    shipped_config_subdir,
+)
 from replay.userpaths import PathProblem, read_text_file
 
 EngineKind = Literal["vllm", "flashstate", "sglang"]
@@ -120,9 +134,7 @@ class Serve(_Strict):
     python: str = Field(default="python3", description="interpreter that has the engine installed")
     module: str = Field(default="", description="module run with -m; empty: the kind's default")
     host: str = Field(default="127.0.0.1", description="address the server binds")
-    port: int = Field(
-        default=8000, ge=1, le=65535, description="default port (launch --port overrides)"
-    )
+    port: int = Field(default=8000, description="default port (launch --port overrides)")
     args: list[str] = Field(default_factory=list, description="every other flag, in order")
     env: dict[str, str] = Field(default_factory=dict, description="environment for the server")
     health_path: str = Field(
@@ -130,6 +142,15 @@ class Serve(_Strict):
     )
     startup_timeout_s: float = Field(default=900.0, gt=0, description="how long start-up may take")
     install_hint: str = Field(default="", description="what to run when the interpreter is missing")
+
+    @field_validator("port")
+    @classmethod
+    def _check_port(cls, value: int) -> int:
+        # The one port check (replay.address), as `launch --port` is checked.
+        problem = port_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class Expectations(_Strict):
@@ -330,6 +351,22 @@ def engines_dir() -> Path:
     return config_subdir("engines")
 
 
+def check_engines_dir(directory: Path) -> None:
+    """EngineConfigError where `directory` holds no engine config: it names REPLAY_CONFIG_DIR
+    when the folder is that variable's (`replay engines list` printed an empty table, exit 0,
+    for a variable naming no folder)."""
+    if config_names(directory):
+        return
+    what = "holds no engine config (NAME.yaml)" if directory.is_dir() else "does not exist"
+    shipped = shipped_config_subdir("engines").resolve()
+    if directory != engines_dir() or directory.resolve() == shipped:  # not the variable's
+        raise EngineConfigError(f"the engine configs folder {directory} {what}")
+    raise EngineConfigError(
+        f"REPLAY_CONFIG_DIR is {config_dir()}, whose engines folder {directory} {what}; point "
+        "it at a folder whose engines/ holds the configs, or unset it for the bundled ones"
+    )
+
+
 def config_names(directory: Path | None = None) -> list[str]:
     """Names of the configs in `directory` (default `configs/engines/`), sorted."""
     d = directory or engines_dir()
@@ -340,7 +377,8 @@ def _format_validation(path: Path, err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        parts.append(f"field '{loc}': {e['msg']}")
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        parts.append(f"field '{loc}': {msg}")
     return f"{path}: " + "; ".join(parts)
 
 
@@ -351,7 +389,7 @@ def load_engine_config_file(path: Path) -> EngineConfig:
     except PathProblem as e:
         raise EngineConfigError(str(e)) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -373,22 +411,38 @@ def load_engine_config_file(path: Path) -> EngineConfig:
 
 def load_engine_config(name_or_path: str, directory: Path | None = None) -> EngineConfig:
     """A config by name (`configs/engines/NAME.yaml`) or by path to a YAML file."""
-    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
-        return load_engine_config_file(Path(name_or_path))
     d = directory or engines_dir()
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        return _load_path(name_or_path, d)
     path = d / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = ", ".join(config_names(d)) or "none"
+        check_engines_dir(d)
+        known = ", ".join(config_names(d))
         raise EngineConfigError(f"no engine config named {name_or_path!r} in {d} (known: {known})")
     return load_engine_config_file(path)
+
+
+def _load_path(name: str, directory: Path) -> EngineConfig:
+    """The config at path `name`; where there is no such file but its stem names a config
+    (`vllm-cpu-tiny.yaml` typed for `vllm-cpu-tiny`), the error says so."""
+    try:
+        return load_engine_config_file(Path(name))
+    except EngineConfigError as e:
+        stem = Path(name).stem
+        if Path(name).exists() or stem not in config_names(directory):
+            raise
+        raise EngineConfigError(
+            f"{e}; did you mean {stem}? (a config is named without its folder and .yaml)"
+        ) from None
 
 
 def load_all_engine_configs(
     directory: Path | None = None,
 ) -> tuple[list[EngineConfig], list[EngineConfigError]]:
     """Every config in the folder, plus one error per malformed file (so one bad file does
-    not hide the others)."""
+    not hide the others); EngineConfigError where the folder holds none (`check_engines_dir`)."""
     d = directory or engines_dir()
+    check_engines_dir(d)
     good: list[EngineConfig] = []
     bad: list[EngineConfigError] = []
     for name in config_names(d):

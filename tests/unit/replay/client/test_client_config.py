@@ -32,6 +32,10 @@ def test_no_endpoints_means_emulators_for_the_named_engines() -> None:
         ("mine", [], "'mine' is not an engine kind"),
         ("vllm,sglang", ["vllm=http://x"], "sglang have no --endpoint"),
         (None, ["x=tgi@http://h"], "unknown kind 'tgi'"),
+        # Checked here, not left to preflight (`replay.address`, the one URL check).
+        (None, ["vllm=http://"], "--endpoint 'vllm=http://': URL: the URL has no host"),
+        (None, ["vllm=http://h:99999"], "URL: port 99999: must be between 1 and 65535"),
+        (None, ["vllm=http://a:1,http://b:0"], "replica URL 'http://b:0': port 0: must be"),
     ],
 )
 def test_bad_flags_say_what_to_do(engines: str | None, endpoints: list[str], message: str) -> None:
@@ -63,6 +67,19 @@ def test_config_file_with_gpus_and_settings(tmp_path: Path) -> None:
         ("engines:\n  - {name: a}\n  - {name: a}\n", "duplicate engine names"),
         ("- 1\n", "expected a mapping"),
         ("engines: [\n", "not valid YAML"),
+        (
+            "engines:\n  - {name: a, kind: vllm, url: 'http://h:70000'}\n",
+            r"engines\[0\]: field 'url': port 70000: must be between 1 and 65535",
+        ),
+        (
+            "engines:\n  - {name: a, kind: vllm, urls: ['http://h:1', 'ftp://h']}\n",
+            r"engines\[0\]: field 'urls\[1\]': only http:// or https:// URLs",
+        ),
+        # PyYAML keeps a repeated key's last value silently: the file says which line.
+        (
+            "sessions: 2\nengines:\n  - {name: a, kind: vllm}\nsessions: 3\n",
+            r"not valid YAML at line 4, column 1 \(key 'sessions' given twice \(first on line 1\)",
+        ),
     ],
 )
 def test_bad_config_files_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:

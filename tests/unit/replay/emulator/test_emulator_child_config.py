@@ -30,7 +30,10 @@ def test_serve_sim_flags_are_not_a_child_config() -> None:
     ("text", "needle"),
     [
         ("{not json", "--config-json (a config that replay's launcher writes): the config: "),
-        ('{"engine": "vllm", "port": 70000}', "port: Input should be less than or equal to 65535"),
+        (
+            '{"engine": "vllm", "port": 70000}',
+            "port: --port 70000: must be between 1 and 65535 (or 0 for a free one)",
+        ),
         ('{"engine": "vllm", "colour": 1}', "colour: Extra inputs are not permitted"),
     ],
 )
