@@ -39,6 +39,7 @@ import pricing
 from pricing import Economics, GpuRate, PriceSheet
 from pricing.formulas import Number
 from pricing.sheets import MAX_HOST_RATE as FILE_MAX_HOST_RATE
+from pricing.sheets import SHEETS_FILE
 from replay.tier_limits import MAX_TIER_GB
 
 # The float columns `engine_economics` adds to a metrics table, beside `sheet`, `gpu` and
@@ -357,6 +358,27 @@ def _price_one(
     )
 
 
+def sheet_notes(sheet: PriceSheet, pricing_dir: Path | None = None) -> list[str]:
+    """A note for each cached-token price of `sheet` above its `input` price: a hit would
+    cost the user more than a miss, the cache a cost instead of a saving, which no provider's
+    list does (a typo, or a what-if). Said, not refused: the arithmetic holds and a what-if
+    sheet may mean it; every figure then uses the prices as written."""
+    path = Path(pricing_dir or pricing.default_pricing_dir()) / SHEETS_FILE
+    prices = (
+        ("cached", sheet.cached),
+        ("cached_host", sheet.cached_host),
+        ("cached_external", sheet.cached_external),
+    )
+    return [
+        f"{path}: sheet '{sheet.name}': field '{key}' ({value} USD per 1M tokens) is above "
+        f"'input' ({sheet.input}): a cache hit costs the user more than a miss, which no "
+        "provider's list does; priced as written, check fields "
+        f"'sheets.{sheet.name}.{key}' and 'sheets.{sheet.name}.input'"
+        for key, value in prices
+        if value is not None and value > sheet.input
+    ]
+
+
 def price_engines(
     metrics: pd.DataFrame,
     sheet: str | PriceSheet | None = None,
@@ -373,6 +395,7 @@ def price_engines(
     chosen = sheet if isinstance(sheet, PriceSheet) else pricing.get_sheet(sheet, pricing_dir)
     forced = None if gpu is None else resolve_gpu(gpu, pricing_dir)
     out = RunPrices(chosen)
+    out.notes.extend(sheet_notes(chosen, pricing_dir))
     loaded: list[HostRate] = [] if host is None else [host]
 
     def rate() -> HostRate:
@@ -467,5 +490,6 @@ __all__ = [
     "host_sizes",
     "price_engines",
     "resolve_gpu",
+    "sheet_notes",
     "tier_shares",
 ]

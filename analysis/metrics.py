@@ -61,6 +61,35 @@ ID_COLUMNS = (
 )
 
 
+# The metrics read over the measured requests alone (ratios, percentiles and means of them),
+# which an engine with none measured cannot know: null, with this reason (`unknown`).
+MEASURED_ONLY = (
+    "hit_rate",
+    "ideal_hit_rate",
+    "theoretical_hit_rate_aiperf",
+    "inferencex_total_tok_s_per_gpu",
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "e2e_p50",
+    "e2e_mean",
+    "uncached_tokens_per_request",
+    "uncached_tokens_p50",
+    "redundant_prefill_per_request",
+    "placement_miss_per_request",
+    "dependency_miss_per_request",
+    "capacity_miss_per_request",
+    "gpu_hit_rate",
+    "host_hit_rate",
+    "external_hit_rate",
+    "host_hit_share",
+    "slo_request_share",
+)
+NOTHING_MEASURED = (
+    "no request was measured in the window (none finished ok with its first token inside it)"
+)
+
+
 @dataclass
 class EngineData:
     """One engine's measured requests as float arrays (NaN for null), ready for masking."""
@@ -350,8 +379,7 @@ def resolve_window(run: Run, window: Window | tuple[float, float] | str | None) 
     elif isinstance(window, Window):
         win = window
     elif isinstance(window, str):
-        lo_s, hi_s = seconds(parse_window_min(window, "--window"))
-        win = Window(lo_s, hi_s, f"--window {window} min")
+        win = Window(*seconds(parse_window_min(window, "--window")), f"--window {window} min")
     else:
         win = Window(float(window[0]), float(window[1]), "argument")
     given = win.source != own.source  # the run's own window (passed on again) is never refused
@@ -418,7 +446,9 @@ def working_set_ratio(run: Run, engine: str) -> float:
 
 __all__ = [
     "ID_COLUMNS",
+    "MEASURED_ONLY",
     "METRICS",
+    "NOTHING_MEASURED",
     "TIER_COLUMNS",
     "EngineData",
     "engine_data",

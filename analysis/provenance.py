@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.manifest import Window
 from analysis.registry import executor_of
 from replay.rundir_models import Manifest
 
 if TYPE_CHECKING:
+    from analysis.runs import Run
     from replay.band import Band
 
 # Short words for a legend or a group heading; EXECUTOR_WORDS for a title or a header.
@@ -83,13 +85,25 @@ def _profile(m: Manifest) -> str:
     return ", ".join(names) or "unknown"
 
 
-def _window(m: Manifest) -> str:
-    w = m.config.window
+def _window(m: Manifest, used: Window | None = None) -> str:
+    """The manifest's window, or `used` (the window the figures beside it count: a
+    `--window`, or the manifest's clipped to the data) with where it comes from."""
     d = m.config.duration_s
+    of = f" of {d / 60:g}" if d else ""
+    if used is not None:
+        return f"window {used.start_s / 60:g}–{used.end_s / 60:g} min{of} ({used.source})"
+    w = m.config.window
     if w is None:
         return "window: the whole run"
-    of = f" of {d / 60:g}" if d else ""
     return f"window {w[0] / 60:g}–{w[1] / 60:g} min{of}"
+
+
+def measured_window(run: Run, used: Window) -> Window | None:
+    """`used` where it is not the run's own window (`Run.default_window`: its manifest's, or
+    the whole run), so a provenance line says the window its figures count; None where it is
+    the run's own (the line then reads as it always has)."""
+    own = run.default_window()
+    return None if (used.start_s, used.end_s) == (own.start_s, own.end_s) else used
 
 
 def load_words(sessions: int | None, band: Band | None) -> str:
@@ -101,7 +115,9 @@ def load_words(sessions: int | None, band: Band | None) -> str:
     return f"{count}, {load:.2f}× the demo's offered load"
 
 
-def provenance(m: Manifest, band: Band | None = None) -> Provenance:
+def provenance(m: Manifest, band: Band | None = None, window: Window | None = None) -> Provenance:
+    """What the run of manifest `m` is; `window`: the window its figures count where that is
+    not the manifest's own (`measured_window`)."""
     executor = executor_of(m)
     words = EXECUTOR_WORDS[executor]
     if executor == "emulated" and m.config.time_scale and m.config.time_scale != 1:
@@ -119,7 +135,7 @@ def provenance(m: Manifest, band: Band | None = None) -> Provenance:
         profile=_profile(m),
         load=load_words(m.config.sessions, band),
         seeds=seeds,
-        window=_window(m),
+        window=_window(m, window),
         version=f"agent-replay {m.harness_version or 'unknown version'}",
     )
 
@@ -162,12 +178,13 @@ def run_band(run_dir: str | Path) -> Band | None:
     return read_band(Path(run_dir))
 
 
-def run_provenance(run_dir: str | Path) -> Provenance:
-    """The provenance of the run in `run_dir` (its manifest and band.json)."""
+def run_provenance(run_dir: str | Path, window: Window | None = None) -> Provenance:
+    """The provenance of the run in `run_dir` (its manifest and band.json); `window` as
+    `provenance` takes it."""
     from replay.rundir import read_manifest
 
     path = Path(run_dir)
-    return provenance(read_manifest(path), run_band(path))
+    return provenance(read_manifest(path), run_band(path), window)
 
 
 __all__ = [
@@ -178,6 +195,7 @@ __all__ = [
     "band_intro",
     "band_rows",
     "load_words",
+    "measured_window",
     "provenance",
     "run_band",
     "run_provenance",

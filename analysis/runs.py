@@ -168,6 +168,20 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     return run
 
 
+def distinct_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """`runs` with a run directory given more than once (the same resolved path, however it
+    was spelled, or a folder of runs listed beside one of its runs) kept once, and a note
+    for each: one run counted twice would read as two seeds."""
+    kept: dict[Path, Run] = {}
+    times: dict[Path, int] = {}
+    for run in runs:
+        key = run.path.resolve()
+        kept.setdefault(key, run)
+        times[key] = times.get(key, 0) + 1
+    notes = [f"{path}: given {n} times; counted once" for path, n in times.items() if n > 1]
+    return list(kept.values()), notes
+
+
 def _check_columns(path: Path, df: pd.DataFrame) -> None:
     for col in _NUMERIC:
         series = df[col]
@@ -227,4 +241,4 @@ def find_runs(root: str | os.PathLike[str], skipped: list[Path] | None = None) -
     return sorted(found)
 
 
-__all__ = ["Run", "RunDirError", "find_runs", "load_run", "resolve_inside"]
+__all__ = ["Run", "RunDirError", "distinct_runs", "find_runs", "load_run", "resolve_inside"]

@@ -1,10 +1,15 @@
 """Sweeps: many runs over session counts → throughput, hit rate and TTFT against load.
 
-`sweep_rows` gives one row per run and engine (session count and seed from the manifest);
-`aggregate_sweep` gives one row per engine and session count: the mean over runs (seeds) and
-a standard error — across seeds when there are two or more, else the single run's time-bin
-error (`se_source` says which). The working-set-to-capacity ratio is carried through where
-a run knows it, and `capacity_crossing` gives the session count where it reaches 1.
+`sweep_rows` gives one row per run and engine (session count, seed and configuration from
+the manifest: `tag_runs`); `aggregate_sweep` gives one row per engine, session count and
+configuration: the mean over runs (seeds) and a standard error — across seeds when there are
+two or more, else the single run's time-bin error (`se_source` says which). Runs are seeds of
+one row only when their manifests differ in the seed alone (`analysis.configs`): runs of
+another router, host memory, timing, ... are rows of their own, labelled by what differs
+(`config_label`, and `series`: the engine and that label, one line of a figure). A run that
+repeats another's configuration and seed (the same run twice, or a copy) is counted once
+(`repeated_seeds` says which). The working-set-to-capacity ratio is carried through where a
+run knows it, and `capacity_crossing` gives the session count where it reaches 1.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.configs import config_key, config_labels
 from analysis.manifest import manifest_seed
 from analysis.runs import Run
 from analysis.uncertainty import metrics_with_se, standard_error
@@ -24,26 +30,92 @@ from replay.metric_registry import in_view
 SWEEP_METRICS: tuple[str, ...] = tuple(m.key for m in in_view("sweep"))
 
 
+def tag_runs(table: pd.DataFrame, run: Run) -> pd.DataFrame:
+    """`table` (rows of `run`) with the run's `seed`, `config` (`analysis.configs.config_key`)
+    and `run_dir` (its resolved path) as columns: what `aggregate_sweep` groups by."""
+    return table.assign(
+        seed=manifest_seed(run.manifest),
+        config=config_key(run.manifest),
+        run_dir=str(run.path.resolve()),
+    )
+
+
 def sweep_rows(runs: Sequence[Run], bin_s: float = 60.0) -> pd.DataFrame:
-    """One row per run and engine, with `run_id`, `seed`, `sessions` and the metrics."""
-    frames = []
-    for run in runs:
-        table = metrics_with_se(run, None, bin_s)
-        table["seed"] = manifest_seed(run.manifest)
-        frames.append(table)
+    """One row per run and engine, with `run_id`, `seed`, `sessions`, `config`, `run_dir`
+    and the metrics."""
+    frames = [tag_runs(metrics_with_se(run, None, bin_s), run) for run in runs]
     if not frames:
         return pd.DataFrame()
     return pd.concat(frames, ignore_index=True)
 
 
+_CELL = ["engine", "sessions"]
+
+
+def label_configs(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with `config_label` (what sets a run's configuration apart from the others at
+    the same engine and session count, `analysis.configs.config_labels`; "" when it is alone)
+    and `series` (the engine, and its label where it has one). Rows without a `config`
+    column (built by hand) are one configuration."""
+    if rows.empty:
+        return rows.assign(config_label=pd.Series(dtype=object), series=pd.Series(dtype=object))
+    if "config" not in rows.columns:
+        return rows.assign(config_label="", series=rows["engine"].astype(str))
+    cells = [list(g["config"]) for _, g in rows.groupby(_CELL, sort=False)]
+    labels = rows["config"].map(config_labels(cells))
+    series = [
+        f"{e} · {label}" if label else str(e)
+        for e, label in zip(rows["engine"], labels, strict=True)
+    ]
+    return rows.assign(config_label=labels, series=series)
+
+
+def one_per_seed(group: pd.DataFrame) -> pd.DataFrame:
+    """The runs of one configuration, one per seed: a seed that appears again (the same run
+    twice, or a copy of it) is counted once. Runs that record no seed are kept."""
+    if "seed" not in group.columns:
+        return group
+    known = group["seed"].notna()
+    return pd.concat([group[known].drop_duplicates(subset=["seed"]), group[~known]])
+
+
+def repeated_seeds(rows: pd.DataFrame) -> list[str]:
+    """A note for each configuration and seed that more than one run directory holds (one
+    engine's rows suffice): those runs are one measurement, counted once in the sweep."""
+    if rows.empty or not {"config", "seed", "run_dir"} <= set(rows.columns):
+        return []
+    notes = []
+    for _, group in rows.groupby(["config", "seed"], sort=False):
+        dirs = list(dict.fromkeys(group["run_dir"]))
+        if len(dirs) > 1:
+            seed = int(group["seed"].iloc[0])
+            notes.append(
+                f"{', '.join(dirs)}: the same configuration and seed ({seed}): one "
+                "measurement repeated (a copy, or the same run under two names), counted once "
+                "across seeds; give runs of other seeds to average"
+            )
+    return notes
+
+
 def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error per (engine, sessions); see the module docstring."""
+    """Mean and standard error per (engine, sessions, configuration); see the module
+    docstring."""
     if rows.empty:
         return rows
     out = []
+    rows = label_configs(rows) if "series" not in rows.columns else rows
     order = {e: i for i, e in enumerate(pd.unique(rows["engine"]))}
-    for (engine, sessions), group in rows.groupby(["engine", "sessions"], sort=False):
-        rec: dict[str, object] = {"engine": engine, "sessions": sessions, "runs": len(group)}
+    by = [*_CELL, "config"] if "config" in rows.columns else _CELL
+    for _, group in rows.groupby(by, sort=False):
+        group = one_per_seed(group)
+        first = group.iloc[0]
+        rec: dict[str, object] = {
+            "engine": first["engine"],
+            "sessions": first["sessions"],
+            "runs": len(group),
+            "config_label": first["config_label"],
+            "series": first["series"],
+        }
         rec["se_source"] = "seeds" if len(group) >= 2 else "time bins"
         for metric in SWEEP_METRICS:
             values = group[metric].to_numpy(dtype=float)
@@ -55,20 +127,33 @@ def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
                 rec[f"{metric}_se"] = float(group[f"{metric}_se"].iloc[0])
         out.append(rec)
     table = pd.DataFrame(out)
-    # Engines in the order the runs list them, then by load.
+    # Engines in the order the runs list them, then each configuration's line, by load.
     table["_order"] = table["engine"].map(order)
-    return table.sort_values(["_order", "sessions"]).drop(columns="_order").reset_index(drop=True)
+    lines = {s: i for i, s in enumerate(pd.unique(table["series"]))}
+    table["_line"] = table["series"].map(lines)
+    return (
+        table.sort_values(["_order", "_line", "sessions"], kind="stable")
+        .drop(columns=["_order", "_line"])
+        .reset_index(drop=True)
+    )
+
+
+def _lines(table: pd.DataFrame) -> str:
+    """The column naming a figure's line: `series` (engine and configuration) where the
+    table has it, else the engine."""
+    return "series" if "series" in table.columns else "engine"
 
 
 def capacity_crossing(agg: pd.DataFrame) -> dict[str, float]:
-    """{engine: the session count where the working-set ratio reaches 1}, interpolated
-    linearly between the last point below 1 and the first at or above it (the first point
-    itself when none is below). Engines whose ratio is unknown or never reaches 1 are left out.
+    """{series (the engine, with its configuration's label where there are several): the
+    session count where the working-set ratio reaches 1}, interpolated linearly between the
+    last point below 1 and the first at or above it (the first point itself when none is
+    below). Lines whose ratio is unknown or never reaches 1 are left out.
     """
     found: dict[str, float] = {}
     if agg.empty or "working_set_ratio" not in agg.columns:
         return found
-    for engine, group in agg.groupby("engine", sort=False):
+    for engine, group in agg.groupby(_lines(agg), sort=False):
         g = group[np.isfinite(group["working_set_ratio"].to_numpy(float))].sort_values("sessions")
         x = g["sessions"].to_numpy(float)
         r = g["working_set_ratio"].to_numpy(float)
@@ -86,12 +171,13 @@ def capacity_crossing(agg: pd.DataFrame) -> dict[str, float]:
 
 
 def first_saturated(rows: pd.DataFrame) -> dict[str, float]:
-    """{engine: the smallest session count at which any of its runs was saturated}
-    (`analysis.saturation`); engines never saturated are left out."""
+    """{series (as `capacity_crossing` names it): the smallest session count at which any
+    of its runs was saturated} (`analysis.saturation`); lines never saturated are left out."""
     if rows.empty or "saturated" not in rows.columns:
         return {}
+    rows = label_configs(rows) if "series" not in rows.columns else rows
     sat = rows[rows["saturated"].map(lambda v: v is True)]
-    return {str(e): float(g["sessions"].min()) for e, g in sat.groupby("engine", sort=False)}
+    return {str(e): float(g["sessions"].min()) for e, g in sat.groupby("series", sort=False)}
 
 
 __all__ = [
@@ -99,5 +185,9 @@ __all__ = [
     "aggregate_sweep",
     "capacity_crossing",
     "first_saturated",
+    "label_configs",
+    "one_per_seed",
+    "repeated_seeds",
     "sweep_rows",
+    "tag_runs",
 ]

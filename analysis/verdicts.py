@@ -23,7 +23,14 @@ import pandas as pd
 from analysis.claimed_hits import check_engine
 from analysis.fidelity import drift, warm_start
 from analysis.manifest import Window, manifest_token_scale
-from analysis.metrics import EngineData, engine_data, measured_mask, output_tokens_in
+from analysis.metrics import (
+    MEASURED_ONLY,
+    NOTHING_MEASURED,
+    EngineData,
+    engine_data,
+    measured_mask,
+    output_tokens_in,
+)
 from analysis.registry import TRACE_TIMING_REASON, executor_of, unknown_to
 from analysis.runs import Run
 from analysis.saturation import QUEUE_METRICS, RUNNING_METRICS, gauge_series, saturation
@@ -158,11 +165,26 @@ def with_verdicts(run: Run, table: pd.DataFrame, window: Window) -> pd.DataFrame
         gpus = int(rec.get("gpus") or 1)
         scale = manifest_token_scale(run.manifest)
         rec.update(engine_verdicts(run, engine, engine_data(run, engine), window, gpus, scale))
+        if rec.get("requests") == 0:
+            rec["unknown"] = _nothing_measured(rec)
         for key in rec.get("unknown") or {}:
             if key in rec and isinstance(rec[key], int | float) and key != "drift":
                 rec[key] = math.nan
         rows.append(rec)
     return pd.DataFrame(rows, columns=[*table.columns, *_new_keys(rows, table)])
+
+
+def _nothing_measured(rec: dict[Any, Any]) -> dict[str, str]:
+    """`rec`'s `unknown` with every metric of the measured requests that is null for want of
+    one (`analysis.metrics.MEASURED_ONLY`) and its reason; a reason already given (a
+    trace-timing run's) stays, and drift stays last."""
+    unknown = dict(rec.get("unknown") or {})
+    drift = {"drift": unknown.pop("drift")} if "drift" in unknown else {}
+    for key in MEASURED_ONLY:
+        value = rec.get(key)
+        if isinstance(value, float) and math.isnan(value):
+            unknown.setdefault(key, NOTHING_MEASURED)
+    return {**unknown, **drift}
 
 
 def _new_keys(rows: list[dict[Any, Any]], table: pd.DataFrame) -> list[str]:

@@ -159,15 +159,17 @@ def sweep_figure(
     window: str | None = None,
 ) -> go.Figure:
     """One metric against the number of sessions, one line per engine (per group of alike
-    runs, with `groups`).
+    runs, with `groups`), and per configuration where an engine's runs differ in more than
+    the seed (the table's `series`, e.g. `vllm · router state_aware`: a line never joins two
+    routers).
 
     `table` is analysis' aggregated sweep (`analysis.sweeps.aggregate_sweep`): `engine`,
     `sessions`, `metric` and, where known, `<metric>_se` (drawn as error bars). With `groups`
     ({group: what its runs are}, see `dashboards.alike`) the table has a `group` column too and
     each (group, engine) is its own line, in the engine's colour and the group's dash, under a
     legend heading that says what the group is: a line never joins runs of two groups.
-    `crossings` marks where an engine's working set reaches its cache capacity: {engine:
-    sessions}, or {(group, engine): sessions} with groups. `window` goes in the title: the
+    `crossings` marks where a line's working set reaches its cache capacity: {engine or
+    series: sessions}, or {(group, engine or series): sessions} with groups. `window` goes in the title: the
     window the points count. Lines without a value (a metric the runs cannot know) are left
     out, and an empty figure says so."""
     fig = go.Figure()
@@ -176,13 +178,17 @@ def sweep_figure(
     colors = engine_colors(engines)
     se_col = f"{metric}_se"
     names = list(groups) if groups else [None]
+    # One line per configuration of an engine where the sweep has several (`series`:
+    # `analysis.sweeps.label_configs`), e.g. two routers at the same session counts.
+    column = "series" if "series" in table.columns else "engine"
+    engine_of = dict(zip(table[column].astype(str), table["engine"].astype(str), strict=True))
     blank: list[str] = []  # groups with no value for this metric
     for i, group in enumerate(names):
         part = table if group is None else table[table["group"] == group]
         if group is not None and not pd.to_numeric(part[metric], errors="coerce").notna().any():
             blank.append(group)
-        for name in engines:
-            rows = part[part["engine"] == name].sort_values("sessions")
+        for name, line, j in _lines_of(part, engines, column):
+            rows = part[part[column].astype(str) == line].sort_values("sessions")
             y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float) * scale
             if not np.isfinite(y).any():
                 continue
@@ -205,8 +211,11 @@ def sweep_figure(
                     y=y,
                     error_y={"type": "data", "array": err, "visible": bool((err > 0).any())},
                     mode="lines+markers",
-                    name=name,
-                    line={"color": colors[name], "dash": GROUP_DASHES[i % len(GROUP_DASHES)]},
+                    name=line,
+                    line={
+                        "color": colors[name],
+                        "dash": GROUP_DASHES[(i + j) % len(GROUP_DASHES)],
+                    },
                     **style,
                 )
             )
@@ -215,7 +224,7 @@ def sweep_figure(
         fig.add_vline(
             x=sessions,
             line_dash="dot",
-            line_color=colors.get(name, "#999"),
+            line_color=colors.get(engine_of.get(str(name), str(name)), "#999"),
             annotation_text=f"{name}{f' ({group})' if group else ''}: working set = cache",
             annotation_font_size=10,
         )
@@ -239,6 +248,17 @@ def sweep_figure(
             height=460, margin={"b": 170}, legend={"orientation": "h", "groupclick": "toggleitem"}
         )
     return fig
+
+
+def _lines_of(part: pd.DataFrame, engines: list[str], column: str) -> list[tuple[str, str, int]]:
+    """(engine, line, its index among the engine's lines) for each line of `part`, engines in
+    their order: a line is a value of `column` (the engine, or the engine and its
+    configuration)."""
+    out: list[tuple[str, str, int]] = []
+    for name in engines:
+        lines = pd.unique(part.loc[part["engine"] == name, column].astype(str))
+        out += [(name, str(line), j) for j, line in enumerate(lines)]
+    return out
 
 
 def whatif_figure(

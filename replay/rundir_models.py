@@ -171,7 +171,9 @@ class RunConfig(_Record):
     window: tuple[float, float] | None = Field(
         default=None, description="the measured window [start_s, end_s]; missing: the whole run"
     )
-    duration_s: float | None = Field(default=None, description="the run's length")
+    duration_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="the run's length"
+    )
     sessions: int | None = Field(default=None, description="concurrent sessions")
     seed: int | None = Field(default=None, description="the workload's seed")
     subagents: str | None = Field(default=None, description="concurrent | inline | skip")

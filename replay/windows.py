@@ -46,6 +46,10 @@ def minutes_pair(value: object) -> tuple[float, float]:
         raise ValueError("expected A-B in minutes of the run, e.g. 15-45") from None
     if not (math.isfinite(lo) and math.isfinite(hi)) or not 0 <= lo < hi:
         raise ValueError("need 0 ≤ A < B (minutes), e.g. 15-45")
+    if not math.isfinite(hi * 60.0):  # 1e308 minutes: finite, but no number of seconds
+        raise ValueError(
+            "B is too large to be a time in seconds; give minutes of the run, e.g. 15-45"
+        )
     return lo, hi
 
 

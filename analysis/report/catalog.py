@@ -420,24 +420,33 @@ def _rollup_tables(data: ReportData, run_col: list[Column]) -> list[Table]:
     return out
 
 
+def _config_col(table: pd.DataFrame) -> list[Column]:
+    """The configuration column, where runs of one engine and session count differ in more
+    than their seed (`analysis.sweeps.label_configs`); none where every label is empty."""
+    labels = table.get("config_label", pd.Series(dtype=object))
+    return [_c("config_label", "Configuration", kind="text")] if labels.astype(bool).any() else []
+
+
 def _sweep_table(data: ReportData) -> Table:
     sweep = data.sweep
     first = first_saturated(data.metrics)
     sweep = sweep.assign(
         first_saturated=[
-            "here" if first.get(str(e)) == s else ""
-            for e, s in zip(sweep["engine"], sweep["sessions"], strict=True)
+            "here" if first.get(str(line)) == s else ""
+            for line, s in zip(sweep["series"], sweep["sessions"], strict=True)
         ]
         if len(sweep)
         else []
     )
     unknown = any(bool(u) for u in data.metrics.get("unknown", pd.Series(dtype=object)) if u)
+    configs = _config_col(sweep)
     return Table(
         "sweep",
         "Paper table: each policy or engine against sessions (mean ± SE across seeds)",
         sweep,
         [
             _c("engine", "Policy / engine", kind="text"),
+            *configs,
             _c("sessions", "Sessions", kind="int"),
             _c("runs", "Seeds", kind="int"),
             *_cols("report.sweep"),
@@ -445,19 +454,33 @@ def _sweep_table(data: ReportData) -> Table:
             _c("se_source", "Errors from", kind="text"),
         ],
         "± one standard error, across seeds where a session count has two or more runs. "
-        "First saturated: the smallest session count at which the engine did not keep up."
+        "Runs are pooled as seeds only when their manifests differ in the seed alone"
+        + ("; Configuration says what sets a row's runs apart. " if configs else ". ")
+        + "First saturated: the smallest session count at which the engine did not keep up."
         + (" A dash is a figure the runs cannot know; the notes say why." if unknown else ""),
     )
+
+
+def _run_labels(metrics: pd.DataFrame) -> dict[str, str]:
+    """{run directory (resolved): its configuration's label} from the report's metrics."""
+    if not {"run_dir", "config_label"} <= set(metrics.columns):
+        return {}
+    return {
+        str(d): str(label)
+        for d, label in zip(metrics["run_dir"], metrics["config_label"], strict=True)
+    }
 
 
 def _runs_table(data: ReportData) -> Table:
     """Every run of a sweep in one table (its manifest citation, one row per run)."""
     rows = []
+    labels = _run_labels(data.metrics)
     for a in data.runs:
         m = a.run.manifest
         rows.append(
             {
                 "run_id": a.run.run_id,
+                "config_label": labels.get(str(a.run.path.resolve()), ""),
                 "engines": ", ".join(a.run.engines),
                 "sessions": manifest_sessions(m),
                 "seed": manifest_seed(m),
@@ -466,12 +489,14 @@ def _runs_table(data: ReportData) -> Table:
                 "status": m.status or "not recorded",
             }
         )
+    table = pd.DataFrame(rows)
     return Table(
         "runs",
         "Runs in this report",
-        pd.DataFrame(rows),
+        table,
         [
             _c("run_id", "Run", kind="text"),
+            *_config_col(table),
             _c("engines", "Engines", kind="text"),
             _c("sessions", "Sessions", kind="int"),
             _c("seed", "Seed", kind="int"),

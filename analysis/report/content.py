@@ -15,9 +15,15 @@ from analysis.manifest import Window, manifest_seed
 from analysis.metrics import resolve_window
 from analysis.registry import keys
 from analysis.rollups import ROLLUPS
-from analysis.runs import Run
+from analysis.runs import Run, distinct_runs
 from analysis.summary import error_note, run_warnings
-from analysis.sweeps import aggregate_sweep, capacity_crossing
+from analysis.sweeps import (
+    aggregate_sweep,
+    capacity_crossing,
+    label_configs,
+    repeated_seeds,
+    tag_runs,
+)
 from analysis.uncertainty import compare, metrics_with_se, paired_deltas
 
 # The metrics the report tests for significant differences (the registry's view).
@@ -33,6 +39,8 @@ class RunAnalysis:
     significance: pd.DataFrame
     paired: pd.DataFrame
     rollups: dict[str, pd.DataFrame]
+    # What sets its configuration apart from the other runs' (`analysis.sweeps.label_configs`).
+    config_label: str = ""
 
 
 @dataclass
@@ -76,7 +84,7 @@ def analyze_run(
     return RunAnalysis(
         run=run,
         window=win,
-        metrics=metrics,
+        metrics=tag_runs(metrics, run),
         panel=comparison_panel(metrics),
         significance=significance,
         paired=pd.concat(paired, ignore_index=True) if paired else pd.DataFrame(),
@@ -92,8 +100,10 @@ def analyze(
     pricing_dir: Path | None = None,
     bin_s: float = 60.0,
 ) -> ReportData:
-    """Analyse each run (metrics, errors, pricing, comparisons, roll-ups) and the sweep."""
-    notes: list[str] = []
+    """Analyse each run (metrics, errors, pricing, comparisons, roll-ups) and the sweep. A
+    run directory given twice is analysed once; the sweep pools seeds of one configuration
+    only (`analysis.sweeps`). Both are said in the notes."""
+    runs, notes = distinct_runs(runs)
     analyses = []
     for run in runs:
         notes += [f"{run.run_id}: {n}" for n in run.notes]
@@ -101,10 +111,11 @@ def analyze(
         analyses.append(analyze_run(run, window, sheet, gpu, pricing_dir, bin_s, run_notes))
         notes += [f"{run.run_id}: {n}" for n in dict.fromkeys(run_notes)]
     cross = paired_across_runs(analyses)
-    metrics = pd.concat([a.metrics for a in analyses], ignore_index=True)
-    metrics["seed"] = [
-        manifest_seed(a.run.manifest) for a in analyses for _ in range(len(a.metrics))
-    ]
+    metrics = label_configs(pd.concat([a.metrics for a in analyses], ignore_index=True))
+    notes += repeated_seeds(metrics)
+    labels = dict(zip(metrics["run_dir"], metrics["config_label"], strict=True))
+    for a in analyses:
+        a.config_label = labels.get(str(a.run.path.resolve()), "")
     sweep = aggregate_sweep(metrics)
     warnings = []
     # What the runs cannot know, once per reason (a sweep repeats it for every run).

@@ -13,7 +13,15 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from analysis.manifest import manifest_engines, manifest_seed, manifest_sessions, manifest_trace
-from analysis.provenance import BAND_HEAD, Provenance, band_intro, band_rows, provenance, run_band
+from analysis.provenance import (
+    BAND_HEAD,
+    Provenance,
+    band_intro,
+    band_rows,
+    measured_window,
+    provenance,
+    run_band,
+)
 from analysis.report.content import ReportData, RunAnalysis
 from analysis.report.tables import Table, tex_escape
 from replay.band import Band
@@ -92,8 +100,9 @@ _ENGINE_FIELDS = (
 
 
 def run_provenance(a: RunAnalysis) -> Provenance:
-    """What the run is (`analysis.provenance`), its seed band included where it has one."""
-    return provenance(a.run.manifest, run_band(a.run.path))
+    """What the run is (`analysis.provenance`), its seed band included where it has one, and
+    the window the report measured where that is not the run's own (a `--window`)."""
+    return provenance(a.run.manifest, run_band(a.run.path), measured_window(a.run, a.window))
 
 
 def caption(data: ReportData) -> str:

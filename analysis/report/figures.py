@@ -47,7 +47,8 @@ def _label(a: RunAnalysis, engine: str, multi: bool) -> str:
         return engine
     sessions = a.metrics.loc[a.metrics["engine"] == engine, "sessions"].iloc[0]
     seed = manifest_seed(a.run.manifest)
-    return f"{engine} · {sessions} sessions" + ("" if seed is None else f" · seed {seed}")
+    config = f" · {a.config_label}" if a.config_label else ""
+    return f"{engine}{config} · {sessions} sessions" + ("" if seed is None else f" · seed {seed}")
 
 
 def versus_sessions(
@@ -63,7 +64,9 @@ def versus_sessions(
     scale = 100.0 if pct else 1.0
     if data.sweep["sessions"].nunique() <= 1:
         return _single_load(data, metric, title, y, scale)
-    for engine, g in data.sweep.groupby("engine", sort=False):
+    # One line per engine and configuration (`analysis.sweeps`: `series`), in its engine's colour.
+    for line, g in data.sweep.groupby("series", sort=False):
+        engine = g["engine"].iloc[0]
         g = g.sort_values("sessions")
         se = g.get(f"{metric}_se", pd.Series(np.nan, index=g.index)).to_numpy(float) * scale
         ratio = g["working_set_ratio"].to_numpy(float)
@@ -74,12 +77,10 @@ def versus_sessions(
                 y=g[metric].to_numpy(float) * scale,
                 error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
                 mode="lines+markers",
-                name=str(engine),
+                name=str(line),
                 line={"color": engine_color(str(engine))},
                 text=text,
-                hovertemplate="%{x} sessions: %{y:.3s}<br>%{text}<extra>"
-                + str(engine)
-                + "</extra>",
+                hovertemplate="%{x} sessions: %{y:.3s}<br>%{text}<extra>" + str(line) + "</extra>",
             )
         )
     # One marker per distinct crossing; engines that share it share the label.
@@ -106,7 +107,7 @@ def _single_load(data: ReportData, metric: str, title: str, y: str, scale: float
     text = [f"working set / capacity {r:.2f}" if math.isfinite(r) else "" for r in ratio]
     fig = go.Figure(
         go.Bar(
-            x=s["engine"],
+            x=s["series"],
             y=s[metric].to_numpy(float) * scale,
             error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
             hovertext=text,

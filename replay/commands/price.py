@@ -63,9 +63,15 @@ def resolve_host_rate(given: float | None, pricing_dir: Path | None = None) -> H
     from pricing import PricingError
 
     try:
-        return host_rate(given, pricing_dir)
+        return host_rate(None if given is None else _unsigned_zero(given), pricing_dir)
     except PricingError as e:
         fail(str(e))
+
+
+def _unsigned_zero(value: float) -> float:
+    """-0.0 as 0.0 (every other value as given): the flags' checks pass -0.0, and it reached
+    `--json` as `"hit_rate": -0.0`."""
+    return 0.0 if value == 0 else value
 
 
 def _check_fraction(value: float, flag: str) -> None:
@@ -111,13 +117,15 @@ def _label(status: str) -> str:
 
 def _list(pricing_dir: Path | None, as_json: bool) -> None:
     from pricing import PricingError, get_host_memory_rate, load_gpu_rates, load_sheets
-    from replay.commands.price_common import print_json
+    from replay.commands.price_common import print_json, sheet_caveats
 
     try:
         sheets, gpus = load_sheets(pricing_dir), load_gpu_rates(pricing_dir)
         host = get_host_memory_rate(pricing_dir)
     except PricingError as e:
         fail(str(e))
+    for sheet in sheets.entries.values():
+        sheet_caveats(sheet, pricing_dir)
     if as_json:
         print_json(
             {
@@ -238,9 +246,10 @@ def _price_point(
     output: float,
     write_fraction: float,
     as_json: bool,
+    pricing_dir: Path | None = None,
 ) -> None:
     from pricing import PricingError, provider_economics
-    from replay.commands.price_common import caveats, print_json
+    from replay.commands.price_common import caveats, print_json, sheet_caveats
 
     try:
         econ = provider_economics(
@@ -253,6 +262,7 @@ def _price_point(
         )
     except PricingError as e:
         fail(str(e))
+    sheet_caveats(sheet, pricing_dir)
     if as_json:
         print_json(econ.as_dict())
         return
@@ -305,6 +315,7 @@ def register(app: typer.Typer) -> None:
         from replay.commands.price_run import price_run
 
         _check_fraction(write_fraction, "--write-fraction")
+        write_fraction = _unsigned_zero(write_fraction)
         given = {"hit_rate": hit_rate, "prompt": prompt, "output": output}
         if list_:
             _refuse_with_list(run_dir, sheet, gpu, window, host_usd_per_gb_hour, given)
@@ -330,6 +341,10 @@ def register(app: typer.Typer) -> None:
         _check_fraction(hit_rate, "--hit-rate")
         _check_rate(prompt, "--prompt-tokens-per-min-per-gpu")
         _check_rate(output, "--output-tokens-per-min-per-gpu")
+        hit_rate, prompt, output = (_unsigned_zero(v) for v in (hit_rate, prompt, output))
         chosen_sheet = resolve_sheet(sheet, pricing_dir)
         chosen_gpu = resolve_gpu(gpu, pricing_dir)
-        _price_point(chosen_sheet, chosen_gpu, hit_rate, prompt, output, write_fraction, as_json)
+        _price_point(
+            chosen_sheet, chosen_gpu, hit_rate, prompt, output, write_fraction, as_json,
+            pricing_dir,
+        )  # fmt: skip

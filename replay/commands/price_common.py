@@ -10,8 +10,10 @@ from typing import Any
 
 import orjson
 import typer
+from rich.markup import escape
 
 from analysis.economics import resolve_gpu as _gpu_rate
+from analysis.economics import sheet_notes
 from pricing import Economics, GpuRate, PriceSheet, PricingError, UnknownNameError, get_sheet
 from replay.commands.common import err_console, fail
 
@@ -49,6 +51,13 @@ def break_even_text(e: Economics) -> str:
         "loss_everywhere": "none: loss at every hit rate",
         "flat": "none: profit does not depend on it",
     }[b.status]
+
+
+def sheet_caveats(sheet: PriceSheet, pricing_dir: Path | None) -> None:
+    """A note for a cached price above the input price (`analysis.economics.sheet_notes`),
+    on stderr: a point's JSON on stdout stays JSON."""
+    for note in sheet_notes(sheet, pricing_dir):
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
 
 
 def caveats(sheet: PriceSheet, gpus: list[GpuRate]) -> None:

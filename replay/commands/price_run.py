@@ -15,8 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from analysis.economics import HOST_FLAG, EnginePrice, HostRate, RunPrices, price_engines
+from analysis.manifest import Window
 from analysis.metrics import resolve_window, window_metrics
-from analysis.provenance import run_provenance
+from analysis.provenance import Provenance, measured_window, run_provenance
 from analysis.runs import Run, load_run
 from analysis.verdicts import with_verdicts
 from pricing import PriceSheet, PricingError, usd
@@ -44,12 +45,14 @@ def ceiling_note(rows: list[EnginePrice]) -> str | None:
     )
 
 
-def _table(run: Run, sheet: PriceSheet, start: float, end: float, rows: list[EnginePrice]) -> Table:
+def _table(
+    run: Run, sheet: PriceSheet, used: Window, prov: Provenance, rows: list[EnginePrice]
+) -> Table:
     # Engines as columns, quantities as rows: fits a terminal for the usual 2–4 engines.
     t = Table(
         title=escape(
-            f"{run.run_id}: {sheet.name} prices, window {start:g}–{end:g} s\n"
-            f"{run_provenance(run.path).line()}"
+            f"{run.run_id}: {sheet.name} prices, window {used.start_s:g}–{used.end_s:g} s\n"
+            f"{prov.line()}"
         ),
         caption=escape(ceiling_note(rows) or "") or None,
         caption_justify="left",
@@ -174,23 +177,24 @@ def price_run(
         fail(f"{run.path}: {err}")
     notes = [*run.notes, *prices.notes, *host_notes(prices.engines, host)]
     rows = prices.engines
-    start, end = float(metrics["window_start_s"].iloc[0]), float(metrics["window_end_s"].iloc[0])
+    # The provenance says the window the prices count, not the manifest's (a --window).
+    prov = run_provenance(run.path, measured_window(run, used))
     if as_json:
         print_json(
             {
                 "run_id": run.run_id,
                 "run_dir": str(run.path),
-                "window_s": [start, end],
+                "window_s": [used.start_s, used.end_s],
                 "sheet": sheet.name,
                 "engines": [r.as_dict() for r in rows],
                 "skipped": prices.skipped,
                 "notes": notes,
-                "provenance": dict(run_provenance(run.path).items()),
+                "provenance": dict(prov.items()),
                 "ceilings": ceiling_note(rows),
             }
         )
     else:
-        console.print(_table(run, sheet, start, end, rows))
+        console.print(_table(run, sheet, used, prov, rows))
         for note in notes:
             err_console.print(f"[yellow]note:[/] {note}", highlight=False)
         caveats(sheet, prices.gpus)

@@ -157,7 +157,8 @@ def test_trace_timing_simulation_marks_throughput_and_latency_unknown(
     builder: Callable[[], RunBuilder], tmp_path: Path
 ) -> None:
     b = _steady(builder(), "a", growth=0.0)
-    run_dir = b.write(config={"window": WINDOW, "timing": "trace"}, executor="simulator")
+    config = {"window": WINDOW, "timing": "trace", "seed": 1}
+    run_dir = b.write(config=config, executor="simulator")
     e = build_summary(load_run(run_dir)).engines["a"]
     assert e["saturated"] is None and e["saturation"]["verdict"] == "n/a"
     for key in (
@@ -172,7 +173,9 @@ def test_trace_timing_simulation_marks_throughput_and_latency_unknown(
     assert e["drift"] is None and "not a live run" in e["unknown"]["drift"]
     from analysis.report.build import build_report
 
-    build_report([run_dir, run_dir.parent / "run"], tmp_path / "rep", "md", figures=False)
+    # A sweep of two seeds: the same directory given twice is counted once, so not a sweep.
+    other = b.write("seed2", config={**config, "seed": 2}, executor="simulator")
+    build_report([run_dir, other], tmp_path / "rep", "md", figures=False)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Paper table" in md and md.index("Paper table") < md.index("Throughput and cache")
     assert "no GPU clock" in md and "Runs in this report" in md

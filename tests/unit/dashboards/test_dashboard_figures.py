@@ -74,6 +74,27 @@ def test_sweep_lines_with_error_bars_and_capacity_marks() -> None:
     assert "working set = cache" in fig.layout.annotations[0].text
 
 
+def test_two_configurations_of_an_engine_are_two_lines() -> None:
+    """Runs of two routers at the same session counts are two lines, in the engine's colour
+    and two dashes (one line used to zig-zag between them), each crossing marked in it."""
+    agg = pd.DataFrame(
+        {
+            "engine": ["vllm"] * 4,
+            "series": ["vllm · router round_robin"] * 2 + ["vllm · router state_aware"] * 2,
+            "sessions": [4, 8, 4, 8],
+            "hit_rate": [0.5, 0.4, 0.9, 0.8],
+        }
+    )
+    fig = sweep_figure(agg, "hit_rate", "Hit rate (%)", percent=True,
+                       crossings={"vllm · router state_aware": 6.0})  # fmt: skip
+    names = [tr.name for tr in fig.data]
+    assert names == ["vllm · router round_robin", "vllm · router state_aware"]
+    rr, sa = fig.data
+    assert list(rr.x) == [4, 8] and list(sa.y) == pytest.approx([90.0, 80.0])
+    assert rr.line.color == sa.line.color and rr.line.dash != sa.line.dash
+    assert fig.layout.shapes[0].line.color == rr.line.color
+
+
 def test_sweep_without_standard_errors() -> None:
     agg = pd.DataFrame({"engine": ["a"], "sessions": [4], "ttft_p50": [0.5]})
     fig = sweep_figure(agg, "ttft_p50", "TTFT p50 (s)")

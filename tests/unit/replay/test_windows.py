@@ -61,3 +61,11 @@ def test_clip_to_covered_keeps_clips_or_refuses() -> None:
         clip_to_covered(300.0, 600.0, 180.0, "--window 5-10 min")
     kept = clip_to_covered(900.0, 2700.0, 180.0, "manifest config.window", refuse_past=False)
     assert kept[:2] == (900.0, 2700.0) and "nothing measured" in str(kept[2])
+
+
+def test_an_end_too_large_for_seconds_is_refused_by_the_one_parser() -> None:
+    """`0-1e308` is finite minutes but infinite seconds: every command's --window (and a
+    config's `window:`) is refused here, as `0-inf` is."""
+    with pytest.raises(WindowError, match=r"--window 0-1e308: B is too large to be a time"):
+        parse_window_min("0-1e308")
+    assert parse_window_min("0-1e300") == (0.0, 1e300)
