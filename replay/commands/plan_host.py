@@ -104,7 +104,8 @@ def _check_split(bases: list[SimConfig], shares: list[float | None], sizes: list
     try:
         check_kv_share((pooled or one_pool)[0], bool(pooled), max(sizes), split[0])
     except TierError as e:
-        fail(f"{e}; drop --kv-share (or give it as '{AUTO}') to sweep only the size")
+        why = str(e).replace("--host-memory-gb", "--host-gb")
+        fail(f"{why}; drop --kv-share (or give it as '{AUTO}') to sweep only the size")
 
 
 def engine_share(cfg: SimConfig) -> float | None:
@@ -312,7 +313,7 @@ def plan(given: dict[str, Any], policies: str, sessions: int, engine: dict[str, 
     one_pool = [b.policy for b in bases if not sim_capacity(b).pooled]
     _check_split(bases, shares, sizes, one_pool)
     configs = _grid(bases, sizes, shares, one_pool)
-    _check_capacity(configs)
+    _check_capacity(configs, {"--host-memory-gb": "--host-gb"})
     got = _run(tr, trace, configs, _out_dir(out), workers)
     auto = {b.policy: engine_share(b) for b in bases}
     rows = [_row(c, got[_folder(c), c.run_name], rate, auto[c.policy]) for c in configs]

@@ -37,7 +37,7 @@ def resumed(flags: RunFlags) -> Resolved:
     if man.executor == "simulator":  # its spec is a simulated point's, not a live run's
         fail(
             f"--resume {run_dir}: a simulated run (replay simulate), not a live one; run its "
-            f"sweep again: {man.command or 'replay simulate'}"
+            f"sweep again with a new --out: {man.command or 'replay simulate'}"
         )
     if man.status in ("completed", "degraded"):
         how = "completed" if man.status == "completed" else "ended (degraded)"

@@ -100,6 +100,17 @@ def check_prompts(trace: Trace, flag: str = "--trace") -> None:
                 )
 
 
+def over_context(trace: Trace, context_tokens: int) -> tuple[int, int]:
+    """(requests whose prompt and output exceed `context_tokens`, all requests): an engine
+    refuses each of them (HTTP 400, as the emulator's `check_context`)."""
+    over = total = 0
+    for tr in trace.trajectories:
+        for part in _walk(tr):
+            total += part.num_requests
+            over += int(np.count_nonzero(part.input_tokens + part.output_tokens > context_tokens))
+    return over, total
+
+
 def mean_prompt_tokens(trace: Trace) -> float:
     total = count = 0
     for tr in trace.trajectories:
@@ -349,4 +360,5 @@ __all__ = [
     "check_ray_address",
     "check_sim_work",
     "mean_prompt_tokens",
+    "over_context",
 ]

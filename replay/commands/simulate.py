@@ -77,13 +77,18 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
     if replicas is None and router is None:
         return [], []
     choices = ", ".join(router_names())
-    if router is None:
-        fail(f"--router: give the router over the replicas (choose one of {choices})")
     counts: list[int] = []
     for part in (p.strip() for p in (replicas or "1").split(",")):
         if not part.isdigit():
             fail(f"--replicas: '{part}' is not a positive whole number (e.g. --replicas 4,8)")
         counts.append(int(part))
+    try:  # a bad count is named before a missing router
+        for k in counts:
+            build(EngineShape, [Layer(FLAGS, {"replicas": k})])
+    except SpecError as e:
+        fail(str(e))
+    if router is None:
+        fail(f"--router: give the router over the replicas (choose one of {choices})")
     names = [r.strip() for r in router.split(",") if r.strip()]
     if not names:
         fail(f"--router: give at least one router (choose one of {choices})")
@@ -91,9 +96,8 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
         fail(f"--router {EXTERNAL}: the simulator routes its replicas itself (choose one of "
              f"{choices})")  # fmt: skip
     try:
-        values: list[dict[str, Any]] = [{"replicas": k} for k in counts]
-        for value in values + [{"router": r} for r in names]:
-            build(EngineShape, [Layer(FLAGS, value)])
+        for r in names:
+            build(EngineShape, [Layer(FLAGS, {"router": r})])
     except SpecError as e:
         fail(str(e))
     if replicas is None:  # as `replay run` refuses it (issue 36: ran one replica silently)
@@ -166,11 +170,32 @@ def _load(spec: SweepSpec, token_scale: float | None) -> tuple[Any, float]:
         fail(f"--trace: {trace} holds no trajectories")
     try:
         check_prompts(tr)
-        return tr, resolve_token_scale(tr, token_scale)
+        scale = resolve_token_scale(tr, token_scale)
     except ScaleError as e:
         fail(str(e))
     except TraceScaleError as e:
         fail(str(e))
+    _note_over_context(tr, spec.engine.profile, scale)
+    return tr, scale
+
+
+def _note_over_context(tr: Any, profile: str | None, scale: float) -> None:
+    """A note where requests exceed the model's context: an engine (and the emulator) refuses
+    them, the simulator computes them all."""
+    from replay.commands.scale_guard import over_context
+    from replay.profiles import DEFAULT_MODEL, load_profile
+    from replay.sim.engine.scale import scaled_profile
+
+    p = scaled_profile(load_profile(profile or DEFAULT_MODEL), scale)
+    over, total = over_context(tr, p.context_tokens)
+    if over:
+        err_console.print(
+            f"[yellow]note:[/] {over:,} of the trace's {total:,} requests exceed the model's "
+            f"context ({p.context_tokens:,} tokens of prompt and output, --model {p.name}): an "
+            "engine refuses them (HTTP 400), the simulator computes them; choose a model "
+            "with a longer context, or a trace that fits",
+            highlight=False,
+        )
 
 
 def _check_executors(names: list[str], ray: str | None) -> None:
@@ -194,13 +219,38 @@ def _check_executors(names: list[str], ray: str | None) -> None:
             fail(str(e))
 
 
+# What a folder holds once a simulate, plan-host or slo-search has written into it.
+_RESULTS = ("summary.csv", "manifest.json", "slo_search.json", "plan_host.json")
+
+
+def _held_results(path: Path) -> str | None:
+    """What in `path` an earlier command wrote (its summary, or a run directory), if any."""
+    for name in _RESULTS:
+        if (path / name).exists():
+            return name
+    if path.is_dir():
+        for child in sorted(path.iterdir()):
+            if (child / "manifest.json").is_file():
+                return f"{child.name}/manifest.json"
+    return None
+
+
 def _out_dir(path: Path) -> Path:
     """The sweep's folder, made now: a path that cannot hold it (a file, /proc, a full or
-    read-only disk) fails naming --out before any run starts."""
+    read-only disk) fails naming --out before any run starts, and so does a folder an earlier
+    sweep wrote (its `summary.csv` would be replaced by this sweep's rows alone)."""
     from replay.userpaths import PathProblem, check_out_dir, make_out_dir
 
     try:
         check_out_dir(path)
+    except PathProblem as e:
+        fail(str(e))
+    if (held := _held_results(path)) is not None:
+        fail(
+            f"--out {path}: already holds a run ({held}); choose a new --out (a sweep is "
+            "written whole into its own folder: it is not resumed or added to)"
+        )
+    try:
         make_out_dir(path)
     except PathProblem as e:
         fail(str(e))
@@ -229,9 +279,10 @@ def _configs(spec: SweepSpec, scale: float, tr: Any, trace: str, workers: int,
     return configs
 
 
-def _check_capacity(configs: list[Any]) -> None:
+def _check_capacity(configs: list[Any], flags: dict[str, str] | None = None) -> None:
     """Each policy's cache (and its tiers) can be sized as asked (replay.sim.cache.capacity,
-    .tiers), before any run; `replay plan-host` checks its points here too."""
+    .tiers), before any run; `replay plan-host` checks its points here too, its own flags
+    named for simulate's in the messages (`flags`: simulate's name to the command's)."""
     from replay.sim.cache.tiers import TierError
     from replay.sim.runner import sim_capacity
 
@@ -239,11 +290,16 @@ def _check_capacity(configs: list[Any]) -> None:
         return (c.policy, c.capacity_blocks, c.host_memory_gb, c.host_kv_share,
                 c.external_memory_gb, c.external_store)  # fmt: skip
 
+    def named(text: str) -> str:
+        for ours, theirs in (flags or {}).items():
+            text = text.replace(ours, theirs)
+        return text
+
     for c in {key(c): c for c in configs}.values():
         try:
             sim_capacity(c)
         except TierError as e:
-            fail(str(e))
+            fail(named(str(e)))
         except ValueError as e:
             fail(f"--capacity-blocks {c.capacity_blocks}: {e}" if c.capacity_blocks else str(e))
 

@@ -108,6 +108,17 @@ def _at(flags: RunFlags, sessions: int, seed: int | None, out: Path | None) -> R
     return dataclasses.replace(flags, workload=workload, out=out)
 
 
+def _drop_empty(run_dir: Path) -> None:
+    """A probe that never ran leaves no folder: its own, then `probes/`, if they are empty."""
+    for d in (run_dir, run_dir.parent) if run_dir.parent.name == PROBES else (run_dir,):
+        try:
+            d.rmdir()  # only an empty folder goes
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
 def run_probe(flags: RunFlags, engine: str, sessions: int, seed: int, run_dir: Path,
               threshold: float) -> tuple[Probe, dict[str, Any]]:  # fmt: skip
     """One `replay run` of `engine` at `sessions` on `seed` into `run_dir`: its probe (the
@@ -123,7 +134,8 @@ def run_probe(flags: RunFlags, engine: str, sessions: int, seed: int, run_dir: P
     plan = run._plan(spec, loaded, out, False)
     outcome = run._execute(plan, spec, False, res.user_time_scale)
     if outcome is None:
-        fail(f"preflight failed for {engine}: fix it, then run the search again ({run_dir})")
+        _drop_empty(run_dir)
+        fail(f"preflight failed for {engine}: fix it, then run the search again")
     if outcome.ended_by is not None or outcome.status not in ("completed", "degraded"):
         why = outcome.ended_by or outcome.status
         fail(f"the probe of {engine} at {sessions} sessions ended: {why} ({run_dir})", code=1)

@@ -42,7 +42,9 @@ def seed_span_error(seed: int, count: int, flag: str) -> str | None:
 
 
 # A year of the trace's clock: a longer run overflows the clocks that time it (nanosecond
-# deadlines) long before it could end; no recorded agent trace comes near it.
+# deadlines) long before it could end; no recorded agent trace comes near it (the traces'
+# loader holds their times to the same year, `replay.traces.fields.MAX_TRACE_S`, without
+# importing this layer).
 MAX_DURATION_MIN = 525_600.0
 
 

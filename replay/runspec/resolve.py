@@ -183,8 +183,8 @@ def workload(layers: list[Layer], clamp_warmup: bool = False) -> tuple[WorkloadS
     """The workload from the layers, and the line saying which window it measures. The
     window is checked on its field (`WorkloadSpec.window`) as given by its one layer, then
     against the run's length; the replay rules' cross-field checks (`WorkloadConfig`) name
-    the field's flag or layer. `clamp_warmup`: see `WorkloadSpec.config`. A preset's layer
-    goes in first (`with_preset`)."""
+    the field's flag or layer. `clamp_warmup`: see `WorkloadSpec.config` (the spec then
+    holds the warm-up as cut). A preset's layer goes in first (`with_preset`)."""
     layers = with_preset(layers)
     _, source = merged(layers)
     rest = [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers]
@@ -202,6 +202,17 @@ def workload(layers: list[Layer], clamp_warmup: bool = False) -> tuple[WorkloadS
     except WindowError as e:
         raise SpecError(str(e)) from None
     spec = spec.model_copy(update={"window": (lo, hi)})
+    if spec.duration_min / spec.time_scale > MAX_DURATION_MIN:  # `--time-scale 1e-9`
+        scale = name_of(WorkloadSpec, "time_scale", source.get("time_scale", FLAGS))
+        raise SpecError(
+            f"{scale} {spec.time_scale:g}: a {spec.duration_min:g}-minute run would take "
+            f"{spec.duration_min / spec.time_scale:.3g} minutes of wall time, over a year "
+            f"({MAX_DURATION_MIN:,.0f} minutes); give at least {spec.duration_min / MAX_DURATION_MIN:.3g}"
+        )
+    if clamp_warmup and spec.warmup_s > spec.duration_min * 30:
+        # The spec holds the warm-up the run replays, not the one asked for (a timed
+        # replay's default, 120 s, is cut to half of a short run).
+        spec = spec.model_copy(update={"warmup_s": spec.duration_min * 30})
     try:
         spec.config(clamp_warmup=clamp_warmup)
     except WorkloadError as e:

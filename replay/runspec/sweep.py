@@ -135,13 +135,15 @@ def sweep_workload(
 ) -> tuple[WorkloadSpec, str]:
     """The workload of a sweep: the flags over the sweep's base (the largest session count,
     and a timed replay's warm-up with engine timing, none with trace timing). Each session
-    count is checked on its field, as `replay run`'s (`--sessions 0: must be at least 1`)."""
+    count is checked on its field, as `replay run`'s (`--sessions 0: must be at least 1`).
+    With engine timing a warm-up longer than half the run is cut to half, as `replay run`
+    cuts it: the simulated twin of a short run replays the run's workload."""
     for n in sessions:
         build(WorkloadSpec, [Layer(FLAGS, {"sessions": n})])
     warmup = TIMED_WARMUP_S if timing == "engine" else W.warmup_s
     base = Layer("replay simulate", {"sessions": max(sessions), "warmup_s": warmup})
     flags = {k: v for k, v in given.items() if k != "sessions"}
-    return workload([Layer(FLAGS, flags), base])
+    return workload([Layer(FLAGS, flags), base], clamp_warmup=timing == "engine")
 
 
 def config_of(spec: RunSpec) -> SimConfig:

@@ -152,7 +152,7 @@ def test_the_planner_says_what_the_best_host_memory_may_cost(planned) -> None:
         (["--policies", "flashstate", "--kv-share", "auto,0.7"],
          "--kv-share 0.7: policy 'flashstate' keeps one host pool"),
         (["--policies", "sglang", "--host-gb", "0", "--kv-share", "0.5"],
-         "--kv-share 0.5: there is no host memory to split (--host-memory-gb 0)"),
+         "--kv-share 0.5: there is no host memory to split (--host-gb 0)"),
         (["--kv-share", "1.5"], "--kv-share: 1.5 is not a fraction in [0, 1]"),
         (["--kv-share", "most"], "--kv-share: 'most' is not a fraction in [0, 1] or 'auto'"),
         (["--host-gb", "0,-64"], "--host-gb: -64 is not a size in [0, 1048576] GiB"),
@@ -160,7 +160,9 @@ def test_the_planner_says_what_the_best_host_memory_may_cost(planned) -> None:
         (["--host-usd-per-gb-hour", "-1"], "--host-usd-per-gb-hour: -1 is not a rate"),
         (["--best", "cheapest"], "--best: 'cheapest' is not one of profit, ttft-p50"),
         (["--policies", "ideal", "--host-gb", "64"],
-         "--host-memory-gb 64: policy 'ideal' holds everything on the GPU already"),
+         "--host-gb 64: policy 'ideal' holds everything on the GPU already"),
+        # plan-host's own flag, not simulate's --host-memory-gb (the messages are the tiers')
+        (["--policies", "vllm", "--host-gb", "0.001"], "--host-gb 0.001: less than one cache block"),
         (["--policies", "nope"], "--policies: unknown policy nope"),
     ],
 )  # fmt: skip
@@ -168,4 +170,5 @@ def test_bad_inputs_name_the_flag(tmp_path: Path, args: list[str], message: str)
     res = invoke(*BASE, "--out", str(tmp_path / "o"), *args)
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), said(res)
     assert message in said(res)
+    assert "--host-memory-gb" not in said(res)  # simulate's flag: plan-host has none
     assert not (tmp_path / "o").exists()  # refused before anything is written

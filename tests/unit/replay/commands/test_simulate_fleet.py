@@ -34,6 +34,9 @@ def _sim(tmp_path: Path, *extra: str) -> Any:
         (["--replicas", "2", "--router", "external"], "--router external: the simulator routes"),
         (["--replicas", "two", "--router", "round_robin"], "--replicas: 'two' is not a positive"),
         (["--replicas", "4"], "--router: give the router over the replicas (choose one of "),
+        # A bad count is named before the missing router (it used to say only --router).
+        (["--replicas", "0"], "--replicas 0: must be at least 1"),
+        (["--replicas", "abc"], "--replicas: 'abc' is not a positive"),
         (["--replicas", "4", "--router", ","], "--router: give at least one router"),
         # Issue 36: a router without --replicas ran one replica silently; `replay run`'s words.
         (["--router", "round_robin"], "--router round_robin: no engine has replicas to route"),

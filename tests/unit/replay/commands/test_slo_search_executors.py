@@ -85,3 +85,5 @@ def test_a_live_engine_that_fails_preflight_stops_the_search(tmp_path: Path) -> 
     assert res.exit_code == 2, said(res)
     assert "preflight failed for vllm" in said(res)
     assert not (out / "slo_search.json").exists()
+    # The probe that never ran leaves no folder to mistake for a run (`report` would refuse it).
+    assert not (out / "probes").exists()

@@ -67,6 +67,16 @@ def test_flags_win_over_the_file_over_the_base() -> None:
             [Layer(FLAGS, {"duration_min": 1e300})],
             "--duration-min 1e+300: must be at most 525600 (a year of the trace's clock)",
         ),
+        # A scale whose run would outlast the duration's own bound (it ran until killed).
+        (
+            [Layer(FLAGS, {"duration_min": 1.0, "time_scale": 1e-9})],
+            "--time-scale 1e-09: a 1-minute run would take 1e+09 minutes of wall time, over a "
+            "year (525,600 minutes); give at least 1.9e-06",
+        ),
+        (
+            [Layer("--config c.yaml", {"time_scale": 1e-9})],
+            "--config c.yaml: field 'time_scale' 1e-09: a 45-minute run",
+        ),
         (
             [Layer(FLAGS, {}), Layer("--config c.yaml", {"sessions": -3})],
             "--config c.yaml: field 'sessions' -3: must be at least 1",
@@ -103,6 +113,15 @@ def test_the_embedded_default_window_belongs_to_its_duration() -> None:
     assert spec.workload.time_scale == 30
     other = resolve_new(RunFlags(workload={"duration_min": 9.0})).spec
     assert other.workload.window == (3.0, 9.0)  # the last two thirds of that run
+
+
+def test_a_cut_warm_up_is_what_the_spec_holds() -> None:
+    """`replay run` cuts a warm-up longer than half a short run: the spec (what its manifest
+    stores, and --resume reads) holds the warm-up replayed, not the one asked for."""
+    spec, _ = workload([Layer(FLAGS, {"duration_min": 1.0, "warmup_s": 120.0})], clamp_warmup=True)
+    assert spec.warmup_s == 30.0 and spec.config(clamp_warmup=True).warmup_s == 30.0
+    kept, _ = workload([Layer(FLAGS, {"duration_min": 1.0, "warmup_s": 20.0})], clamp_warmup=True)
+    assert kept.warmup_s == 20.0
 
 
 def test_a_stored_spec_validates_back_without_its_credentials() -> None:

@@ -160,7 +160,33 @@ def test_an_existing_run_directory_is_not_overwritten(small_corpus, tmp_path):
     assert simulate(*args).exit_code == 0
     again = simulate(*args)
     assert again.exit_code == 2
-    assert "--out:" in again.output and "already holds a run" in again.output
+    assert "--out " in again.output and "already holds a run" in again.output
+
+
+def test_a_folder_an_earlier_sweep_wrote_is_refused_before_any_run(small_corpus, tmp_path):
+    """Another policy into the same --out used to replace the first sweep's summary.csv with
+    its own rows alone (issue 36's probes, round four)."""
+    out = tmp_path / "o"
+    common = ["--trace", str(small_corpus), "--sessions", "2", "--out", str(out), *SHORT]
+    assert simulate("--policies", "vllm", *common).exit_code == 0
+    before = (out / "summary.csv").read_bytes()
+    again = simulate("--policies", "dense", *common)
+    assert again.exit_code == 2
+    text = " ".join(again.output.split())
+    assert f"--out {out}: already holds a run (summary.csv); choose a new --out" in text
+    assert "--resume" not in text  # simulate has none to offer
+    assert (out / "summary.csv").read_bytes() == before
+    assert not any(p.name.startswith("dense") for p in out.iterdir())
+
+
+def test_a_folder_holding_a_run_directory_is_refused(small_corpus, tmp_path):
+    out = tmp_path / "o"
+    (out / "vllm-s2-seed0").mkdir(parents=True)
+    (out / "vllm-s2-seed0" / "manifest.json").write_text("{}")
+    res = simulate("--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+                   "--out", str(out), *SHORT)  # fmt: skip
+    assert res.exit_code == 2
+    assert "already holds a run (vllm-s2-seed0/manifest.json)" in " ".join(res.output.split())
 
 
 def test_ray_without_the_extra_says_how_to_install_it(small_corpus, tmp_path, monkeypatch):
@@ -242,3 +268,44 @@ def test_an_undeclared_scaled_looking_trace_needs_the_flag(tmp_path):
     res = simulate(*args, "--token-scale", "16", "--out", str(tmp_path / "b"), "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)[0]["token_scale"] == 16
+
+
+def test_a_short_engine_timed_sweep_cuts_its_warm_up_as_replay_run_does(small_corpus, tmp_path):
+    """The timed replay's default warm-up (120 s) is cut to half of a 2-minute run, as
+    `replay run` cuts it (it used to be refused, naming no flag the user gave); the manifest's
+    spec and config hold the warm-up replayed."""
+    out = tmp_path / "o"
+    res = simulate("--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+                   "--timing", "engine", "--duration-min", "2", "--out", str(out))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    man = read_manifest(out / "vllm-s2-seed0")
+    assert man.spec is not None and man.spec["workload"]["warmup_s"] == 60.0
+    assert man.config.warmup_s == 60.0
+
+
+def test_a_warm_up_given_past_a_trace_timed_run_names_the_flag(small_corpus, tmp_path):
+    res = simulate("--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2",
+                   "--duration-min", "2", "--warmup-s", "150", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert res.exit_code == 2
+    assert "warm-up must lie within the run: 0 ≤ 150 < 120 s (check --warmup-s)" in " ".join(
+        res.output.split()
+    )
+
+
+def test_requests_past_the_models_context_are_named_in_a_note(small_corpus, tmp_path):
+    """The emulator refuses a prompt and output over the profile's context (HTTP 400); the
+    simulator computes every request, so the difference is said before the run."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[4] / "configs/models/glm-5.3-flash.yaml").read_text()
+    short = tmp_path / "short-context.yaml"
+    short.write_text(text.replace("context_tokens: 1048576", "context_tokens: 160000"))
+    args = ["--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2", *SHORT]
+    res = simulate(*args, "--model", str(short), "--out", str(tmp_path / "a"))
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    # The corpus is scaled 16×: 160,000 tokens of context are 10,000 of its tokens.
+    assert "requests exceed the model's context (10,000 tokens of prompt and output" in said
+    assert "an engine refuses them (HTTP 400), the simulator computes them" in said
+    full = simulate(*args, "--out", str(tmp_path / "b"))
+    assert full.exit_code == 0 and "exceed the model's context" not in full.output

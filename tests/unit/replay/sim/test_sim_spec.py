@@ -98,7 +98,7 @@ def test_run_resume_refuses_a_simulated_run(sweep: Path) -> None:
     assert res.exit_code == 2, res.output
     assert f"--resume {run_dir}: a simulated run (replay simulate), not a live one" in text
     # The command line it stored (pytest's own arguments here, none under xdist).
-    assert "run its sweep again: replay" in text
+    assert "run its sweep again with a new --out: replay" in text
 
 
 def test_the_simulators_writers_store_the_spec_they_are_given(
