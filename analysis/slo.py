@@ -40,7 +40,7 @@ class SloError(ValueError):
 class Slo(BaseModel):
     """Thresholds; None leaves that one out."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `ttft=inf` is no bound
 
     ttft_s: float | None = Field(default=6.0, gt=0, description="TTFT from scheduled, seconds")
     e2e_s: float | None = Field(default=None, gt=0, description="end-to-end from scheduled, s")
@@ -61,6 +61,7 @@ class Slo(BaseModel):
 def parse_slo(text: str, base: Slo | None = None, where: str = "--slo") -> Slo:
     """`ttft=6,itl=0.175,e2e=none,slowdown=2` over `base` (default: the defaults)."""
     values: dict[str, Any] = (base or Slo()).model_dump()
+    seen: set[str] = set()
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
@@ -71,14 +72,20 @@ def parse_slo(text: str, base: Slo | None = None, where: str = "--slo") -> Slo:
                 f"{where} '{text}': expected KEY=VALUE with KEY one of "
                 f"{', '.join(SLO_KEYS)} (e.g. ttft=6,itl=0.175,slowdown=2; 'none' drops one)"
             )
+        if key in seen:  # the last used to win in silence
+            raise SloError(f"{where} '{text}': {key} is given twice; give each bound once")
+        seen.add(key)
         raw = raw.strip().lower().removesuffix("s") if key != "slowdown" else raw.strip()
         if raw.lower() in ("none", "off", ""):
             values[SLO_KEYS[key]] = None
             continue
         try:
-            values[SLO_KEYS[key]] = float(raw)
+            value = float(raw)
         except ValueError:
             raise SloError(f"{where} '{text}': {key} must be a number or none") from None
+        if not math.isfinite(value):  # inf (or 1e400) is no bound: 'none' drops one
+            raise SloError(f"{where} '{text}': {key} must be a finite number, or none")
+        values[SLO_KEYS[key]] = value
     return slo_from_dict(values, where)
 
 

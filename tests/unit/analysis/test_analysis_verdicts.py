@@ -15,7 +15,7 @@ import pytest
 from analysis import build_summary, load_run
 from analysis.manifest import Window
 from analysis.saturation import ols_slope, saturation
-from analysis.slo import Slo, SloError, parse_slo
+from analysis.slo import Slo, SloError, parse_slo, slo_from_dict
 from analysis.tasks import task_table
 from tests.unit.analysis.conftest import RunBuilder
 
@@ -119,6 +119,14 @@ def test_parse_slo_names_the_flag() -> None:
         parse_slo("ttft=fast")
     with pytest.raises(SloError, match="--slo: field 'ttft_s'"):
         parse_slo("ttft=-1")
+    # No bound at all is 'none'; inf (or 1e400, inf as a float) and NaN used to pass as one.
+    for text in ("ttft=inf", "ttft=1e400", "itl=nan"):
+        with pytest.raises(SloError, match=f"--slo '{text}': .* must be a finite number, or none"):
+            parse_slo(text)
+    with pytest.raises(SloError, match="--slo 'ttft=1,ttft=2': ttft is given twice"):
+        parse_slo("ttft=1,ttft=2")  # the last used to win in silence
+    with pytest.raises(SloError, match="field 'ttft_s'"):
+        slo_from_dict({"ttft_s": float("inf")}, "slo")  # a config file's mapping too
 
 
 def test_drift_counts_mismatches_and_exact_continuations(
