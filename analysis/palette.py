@@ -55,4 +55,14 @@ def engine_colors(names: Iterable[str]) -> dict[str, str]:
     return {str(n): engine_color(str(n)) for n in names}
 
 
-__all__ = ["KNOWN", "OTHERS", "engine_color", "engine_colors"]
+# Lines of one engine told apart by their dash (its configurations in a sweep, or groups of
+# runs in the dashboard): the colour says the engine, the dash which line of it.
+LINE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def line_dash(index: int) -> str:
+    """The dash of an engine's `index`-th line (0: solid)."""
+    return LINE_DASHES[index % len(LINE_DASHES)]
+
+
+__all__ = ["KNOWN", "LINE_DASHES", "OTHERS", "engine_color", "engine_colors", "line_dash"]

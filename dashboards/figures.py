@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 # One colour per engine on every page and in the report (analysis.palette).
-from analysis.palette import engine_colors
+from analysis.palette import engine_colors, line_dash
 from dashboards.alike import window_words
 
 TIMELINE_BINS = 240
@@ -145,7 +145,6 @@ def throughput_over_time_figure(
 
 
 # Line styles that tell groups of alike runs apart on the Compare page (colour: the engine).
-GROUP_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 GROUP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 
@@ -214,7 +213,7 @@ def sweep_figure(
                     name=line,
                     line={
                         "color": colors[name],
-                        "dash": GROUP_DASHES[(i + j) % len(GROUP_DASHES)],
+                        "dash": line_dash(i + j),
                     },
                     **style,
                 )

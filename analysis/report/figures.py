@@ -16,7 +16,7 @@ import pricing
 from analysis.comparison import ratio_label
 from analysis.manifest import manifest_seed
 from analysis.metrics import engine_data, measured_mask
-from analysis.palette import engine_color
+from analysis.palette import engine_color, line_dash
 from analysis.registry import BY_KEY, figure_label, header
 from analysis.report.content import ReportData, RunAnalysis
 
@@ -65,8 +65,11 @@ def versus_sessions(
     if data.sweep["sessions"].nunique() <= 1:
         return _single_load(data, metric, title, y, scale)
     # One line per engine and configuration (`analysis.sweeps`: `series`), in its engine's colour.
+    of_engine: dict[str, int] = {}  # lines drawn so far per engine: the next one's dash
     for line, g in data.sweep.groupby("series", sort=False):
         engine = g["engine"].iloc[0]
+        dash = line_dash(of_engine.get(str(engine), 0))
+        of_engine[str(engine)] = of_engine.get(str(engine), 0) + 1
         g = g.sort_values("sessions")
         se = g.get(f"{metric}_se", pd.Series(np.nan, index=g.index)).to_numpy(float) * scale
         ratio = g["working_set_ratio"].to_numpy(float)
@@ -78,7 +81,7 @@ def versus_sessions(
                 error_y={"type": "data", "array": np.nan_to_num(se), "visible": True},
                 mode="lines+markers",
                 name=str(line),
-                line={"color": engine_color(str(engine))},
+                line={"color": engine_color(str(engine)), "dash": dash},
                 text=text,
                 hovertemplate="%{x} sessions: %{y:.3s}<br>%{text}<extra>" + str(line) + "</extra>",
             )

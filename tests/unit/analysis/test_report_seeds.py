@@ -177,3 +177,22 @@ def test_a_label_says_each_difference_once_and_the_flags_only_when_nothing_else(
     assert config_labels([[a, b]]) == {a: "flags a=1", b: "flags a=2"}
     # Alone in its cell (another session count), a configuration needs no label.
     assert config_labels([[a], [b]]) == {a: "", b: ""}
+
+
+def test_a_figure_tells_two_routers_of_one_engine_apart(root: Path, tmp_path: Path) -> None:
+    """Two configurations of one engine are two lines in the engine's colour, each its own
+    dash: in the same colour and dash they could only be told apart by the legend's text."""
+    sweep = root / "routers-two-loads"
+    res = invoke("simulate", *ROUTERS, "--sessions", "2,4", "--duration-min", "3",
+                 "--timing", "engine", "--out", str(sweep))  # fmt: skip
+    assert res.exit_code == 0, said(res)
+    out = tmp_path / "rep"
+    res = invoke("report", str(sweep), "--out", str(out), "--no-static", "--format", "md")
+    assert res.exit_code == 0, said(res)
+    fig = json.loads((out / "figures" / "hit_rate_vs_sessions.json").read_text())
+    lines = [(d["name"], d["line"]["color"], d["line"].get("dash")) for d in fig["data"]]
+    assert [name for name, _, _ in lines] == [
+        "vllm · router round_robin",
+        "vllm · router state_aware",
+    ]
+    assert lines[0][1] == lines[1][1] and lines[0][2] != lines[1][2]
