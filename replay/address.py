@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator
+
 MAX_PORT = 65535
 _RANGE = f"must be between 1 and {MAX_PORT}"
 _FREE = " (or 0 for a free one)"
@@ -29,6 +31,18 @@ def port_problem(port: int, *, zero_picks_free: bool = False) -> str | None:
     if 1 <= port <= MAX_PORT or (zero_picks_free and port == 0):
         return None
     return f"{_shown(str(port))}: {_RANGE}{_FREE if zero_picks_free else ''}"
+
+
+def port_check(*, zero_picks_free: bool = False, named: str = "") -> AfterValidator:
+    """`port_problem` as a pydantic field's check (an engine config's `serve.port`, the
+    emulator's `port`), its message led by `named` (e.g. "--port ")."""
+
+    def check(port: int) -> int:
+        if (problem := port_problem(port, zero_picks_free=zero_picks_free)) is not None:
+            raise ValueError(f"{named}{problem}")
+        return port
+
+    return AfterValidator(check)
 
 
 def is_url(text: str) -> bool:

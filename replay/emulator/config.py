@@ -8,7 +8,7 @@ server reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from replay.address import port_problem
+from replay.address import port_check
 from replay.profiles import DEFAULT_MODEL, ModelProfile, ProfileError, load_profile
 from replay.sim.cache.tiers import check_external
 from replay.sim.engine.cache import EngineCache, engine_cache
@@ -122,7 +122,11 @@ class EmulatorConfig(BaseModel):
         default=None, description="model id in /v1/models and responses; default: the profile name"
     )
     host: str = "127.0.0.1"
-    port: int = Field(default=8000, description="0 picks a free port")
+    # The one port check (replay.address), as `replay engines launch` and the dashboard
+    # take a port.
+    port: Annotated[int, port_check(zero_picks_free=True, named="--port ")] = Field(
+        default=8000, description="0 picks a free port"
+    )
     # The run spec's ranges (`replay run` refuses the same values): `replay serve-sim` and a
     # child reach only these checks, and served an infinite clock, a token scale of 1e300 or
     # a cache past 64 bits.
@@ -201,16 +205,6 @@ class EmulatorConfig(BaseModel):
         description="this server's index among its engine's replicas; it answers every request "
         "with an `x-replay-replica` header (None: a lone server, no header)",
     )
-
-    @field_validator("port")
-    @classmethod
-    def _check_port(cls, value: int) -> int:
-        # The one port check (replay.address), as `replay engines launch` and the
-        # dashboard take a port.
-        problem = port_problem(value, zero_picks_free=True)
-        if problem is not None:
-            raise ValueError(f"--port {problem}")
-        return value
 
     @field_validator("token_scale")
     @classmethod

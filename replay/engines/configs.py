@@ -27,11 +27,10 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
-from replay.address import port_problem
+from replay.address import port_check
 from replay.config_paths import (
     config_dir,
     config_subdir,
@@ -134,7 +133,10 @@ class Serve(_Strict):
     python: str = Field(default="python3", description="interpreter that has the engine installed")
     module: str = Field(default="", description="module run with -m; empty: the kind's default")
     host: str = Field(default="127.0.0.1", description="address the server binds")
-    port: int = Field(default=8000, description="default port (launch --port overrides)")
+    # The one port check (replay.address), as `launch --port` is checked.
+    port: Annotated[int, port_check()] = Field(
+        default=8000, description="default port (launch --port overrides)"
+    )
     args: list[str] = Field(default_factory=list, description="every other flag, in order")
     env: dict[str, str] = Field(default_factory=dict, description="environment for the server")
     health_path: str = Field(
@@ -142,15 +144,6 @@ class Serve(_Strict):
     )
     startup_timeout_s: float = Field(default=900.0, gt=0, description="how long start-up may take")
     install_hint: str = Field(default="", description="what to run when the interpreter is missing")
-
-    @field_validator("port")
-    @classmethod
-    def _check_port(cls, value: int) -> int:
-        # The one port check (replay.address), as `launch --port` is checked.
-        problem = port_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
 
 
 class Expectations(_Strict):
