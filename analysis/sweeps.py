@@ -2,14 +2,17 @@
 
 `sweep_rows` gives one row per run and engine (session count, seed and configuration from
 the manifest: `tag_runs`); `aggregate_sweep` gives one row per engine, session count and
-configuration: the mean over runs (seeds) and a standard error — across seeds when there are
-two or more, else the single run's time-bin error (`se_source` says which). Runs are seeds of
-one row only when their manifests differ in the seed alone (`analysis.configs`): runs of
+configuration: the mean over its runs and a standard error — across the runs when there are
+two or more, else the single run's time-bin error. `se_source` says which, and over what the
+runs spread: distinct seeds, or repeats of one seed (live runs measured again: run-to-run
+noise), or both (`spread` in words: "3 seeds × 2 repeats"; `analysis.measurements`). Runs
+are pooled only when their manifests differ in the seed alone (`analysis.configs`): runs of
 another router, host memory, timing, ... are rows of their own, labelled by what differs
 (`config_label`, and `series`: the engine and that label, one line of a figure). A run that
-repeats another's configuration and seed (the same run twice, or a copy) is counted once
-(`repeated_seeds` says which). The working-set-to-capacity ratio is carried through where a
-run knows it, and `capacity_crossing` gives the session count where it reaches 1.
+is the same measurement as another (a copy of its directory, or a simulated seed run twice)
+is counted once (`repeated_seeds` says which). The working-set-to-capacity ratio is carried
+through where a run knows it, and `capacity_crossing` gives the session count where it
+reaches 1.
 """
 
 from __future__ import annotations
@@ -22,21 +25,26 @@ import pandas as pd
 
 from analysis.configs import config_key, config_labels
 from analysis.manifest import manifest_seed
+from analysis.measurements import measurement_id, one_per_measurement, repeated_seeds, spread
+from analysis.registry import executor_of
 from analysis.runs import Run
 from analysis.uncertainty import metrics_with_se, standard_error
 from replay.metric_registry import in_view
 
-# What a sweep averages across seeds (the registry's "sweep" view).
+# What a sweep averages across runs (the registry's "sweep" view).
 SWEEP_METRICS: tuple[str, ...] = tuple(m.key for m in in_view("sweep"))
 
 
 def tag_runs(table: pd.DataFrame, run: Run) -> pd.DataFrame:
-    """`table` (rows of `run`) with the run's `seed`, `config` (`analysis.configs.config_key`)
-    and `run_dir` (its resolved path) as columns: what `aggregate_sweep` groups by."""
+    """`table` (rows of `run`) with the run's `seed`, `config` (`analysis.configs.config_key`),
+    `run_dir` (its resolved path), `executor` and `measurement`
+    (`analysis.measurements.measurement_id`) as columns: what `aggregate_sweep` groups by."""
     return table.assign(
         seed=manifest_seed(run.manifest),
         config=config_key(run.manifest),
         run_dir=str(run.path.resolve()),
+        executor=executor_of(run.manifest),
+        measurement=measurement_id(run.manifest),
     )
 
 
@@ -70,33 +78,6 @@ def label_configs(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(config_label=labels, series=series)
 
 
-def one_per_seed(group: pd.DataFrame) -> pd.DataFrame:
-    """The runs of one configuration, one per seed: a seed that appears again (the same run
-    twice, or a copy of it) is counted once. Runs that record no seed are kept."""
-    if "seed" not in group.columns:
-        return group
-    known = group["seed"].notna()
-    return pd.concat([group[known].drop_duplicates(subset=["seed"]), group[~known]])
-
-
-def repeated_seeds(rows: pd.DataFrame) -> list[str]:
-    """A note for each configuration and seed that more than one run directory holds (one
-    engine's rows suffice): those runs are one measurement, counted once in the sweep."""
-    if rows.empty or not {"config", "seed", "run_dir"} <= set(rows.columns):
-        return []
-    notes = []
-    for _, group in rows.groupby(["config", "seed"], sort=False):
-        dirs = list(dict.fromkeys(group["run_dir"]))
-        if len(dirs) > 1:
-            seed = int(group["seed"].iloc[0])
-            notes.append(
-                f"{', '.join(dirs)}: the same configuration and seed ({seed}): one "
-                "measurement repeated (a copy, or the same run under two names), counted once "
-                "across seeds; give runs of other seeds to average"
-            )
-    return notes
-
-
 def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard error per (engine, sessions, configuration); see the module
     docstring."""
@@ -107,8 +88,9 @@ def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
     order = {e: i for i, e in enumerate(pd.unique(rows["engine"]))}
     by = [*_CELL, "config"] if "config" in rows.columns else _CELL
     for _, group in rows.groupby(by, sort=False):
-        group = one_per_seed(group)
+        group = one_per_measurement(group)
         first = group.iloc[0]
+        source, words = spread(group)
         rec: dict[str, object] = {
             "engine": first["engine"],
             "sessions": first["sessions"],
@@ -116,7 +98,7 @@ def aggregate_sweep(rows: pd.DataFrame) -> pd.DataFrame:
             "config_label": first["config_label"],
             "series": first["series"],
         }
-        rec["se_source"] = "seeds" if len(group) >= 2 else "time bins"
+        rec["se_source"], rec["spread"] = source, words
         for metric in SWEEP_METRICS:
             values = group[metric].to_numpy(dtype=float)
             finite = values[np.isfinite(values)]
@@ -186,7 +168,6 @@ __all__ = [
     "capacity_crossing",
     "first_saturated",
     "label_configs",
-    "one_per_seed",
     "repeated_seeds",
     "sweep_rows",
     "tag_runs",

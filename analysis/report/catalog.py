@@ -440,25 +440,46 @@ def _sweep_table(data: ReportData) -> Table:
     )
     unknown = any(bool(u) for u in data.metrics.get("unknown", pd.Series(dtype=object)) if u)
     configs = _config_col(sweep)
+    sources = set(sweep.get("se_source", pd.Series(dtype=object))) - {"time bins"}
+    repeats = bool(sources - {"seeds"})
     return Table(
         "sweep",
-        "Paper table: each policy or engine against sessions (mean ± SE across seeds)",
+        f"Paper table: each policy or engine against sessions (mean ± SE {_across(sources)})",
         sweep,
         [
             _c("engine", "Policy / engine", kind="text"),
             *configs,
             _c("sessions", "Sessions", kind="int"),
-            _c("runs", "Seeds", kind="int"),
+            _c("runs", "Runs", kind="int"),
+            _c("spread", "Seeds × repeats", kind="text"),
             *_cols("report.sweep"),
             _c("first_saturated", "First saturated", kind="text"),
             _c("se_source", "Errors from", kind="text"),
         ],
-        "± one standard error, across seeds where a session count has two or more runs. "
-        "Runs are pooled as seeds only when their manifests differ in the seed alone"
+        "± one standard error, across a row's runs where it has two or more, else from the "
+        "run's time bins; Errors from says over what: seeds, or repeats (live runs of one "
+        "seed measured again: run-to-run noise, not a spread over seeds), or both. "
+        + (
+            "A row's repeats are live runs with distinct run ids; a copy of a run, or a "
+            "simulated seed run twice, counts once. "
+            if repeats
+            else ""
+        )
+        + "Runs are pooled only when their manifests differ in the seed alone"
         + ("; Configuration says what sets a row's runs apart. " if configs else ". ")
         + "First saturated: the smallest session count at which the engine did not keep up."
         + (" A dash is a figure the runs cannot know; the notes say why." if unknown else ""),
     )
+
+
+def _across(sources: set[str]) -> str:
+    """What the paper table's ± spans, for its title: "across seeds" unless a row pools
+    repeats of one seed (run-to-run noise)."""
+    if sources <= {"seeds"}:
+        return "across seeds"
+    if sources == {"repeats"}:
+        return "across repeats of one seed: run-to-run noise"
+    return "across seeds and repeats"
 
 
 def _run_labels(metrics: pd.DataFrame) -> dict[str, str]:

@@ -42,20 +42,59 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, legend: str = "engine") 
     return fig
 
 
-def _label(a: RunAnalysis, engine: str, multi: bool) -> str:
-    if not multi:
+def _label(a: RunAnalysis, engine: str, data: ReportData) -> str:
+    """A run's engine as a legend or axis names it where the report holds several runs: its
+    configuration, load and seed, and its run id where another run repeats that seed (live
+    runs measured again), so repeats never share a name."""
+    if len(data.runs) < 2:
         return engine
     sessions = a.metrics.loc[a.metrics["engine"] == engine, "sessions"].iloc[0]
     seed = manifest_seed(a.run.manifest)
     config = f" · {a.config_label}" if a.config_label else ""
-    return f"{engine}{config} · {sessions} sessions" + ("" if seed is None else f" · seed {seed}")
+    label = f"{engine}{config} · {sessions} sessions" + ("" if seed is None else f" · seed {seed}")
+    repeats = [b for b in data.runs if b is not a and _same_point(a, b)]
+    if seed is not None and repeats:
+        # A copy keeps its run id: then the folder tells them apart.
+        copied = any(b.run.run_id == a.run.run_id for b in repeats)
+        label += f" · {a.run.path.name if copied else a.run.run_id}"
+    return label
+
+
+def _config(a: RunAnalysis) -> object:
+    return a.metrics["config"].iloc[0] if "config" in a.metrics and len(a.metrics) else None
+
+
+def _same_point(a: RunAnalysis, b: RunAnalysis) -> bool:
+    """Whether `b` is `a`'s configuration (`analysis.configs.config_key`) and seed: a repeat
+    or a copy of it."""
+    same = _config(a) == _config(b) and set(a.run.engines) & set(b.run.engines)
+    return bool(same) and manifest_seed(a.run.manifest) == manifest_seed(b.run.manifest)
+
+
+def _point_text(sweep: pd.DataFrame) -> list[str]:
+    """Each point's hover: what its error bar spans (`analysis.measurements.spread`: seeds,
+    or repeats of one seed, which are run-to-run noise) and its working-set-to-capacity
+    ratio where known."""
+    ratio = sweep["working_set_ratio"].to_numpy(float)
+    source = sweep.get("se_source", pd.Series("", index=sweep.index))
+    words = sweep.get("spread", pd.Series("", index=sweep.index))
+    out = []
+    for r, src, what in zip(ratio, source, words, strict=True):
+        bar = "± SE from time bins" if src == "time bins" else f"± SE over {what}"
+        if src in ("repeats", "seeds × repeats"):
+            bar += " (repeats: run-to-run noise)"
+        parts = [bar] if src else []
+        parts += [f"working set / capacity {r:.2f}"] if math.isfinite(r) else []
+        out.append("<br>".join(parts))
+    return out
 
 
 def versus_sessions(
     data: ReportData, metric: str, title: str, y: str | None = None, pct: bool | None = None
 ) -> go.Figure:
-    """`metric` against session count per engine, ± one standard error, with each point's
-    working-set-to-capacity ratio in its hover and a dotted line where it reaches 1. The
+    """`metric` against session count per engine, ± one standard error, with what each
+    point's error bar spans (seeds or repeats) and its working-set-to-capacity ratio in its
+    hover and a dotted line where it reaches 1. The
     axis label and the percent scale default to the registry's (`analysis.registry`)."""
     fig = go.Figure()
     m = BY_KEY.get(metric)
@@ -72,8 +111,7 @@ def versus_sessions(
         of_engine[str(engine)] = of_engine.get(str(engine), 0) + 1
         g = g.sort_values("sessions")
         se = g.get(f"{metric}_se", pd.Series(np.nan, index=g.index)).to_numpy(float) * scale
-        ratio = g["working_set_ratio"].to_numpy(float)
-        text = [f"working set / capacity {r:.2f}" if math.isfinite(r) else "" for r in ratio]
+        text = _point_text(g)
         fig.add_trace(
             go.Scatter(
                 x=g["sessions"],
@@ -106,8 +144,7 @@ def _single_load(data: ReportData, metric: str, title: str, y: str, scale: float
     """One session count only: a bar per engine with ± one standard error."""
     s = data.sweep
     se = s.get(f"{metric}_se", pd.Series(np.nan, index=s.index)).to_numpy(float) * scale
-    ratio = s["working_set_ratio"].to_numpy(float)
-    text = [f"working set / capacity {r:.2f}" if math.isfinite(r) else "" for r in ratio]
+    text = _point_text(s)
     fig = go.Figure(
         go.Bar(
             x=s["series"],
@@ -136,13 +173,12 @@ def _distribution(
     data: ReportData, pick: Callable[[RunAnalysis, str], np.ndarray], title: str, x: str, log: bool
 ) -> go.Figure:
     fig = go.Figure()
-    multi = len(data.runs) > 1
     for a in data.runs:
         for engine in a.metrics["engine"]:
             xs, ps = _ecdf(pick(a, str(engine)))
             color = {"color": engine_color(str(engine))}
             fig.add_trace(
-                go.Scatter(x=xs, y=ps, mode="lines", name=_label(a, str(engine), multi), line=color)
+                go.Scatter(x=xs, y=ps, mode="lines", name=_label(a, str(engine), data), line=color)
             )
     fig = _layout(fig, title, x, "fraction of requests")
     if log:
@@ -202,7 +238,6 @@ def miss_decomposition(data: ReportData) -> go.Figure:
 
 def hit_vs_gap(data: ReportData) -> go.Figure:
     fig = go.Figure()
-    multi = len(data.runs) > 1
     for a in data.runs:
         r = a.rollups["tool_gap"]
         for engine, g in r.groupby("engine", sort=False):
@@ -211,7 +246,7 @@ def hit_vs_gap(data: ReportData) -> go.Figure:
                     x=g["bucket"],
                     y=g["hit_rate"] * 100,
                     mode="lines+markers",
-                    name=_label(a, str(engine), multi),
+                    name=_label(a, str(engine), data),
                     line={"color": engine_color(str(engine))},
                     customdata=g["requests"],
                     hovertemplate="%{x}: %{y:.1f}% (%{customdata} requests)",
@@ -237,13 +272,12 @@ def economics(data: ReportData) -> go.Figure:
             header(BY_KEY[k]) for k in ("profit_per_gpu_hour", "user_cost_per_m_input")
         ),
     )
-    multi = len(data.runs) > 1
     for a in data.runs:
         panel = a.panel.set_index(["engine", "metric"]) if not a.panel.empty else None
         for col, metric in ((1, "profit_per_gpu_hour"), (2, "user_cost_per_m_input")):
             if metric not in a.metrics.columns:
                 continue
-            xs = [_label(a, str(e), multi) for e in a.metrics["engine"]]
+            xs = [_label(a, str(e), data) for e in a.metrics["engine"]]
             texts = []
             for e in a.metrics["engine"]:
                 key = (e, metric)
