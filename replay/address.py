@@ -20,8 +20,11 @@ MAX_PORT = 65535
 _RANGE = f"must be between 1 and {MAX_PORT}"
 _FREE = " (or 0 for a free one)"
 EXAMPLE_URL = "http://127.0.0.1:8000"
-# A scheme as URLs spell it (RFC 3986): what tells a URL from a config name or a file path.
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# A scheme as URLs spell it (RFC 3986), then a slash: what tells a URL, or an attempt at one
+# (`http:/x`, a slash lost), from a config name or a file path. One
+# slash is enough: `http:/x` was looked up as a config file and refused as "file not found".
+# Two letters at least, so a drive letter (`C:/`) is never read as a scheme.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 _SHOWN_DIGITS = 24  # a longer port is cut when shown
 
 
@@ -46,7 +49,8 @@ def port_check(*, zero_picks_free: bool = False, named: str = "") -> AfterValida
 
 
 def is_url(text: str) -> bool:
-    """Whether `text` is spelled as a URL (`scheme://…`), not a config name or a path."""
+    """Whether `text` is spelled as a URL (`scheme:/…`, the slashes miscounted or not), not a
+    config name or a path: `url_problem` then says what is wrong with it."""
     return _SCHEME.match(text) is not None
 
 

@@ -60,6 +60,14 @@ def _root(
     ),
 ) -> None:
     """Agent-trace replay harness."""
+    # The environment's one setting of ours, checked where it enters: a REPLAY_CONFIG_DIR that
+    # is a file was blamed on whichever flag first read a config (`--model`).
+    from replay.config_paths import config_dir_problem
+
+    if (problem := config_dir_problem()) is not None:
+        from replay.commands.common import fail
+
+        fail(problem)
 
 
 for module in (run, simulate, slo_search, plan_host, serve_sim, traces, price, report, dashboard,

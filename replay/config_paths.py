@@ -15,8 +15,31 @@ _REPO_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REAL_CORPUS = _REPO_CONFIGS.parents[1] / "shared" / "traces" / "kvct-dev.jsonl.gz"
 
 
+class ConfigDirError(ValueError):
+    """REPLAY_CONFIG_DIR names something that is not a folder; the message says so."""
+
+
+def config_dir_problem() -> str | None:
+    """Why $REPLAY_CONFIG_DIR cannot be the `configs/` folder (None: unset, or a folder, or
+    nothing yet, which each loader names with the file it looked for). A file there used to
+    be blamed on the first flag that read it (`--model: model profile 'glm-5.3-flash' not
+    found`)."""
+    env = os.environ.get("REPLAY_CONFIG_DIR")
+    if not env or not Path(env).exists() or Path(env).is_dir():
+        return None
+    return (
+        f"REPLAY_CONFIG_DIR is {env}, which is not a folder; it must be a folder like the "
+        "project's configs/ (engines/, models/, workloads/, pricing/): point it at one, or "
+        "unset it for the bundled configs"
+    )
+
+
 def config_dir() -> Path:
-    """The `configs/` folder: $REPLAY_CONFIG_DIR if set, else the one beside the package."""
+    """The `configs/` folder: $REPLAY_CONFIG_DIR if set, else the one beside the package.
+    ConfigDirError where the variable names a file (`config_dir_problem`): the command line
+    refuses it before any command runs (`replay.cli`)."""
+    if (problem := config_dir_problem()) is not None:
+        raise ConfigDirError(problem)
     env = os.environ.get("REPLAY_CONFIG_DIR")
     return Path(env) if env else _REPO_CONFIGS
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replay.config_paths import config_subdir, read_yaml_mapping
 from replay.field_errors import first_field_error
+from replay.strict_numbers import Number, Whole
 
 # The profile everything runs on unless told otherwise: the paper's hybrid model
 # (configs/models/glm-5.3-flash.yaml).
@@ -33,20 +34,20 @@ class ModelProfile(BaseModel):
     name: str = Field(description="profile name (the YAML file's stem)")
     model: str = Field(description="the model served, e.g. GLM-5.3-Flash NVFP4")
     source: str = Field("", description="where the numbers come from")
-    gpus: int = Field(2, gt=0, description="GPUs per engine (tensor parallel size)")
+    gpus: Whole = Field(2, gt=0, description="GPUs per engine (tensor parallel size)")
     gpu_type: str = Field("B200", description="GPU model, matches a rate in configs/pricing")
-    block_tokens: int = Field(gt=0, description="tokens of attention KV per cache block")
-    blocks_per_engine: int = Field(
+    block_tokens: Whole = Field(gt=0, description="tokens of attention KV per cache block")
+    blocks_per_engine: Whole = Field(
         gt=0,
         description=(
             "cache blocks of one engine (under tensor parallelism each block is split across "
             "the GPUs: 2,531 blocks on 2×B200 is the whole engine's cache, not per GPU)"
         ),
     )
-    checkpoint_blocks: int = Field(
+    checkpoint_blocks: Whole = Field(
         gt=0, description="blocks one recurrent-state checkpoint occupies"
     )
-    cache_gib_per_gpu: float | None = Field(
+    cache_gib_per_gpu: Number | None = Field(
         None,
         gt=0,
         description=(
@@ -54,11 +55,11 @@ class ModelProfile(BaseModel):
             "in GB into blocks (replay.sim.cache.tiers; None: no host tier on this profile)"
         ),
     )
-    prefill_cost_d: float = Field(gt=0, description="D: seconds per prefilled token (linear term)")
-    prefill_cost_e: float = Field(
+    prefill_cost_d: Number = Field(gt=0, description="D: seconds per prefilled token (linear term)")
+    prefill_cost_e: Number = Field(
         ge=0, description="E: quadratic attention term, see cost_unit_tokens"
     )
-    cost_unit_tokens: int = Field(
+    cost_unit_tokens: Whole = Field(
         10_000,
         gt=0,
         description=(
@@ -67,7 +68,7 @@ class ModelProfile(BaseModel):
             "with u = 10,000 a cold 142K prefill costs ≈ 6 s on GLM-5.3-Flash."
         ),
     )
-    clock_prefill_scale: float = Field(
+    clock_prefill_scale: Number = Field(
         1.0,
         gt=0,
         description=(
@@ -80,28 +81,30 @@ class ModelProfile(BaseModel):
             "states its derivation."
         ),
     )
-    decode_s_per_step: float = Field(
+    decode_s_per_step: Number = Field(
         0.02, gt=0, description="engine clock: fixed seconds of every forward step"
     )
-    decode_s_per_seq: float = Field(
+    decode_s_per_seq: Number = Field(
         0.0002, ge=0, description="engine clock: extra seconds per step for each decoding sequence"
     )
-    chunk_tokens: int = Field(
+    chunk_tokens: Whole = Field(
         8704,
         gt=0,
         description="prefill chunk the cache policies place checkpoints by (long-prefill threshold)",
     )
-    max_batched_tokens: int = Field(
+    max_batched_tokens: Whole = Field(
         16384, gt=0, description="tokens one step computes, decode included (vLLM's budget)"
     )
-    prefill_cap_tokens: int = Field(
+    prefill_cap_tokens: Whole = Field(
         8704,
         gt=0,
         description="most prompt tokens one request computes per step (never token-scaled)",
     )
-    max_batch: int = Field(256, gt=0, description="most sequences decoding at once")
-    context_tokens: int = Field(1_048_576, gt=0, description="maximum model length")
-    vocab_size: int = Field(151_552, gt=0, description="vocabulary size for synthesised token ids")
+    max_batch: Whole = Field(256, gt=0, description="most sequences decoding at once")
+    context_tokens: Whole = Field(1_048_576, gt=0, description="maximum model length")
+    vocab_size: Whole = Field(
+        151_552, gt=0, description="vocabulary size for synthesised token ids"
+    )
 
     @property
     def capacity_tokens(self) -> int:

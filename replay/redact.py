@@ -44,6 +44,12 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
 
 
+def redact_urls_in(text: str) -> str:
+    """`text` with the `user:password@` of every URL in it masked: a flag's value that holds
+    URLs without being one (`--endpoint NAME=URL1,URL2`), which `redact_url` leaves whole."""
+    return _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
+
+
 def url_secrets(url: str | None) -> list[str]:
     """The user name and password embedded in `url` (to scrub wherever they are echoed)."""
     if not url:
@@ -198,6 +204,7 @@ __all__ = [
     "encodings",
     "expand_url_env",
     "redact_url",
+    "redact_urls_in",
     "url_secrets",
     "url_with_env_ref",
 ]

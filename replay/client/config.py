@@ -33,10 +33,12 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from replay.address import url_problem
+from replay.comma_list import CommaListError, comma_items
 from replay.config_paths import load_yaml
 from replay.engines.adapters import adapter_kinds
 from replay.field_errors import first_field_error
-from replay.redact import UrlEnvError, expand_url_env, redact_url
+from replay.redact import UrlEnvError, expand_url_env, redact_url, redact_urls_in
+from replay.strict_numbers import Whole
 from replay.userpaths import PathProblem, read_text_file
 
 # An engine name that is also a kind needs no `kind` (vllm, sglang, flashstate).
@@ -86,12 +88,12 @@ class EngineSpec(BaseModel):
         "client routes between them (replay.client.fleet)",
     )
     model: str | None = Field(default=None, description="served model; none: the first one listed")
-    gpus: int = Field(default=1, gt=0, description="GPUs this engine uses (per-GPU metrics)")
+    gpus: Whole = Field(default=1, gt=0, description="GPUs this engine uses (per-GPU metrics)")
     gpu_type: str = Field(default="", description="GPU model, matches a rate in configs/pricing")
-    vocab_size: int = Field(
+    vocab_size: Whole = Field(
         default=32000, gt=0, description="ids are drawn below this (minus reserved)"
     )
-    context_tokens: int | None = Field(
+    context_tokens: Whole | None = Field(
         default=None, gt=0, description="the engine's context length; default: what it reports"
     )
     api: Literal["completions", "chat"] = Field(
@@ -237,9 +239,13 @@ def load_config_file(path: Path, settings: Collection[str] | None = None) -> Fil
     return cfg
 
 
-def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[EngineSpec]:
+def engines_from_flags(
+    engines: str | None, endpoints: list[str], *, own_command: bool = True
+) -> list[EngineSpec]:
     """`--engines a,b` and `--endpoint NAME=URL` (repeatable) to engine specs. An endpoint
-    may name its kind: `--endpoint mine=sglang@http://host:30000`."""
+    may name its kind: `--endpoint mine=sglang@http://host:30000`. `own_command`: the
+    refusals may offer `replay run`'s ways out (a --config file; --engines left out for all
+    three); False for a command that has neither (`replay slo-search`)."""
     urls: dict[str, tuple[str | None, str | None]] = {}
     fleets: dict[str, list[str]] = {}
     for ep in endpoints:
@@ -253,20 +259,26 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
         if not at or "://" in ep_kind:
             ep_kind, ep_url = "", rest
         # NAME=URL1,URL2,...: an engine of replicas, which the client routes between.
-        replicas = [u.strip() for u in ep_url.split(",")]
+        try:
+            replicas = comma_items(ep_url, "--endpoint", f"{name}=URL1,URL2") or [ep_url]
+        except CommaListError:
+            raise ConfigError(
+                f"--endpoint '{redact_urls_in(ep)}': a replica URL is empty; list the replicas "
+                "with single commas, e.g. NAME=URL1,URL2"
+            ) from None
         for u in replicas:
             if not u.startswith(("http://", "https://")):
                 what = f"replica URL '{redact_url(u)}'" if len(replicas) > 1 else "URL"
                 raise ConfigError(
-                    f"--endpoint '{redact_url(ep)}': {what} must start with http:// or https://"
+                    f"--endpoint '{redact_urls_in(ep)}': {what} must start with http:// or https://"
                     + (" (replicas: NAME=URL1,URL2,...)" if len(replicas) > 1 else "")
                 )
             if (problem := url_problem(u)) is not None:
                 what = f"replica URL '{redact_url(u)}'" if len(replicas) > 1 else "URL"
-                raise ConfigError(f"--endpoint '{redact_url(ep)}': {what}: {problem}")
-        refuse_repeated_replicas(replicas, f"--endpoint '{redact_url(ep)}'")
+                raise ConfigError(f"--endpoint '{redact_urls_in(ep)}': {what}: {problem}")
+        refuse_repeated_replicas(replicas, f"--endpoint '{redact_urls_in(ep)}'")
         if (problem := engine_name_problem(name)) is not None:
-            raise ConfigError(f"--endpoint {redact_url(ep)!r}: {problem}")
+            raise ConfigError(f"--endpoint {redact_urls_in(ep)!r}: {problem}")
         if name.strip() in urls:
             raise ConfigError(
                 f"--endpoint {name.strip()} is given twice; one endpoint per engine name (name "
@@ -275,11 +287,14 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
         urls[name.strip()] = (ep_kind or None, ep_url)
         if len(replicas) > 1:
             fleets[name.strip()] = replicas
-    names = [n.strip() for n in (engines or "").split(",") if n.strip()]
+    try:
+        names = comma_items(engines or "", "--engines", "flashstate,vllm")
+    except CommaListError as e:
+        raise ConfigError(str(e)) from None
     if engines is not None and not names:
         raise ConfigError(
-            f"--engines {engines!r}: names no engine; give e.g. --engines flashstate,vllm "
-            "(or leave --engines out for all three)"
+            f"--engines {engines!r}: names no engine; give e.g. --engines flashstate,vllm"
+            + (" (or leave --engines out for all three)" if own_command else "")
         )
     for n in names:
         if (problem := engine_name_problem(n)) is not None:
@@ -304,7 +319,8 @@ def engines_from_flags(engines: str | None, endpoints: list[str]) -> list[Engine
         if kind is None:
             raise ConfigError(
                 f"--engines: '{n}' is not an engine kind ({', '.join(adapter_kinds())}); give "
-                f"its kind with --endpoint {n}=KIND@URL or use --config"
+                f"its kind with --endpoint {n}=KIND@URL"
+                + (" or use --config" if own_command else "")
             )
         many = fleets.get(n)
         spec = EngineSpec(name=n, kind=kind, url=many[0] if many else url, urls=many)

@@ -111,8 +111,13 @@ def register(app: typer.Typer) -> None:
         from analysis.report.build import ReportError, build_report
         from analysis.runs import RunDirError
         from pricing import PricingError
+        from replay.comma_list import CommaListError, comma_items
         from replay.windows import WindowError
 
+        try:  # the list's shape; build_report checks each format's name
+            comma_items(formats, "--format", "md,html")
+        except CommaListError as e:
+            fail(str(e))
         try:
             runs, bad = load_runs(expand_run_dirs(run_dirs))
         except RunDirError as e:

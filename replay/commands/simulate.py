@@ -33,8 +33,18 @@ _FAILURE_FLAGS = {
 }
 
 
+def _items(text: str, flag: str, example: str) -> list[str]:
+    """A comma-list flag's items (`replay.comma_list`: an empty item is refused)."""
+    from replay.comma_list import CommaListError, comma_items
+
+    try:
+        return comma_items(text, flag, example)
+    except CommaListError as e:
+        fail(str(e))
+
+
 def parse_policies(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
+    names = _items(text, "--policies", "vllm,flashstate")
     if not names:
         fail("--policies: give at least one policy, e.g. --policies vllm,flashstate")
     bad = [p for p in names if p not in POLICY_NAMES]
@@ -59,7 +69,7 @@ def _once(items: list[Any], flag: str) -> list[Any]:
 def parse_sessions(text: str) -> list[int]:
     """The counts of a comma list (each checked on its field: `sweep_workload`)."""
     out: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in _items(text, "--sessions", "16,32,48") or [text.strip()]:
         if not part.isdigit():
             fail(f"--sessions: '{part}' is not a positive whole number (e.g. --sessions 16,32,48)")
         out.append(int(part))
@@ -78,7 +88,8 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
         return [], []
     choices = ", ".join(router_names())
     counts: list[int] = []
-    for part in (p.strip() for p in (replicas or "1").split(",")):
+    given = "1" if replicas is None else replicas
+    for part in _items(given, "--replicas", "4,8") or [given.strip()]:
         if not part.isdigit():
             fail(f"--replicas: '{part}' is not a positive whole number (e.g. --replicas 4,8)")
         counts.append(int(part))
@@ -89,7 +100,7 @@ def parse_fleet(replicas: str | None, router: str | None) -> tuple[list[int], li
         fail(str(e))
     if router is None:
         fail(f"--router: give the router over the replicas (choose one of {choices})")
-    names = [r.strip() for r in router.split(",") if r.strip()]
+    names = _items(router, "--router", "round_robin,cache_aware")
     if not names:
         fail(f"--router: give at least one router (choose one of {choices})")
     if EXTERNAL in names:

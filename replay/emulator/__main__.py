@@ -16,6 +16,11 @@ register(app)
 
 if __name__ == "__main__":
     die_with_parent()  # started by the harness: end with it, even if it is SIGKILLed
+    from replay.config_paths import config_dir_problem
+
+    if (problem := config_dir_problem()) is not None:  # as `replay` refuses it
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        sys.exit(2)
     try:
         served = serve_child(sys.argv[1:])  # a config handed over whole, or flags
     except typer.Exit as e:  # its one-line error is printed; exit as serve-sim would

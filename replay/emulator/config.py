@@ -7,10 +7,12 @@ server reads it.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,6 +27,7 @@ from replay.sim.cache.tiers import check_external
 from replay.sim.engine.cache import EngineCache, engine_cache
 from replay.sim.engine.clock import StepClock
 from replay.sim.engine.scale import scaled_profile
+from replay.strict_numbers import Whole
 from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
 
 if TYPE_CHECKING:
@@ -59,11 +62,16 @@ class FaultConfig(BaseModel):
     stall_s: float = Field(
         default=30.0, ge=0.0, description="how long (wall seconds) a stalled stream goes silent"
     )
-    crash_after: int | None = Field(
+    crash_after: Whole | None = Field(
         default=None, gt=0, description="the server exits hard when request crash_after+1 arrives"
     )
+    # Finite: `--slow-start-s inf` answered 503 for ever (a server that never starts is no
+    # fault a client can be tested against); a stall may last for ever (`stall_s`).
     slow_start_s: float = Field(
-        default=0.0, ge=0.0, description="wall seconds the server answers 503 before it is ready"
+        default=0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="wall seconds the server answers 503 before it is ready",
     )
     early_stop_rate: float = Field(
         default=0.0,
@@ -79,7 +87,9 @@ class FaultConfig(BaseModel):
         description="fraction of generations that report a full prefix-cache hit while the "
         "engine model computes the whole prompt (a cached-token count only TTFT contradicts)",
     )
-    seed: int = Field(default=0, description="seed of the fault draws (per request, deterministic)")
+    seed: Whole = Field(
+        default=0, description="seed of the fault draws (per request, deterministic)"
+    )
 
     @field_validator("seed")
     @classmethod
@@ -108,6 +118,30 @@ class FaultConfig(BaseModel):
         )
 
 
+def model_id_problem(name: str) -> str | None:
+    """Why `name` cannot be a served model id (None: it can): an empty one (`''` served the
+    profile's name in silence), or one holding a space, a newline or another control
+    character, which every client must send back verbatim in its requests."""
+    if not name:
+        return (
+            "must not be empty; give the model id to serve, or leave the flag out to serve "
+            "the profile's name"
+        )
+    bad = next((c for c in name if c.isspace() or unicodedata.category(c)[0] in "CZ"), None)
+    if bad is not None:
+        return (
+            f"holds {bad!r}; a model id is one word (letters, digits, '-', '_', '.', '/'), "
+            "e.g. glm-5.3-flash"
+        )
+    return None
+
+
+def _model_id(name: str | None) -> str | None:
+    if name is not None and (problem := model_id_problem(name)) is not None:
+        raise ValueError(f"--served-model-name {name!r}: {problem}")
+    return name
+
+
 class EmulatorConfig(BaseModel):
     """One emulator: engine, cache policy, model profile, clock and capacity overrides."""
 
@@ -118,13 +152,13 @@ class EmulatorConfig(BaseModel):
         default=None, description="cache policy (replay.sim name); default: the engine's own"
     )
     model: str = Field(default=DEFAULT_MODEL, description="model profile name or YAML path")
-    served_model_name: str | None = Field(
+    served_model_name: Annotated[str | None, AfterValidator(_model_id)] = Field(
         default=None, description="model id in /v1/models and responses; default: the profile name"
     )
     host: str = "127.0.0.1"
     # The one port check (replay.address), as `replay engines launch` and the dashboard
     # take a port.
-    port: Annotated[int, port_check(zero_picks_free=True, named="--port ")] = Field(
+    port: Annotated[Whole, port_check(zero_picks_free=True, named="--port ")] = Field(
         default=8000, description="0 picks a free port"
     )
     # The run spec's ranges (`replay run` refuses the same values): `replay serve-sim` and a
@@ -141,7 +175,7 @@ class EmulatorConfig(BaseModel):
         ge=1.0,
         description="the trace's token lengths were divided by this: scale the profile alike",
     )
-    blocks: int | None = Field(
+    blocks: Whole | None = Field(
         default=None,
         gt=0,
         le=INT64_MAX,
@@ -184,13 +218,13 @@ class EmulatorConfig(BaseModel):
     external_store: str | None = Field(
         default=None, description="mooncake (KV and states; the default) or lmcache (KV only)"
     )
-    block_tokens: int | None = Field(
+    block_tokens: Whole | None = Field(
         default=None, gt=0, description="tokens per cache block (overrides the profile's)"
     )
-    hash_tokens: int = Field(
+    hash_tokens: Whole = Field(
         default=DEFAULT_HASH_TOKENS, gt=0, description="prefix-key granularity"
     )
-    max_batch: int | None = Field(
+    max_batch: Whole | None = Field(
         default=None, gt=0, description="override the profile's max_batch"
     )
     tokenizer: str | None = Field(
@@ -199,7 +233,7 @@ class EmulatorConfig(BaseModel):
         "name (needs the `tokenizers` package); default: the built-in deterministic one",
     )
     faults: FaultConfig = Field(default_factory=lambda: FaultConfig())
-    replica: int | None = Field(
+    replica: Whole | None = Field(
         default=None,
         ge=0,
         description="this server's index among its engine's replicas; it answers every request "

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replay.config_paths import config_subdir, read_yaml_mapping, shipped_config_subdir
 from replay.emulator.config import EmulatorConfig, emulator_config
 from replay.field_errors import first_field_error
+from replay.strict_numbers import Number, Whole
 from replay.workload import DEFAULT_WORKLOAD, TIMED_WARMUP_S
 
 _W = DEFAULT_WORKLOAD
@@ -39,23 +40,23 @@ class DefaultRun(BaseModel):
     model: str = Field(description="model profile of every emulator")
     # The trace's own token_scale (replay.traces.scale) is the source of truth; a value here
     # must agree with it (None: say nothing).
-    token_scale: float | None = Field(
+    token_scale: Number | None = Field(
         default=None, ge=1.0, description="must match the trace's declared token_scale"
     )
-    blocks: int | None = Field(default=None, gt=0, description="cache blocks per engine")
-    time_scale: float = Field(gt=0, description="emulators and tool gaps run this much faster")
+    blocks: Whole | None = Field(default=None, gt=0, description="cache blocks per engine")
+    time_scale: Number = Field(gt=0, description="emulators and tool gaps run this much faster")
     # The workload: replay.workload's defaults unless the file names a value.
-    sessions: int = Field(default=_W.sessions, gt=0)
-    duration_min: float = Field(default=_W.duration_s / 60, gt=0)
+    sessions: Whole = Field(default=_W.sessions, gt=0)
+    duration_min: Number = Field(default=_W.duration_s / 60, gt=0)
     window: tuple[float, float] = Field(
         default=(_W.window[0] / 60, _W.window[1] / 60), description="minutes"
     )
-    warmup_s: float = Field(
+    warmup_s: Number = Field(
         default=TIMED_WARMUP_S,
         ge=0,
         description="the sessions' first requests are spread over this",
     )
-    seed: int = _W.seed
+    seed: Whole = _W.seed
 
     def emulator_configs(self, token_scale: float | None = None) -> list[EmulatorConfig]:
         """One emulator per engine, each with its own policy, on a free loopback port, for

@@ -38,6 +38,7 @@ from replay.config_paths import (
     project_root,
     shipped_config_subdir,
 )
+from replay.strict_numbers import Number, Whole
 from replay.userpaths import PathProblem, read_text_file
 
 EngineKind = Literal["vllm", "flashstate", "sglang"]
@@ -112,8 +113,8 @@ class Hardware(_Strict):
     gpu_type: str = Field(
         default="", description="GPU model (matches configs/pricing); empty on CPU"
     )
-    gpus: int = Field(ge=0, description="GPUs per engine instance; 0 runs on the CPU")
-    tensor_parallel_size: int = Field(default=1, ge=1, description="tensor parallel degree")
+    gpus: Whole = Field(ge=0, description="GPUs per engine instance; 0 runs on the CPU")
+    tensor_parallel_size: Whole = Field(default=1, ge=1, description="tensor parallel degree")
 
     @model_validator(mode="after")
     def _consistent(self) -> Hardware:
@@ -134,7 +135,7 @@ class Serve(_Strict):
     module: str = Field(default="", description="module run with -m; empty: the kind's default")
     host: str = Field(default="127.0.0.1", description="address the server binds")
     # The one port check (replay.address), as `launch --port` is checked.
-    port: Annotated[int, port_check()] = Field(
+    port: Annotated[Whole, port_check()] = Field(
         default=8000, description="default port (launch --port overrides)"
     )
     args: list[str] = Field(default_factory=list, description="every other flag, in order")
@@ -142,7 +143,7 @@ class Serve(_Strict):
     health_path: str = Field(
         default="/health", pattern=r"^/", description="GET path that answers 200"
     )
-    startup_timeout_s: float = Field(default=900.0, gt=0, description="how long start-up may take")
+    startup_timeout_s: Number = Field(default=900.0, gt=0, description="how long start-up may take")
     install_hint: str = Field(default="", description="what to run when the interpreter is missing")
 
 
@@ -157,7 +158,7 @@ class Expectations(_Strict):
         default=True, description="prompts as token-id lists are accepted"
     )
     metrics: bool = Field(default=True, description="/metrics is readable")
-    block_size: int | None = Field(
+    block_size: Whole | None = Field(
         default=None, gt=0, description="cache block size /metrics reports"
     )
 

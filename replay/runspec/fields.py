@@ -13,6 +13,7 @@ from pydantic.fields import FieldInfo
 
 from replay.fleet.base import MAX_REPLICAS
 from replay.presets import PRESETS
+from replay.strict_numbers import Number, Whole
 from replay.tier_limits import MAX_LINK_GBS, MAX_TIER_GB
 from replay.windows import Minutes
 from replay.workload import DEFAULT_WORKLOAD as W
@@ -102,8 +103,10 @@ class WorkloadSpec(BaseModel):
     trace: str | None = flagged(
         None, "--trace", "Trace file, folder or hf:owner/name (default: the bundled sample)."
     )
-    sessions: int = flagged(W.sessions, "--sessions", f"Concurrent sessions ({W.sessions}).", ge=1)
-    duration_min: float = flagged(
+    sessions: Whole = flagged(
+        W.sessions, "--sessions", f"Concurrent sessions ({W.sessions}).", ge=1
+    )
+    duration_min: Number = flagged(
         W.duration_s / 60,
         "--duration-min",
         f"Run length in minutes of the trace's clock ({W.duration_s / 60:g}).",
@@ -116,16 +119,18 @@ class WorkloadSpec(BaseModel):
         f"Measured minutes A-B ({W.window[0] / 60:g}-{W.window[1] / 60:g}: the last two "
         "thirds of the run).",
     )
-    time_scale: float = flagged(
+    time_scale: Number = flagged(
         1.0,
         "--time-scale",
         "Run X times faster than real time: the modelled engines' steps, the trace's gaps and "
         "the duration divided by X.",
         gt=0,
     )
-    seed: int = flagged(W.seed, "--seed", f"Workload seed ({W.seed}).", ge=0, le=INT64_MAX)
-    gap_cap_s: float = flagged(W.gap_cap_s, "--gap-cap-s", f"Tool-gap cap ({W.gap_cap_s:g}).", ge=0)
-    warmup_s: float = flagged(
+    seed: Whole = flagged(W.seed, "--seed", f"Workload seed ({W.seed}).", ge=0, le=INT64_MAX)
+    gap_cap_s: Number = flagged(
+        W.gap_cap_s, "--gap-cap-s", f"Tool-gap cap ({W.gap_cap_s:g}).", ge=0
+    )
+    warmup_s: Number = flagged(
         TIMED_WARMUP_S,
         "--warmup-s",
         "Spread the sessions' first requests over this many seconds "
@@ -163,7 +168,7 @@ class WorkloadSpec(BaseModel):
         "random (default: a session's later trajectories start in the start range, primed) | "
         "first (at their first request, as aiperf's lanes).",
     )
-    token_scale: float | None = flagged(
+    token_scale: Number | None = flagged(
         None,
         "--token-scale",
         "The divisor of the trace's token lengths, for a trace that does not declare it (a "
@@ -201,11 +206,11 @@ class LimitsSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    retries: int = flagged(_RETRIES, "--retries", f"Retries of a failed turn ({_RETRIES}).", ge=0)
-    stall_timeout_s: float = flagged(
+    retries: Whole = flagged(_RETRIES, "--retries", f"Retries of a failed turn ({_RETRIES}).", ge=0)
+    stall_timeout_s: Number = flagged(
         _STALL_S, "--stall-timeout-s", f"No-token stall limit, seconds ({_STALL_S:g}).", gt=0
     )
-    request_timeout_s: float = flagged(
+    request_timeout_s: Number = flagged(
         _REQUEST_S, "--request-timeout-s", f"Whole-request limit, seconds ({_REQUEST_S:g}).", gt=0
     )
 
@@ -245,7 +250,7 @@ class EngineShape(BaseModel):
     profile: str | None = flagged(
         None, "--model", "Model profile: a name in configs/models or a YAML path."
     )
-    capacity_blocks: int | None = flagged(
+    capacity_blocks: Whole | None = flagged(
         None,
         "--capacity-blocks",
         "Cache size in blocks per engine (default: the profile's blocks_per_engine).",
@@ -254,14 +259,14 @@ class EngineShape(BaseModel):
         le=INT64_MAX,
     )
     # A host-memory tier (issue 34, replay.sim.cache.tiers); None (or 0): the GPU's cache only.
-    host_memory_gb: float | None = flagged(
+    host_memory_gb: Number | None = flagged(
         None,
         "--host-memory-gb",
         "Host memory (GiB) per engine as a second cache tier (default 0: none; docs/cache-tiers.md).",
         ge=0,
         le=MAX_TIER_GB,
     )
-    host_bandwidth_gbs: float | None = flagged(
+    host_bandwidth_gbs: Number | None = flagged(
         None,
         "--host-bandwidth-gbs",
         "Host-to-GPU bandwidth per GPU, GB/s, that loads from host memory take (default 54: PCIe "
@@ -270,7 +275,7 @@ class EngineShape(BaseModel):
         le=MAX_LINK_GBS,
     )
     # An external store behind host memory (issue 34, replay.sim.cache.tiers rule 5).
-    external_memory_gb: float | None = flagged(
+    external_memory_gb: Number | None = flagged(
         None,
         "--external-memory-gb",
         "External store (GiB) per engine behind host memory, a third cache tier (default 0: "
@@ -278,7 +283,7 @@ class EngineShape(BaseModel):
         ge=0,
         le=MAX_TIER_GB,
     )
-    external_bandwidth_gbs: float | None = flagged(
+    external_bandwidth_gbs: Number | None = flagged(
         None,
         "--external-bandwidth-gbs",
         "Bandwidth per GPU, GB/s, of loads from the external store into host memory (default "
@@ -294,7 +299,7 @@ class EngineShape(BaseModel):
     )
     # SGLang HiCache's split of host memory: the share of its bytes the host KV pool gets
     # (the rest: the host Mamba pool); None: the engine's own rule (`replay.sim.cache.tiers`).
-    host_kv_share: float | None = flagged(
+    host_kv_share: Number | None = flagged(
         None,
         "--kv-share",
         "Share of host memory for the host KV pool, the rest for the state pool (SGLang "
@@ -302,7 +307,7 @@ class EngineShape(BaseModel):
         ge=0,
         le=1,
     )
-    replicas: int = flagged(
+    replicas: Whole = flagged(
         1, "--replicas", "Copies of each engine behind a router.", ge=1, le=MAX_REPLICAS
     )
     router: Annotated[str | None, AfterValidator(known_router)] = flagged(

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from replay.client.config import EngineSpec
 from replay.runspec.fields import EngineShape, LimitsSpec, WorkloadSpec
+from replay.strict_numbers import Whole
 
 Executor = Literal["live", "emulated", "simulated"]
 
@@ -65,7 +66,7 @@ class RunSpec(BaseModel):
         default=None, description="analysis.slo.Slo as a dict (the defaults at least)"
     )
     sample: bool = Field(default=True, description="the trace is the bundled sample")
-    workers: int = Field(
+    workers: Whole = Field(
         default=1, ge=1, description="client processes, each owning every K-th session slot"
     )
     ray: str | None = Field(

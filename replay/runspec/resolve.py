@@ -3,7 +3,10 @@
 A layer is a `Layer(where, values)`: `where` says how a refused value is named (`flag`: by
 the field's own flag; anything else: `<where>: field '<key>'`). The first layer that gives a
 key wins. A refused value is named from pydantic's error location: the field it refused, and
-the layer that gave it, never from the message's text.
+the layer that gave it, never from the message's text. Every layer is valid on its own: a
+file's value that a flag overrides is checked all the same (`sessions: -3` in a config file
+refused under `--sessions 2`, which used to pass in silence), so a file that runs today still
+runs when the flag is dropped.
 
 The workload from layers (`workload`): the fields (`WorkloadSpec`), a preset's layer
 (`with_preset`), then the measured window, which belongs to its layer's duration, then the
@@ -110,6 +113,8 @@ def _bound(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):  # as YAML spells it
+        return str(value).lower()
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:g}"
     return str(value)
@@ -126,12 +131,33 @@ def refusal(e: ValidationError, model: type[BaseModel], source: dict[str, str]) 
 
 
 def build(model: type[M], layers: list[Layer]) -> M:
-    """`model` from the layers; SpecError names the refused value's flag or field."""
+    """`model` from the layers; SpecError names the refused value's flag or field, the
+    values a higher layer overrides included (`check_overridden`)."""
     values, source = merged(layers)
     try:
-        return model.model_validate(values)
+        built = model.model_validate(values)
     except ValidationError as e:
         raise SpecError(refusal(e, model, source)) from None
+    check_overridden(model, layers)
+    return built
+
+
+def check_overridden(model: type[BaseModel], layers: list[Layer]) -> None:
+    """SpecError naming the layer and field of a value that a higher layer overrides but its
+    field refuses: each layer must be valid on its own (checked with the values in force
+    around it, so only its own fields can be refused)."""
+    values, source = merged(layers)
+    for layer in layers:
+        hidden = {
+            k: v for k, v in layer.values.items() if v is not None and source.get(k) != layer.where
+        }
+        if not hidden:
+            continue
+        try:
+            model.model_validate({**values, **hidden})
+        except ValidationError as e:
+            named = {**source, **dict.fromkeys(hidden, layer.where)}
+            raise SpecError(refusal(e, model, named)) from None
 
 
 # The workload from layers.
@@ -189,6 +215,9 @@ def workload(layers: list[Layer], clamp_warmup: bool = False) -> tuple[WorkloadS
     _, source = merged(layers)
     rest = [Layer(x.where, {k: v for k, v in x.values.items() if k != "window"}) for x in layers]
     spec = build(WorkloadSpec, rest)
+    for x in layers:  # each layer's window as written, the one not measured too
+        if x.values.get("window") is not None:
+            build(WorkloadSpec, [Layer(x.where, {"window": x.values["window"]})])
     chosen = _window_layer(layers, spec.duration_min)
     if chosen is not None:
         spec = build(
@@ -229,6 +258,7 @@ __all__ = [
     "Layer",
     "SpecError",
     "build",
+    "check_overridden",
     "merged",
     "name_of",
     "refusal",

@@ -22,6 +22,7 @@ from replay.runspec.fields import EngineShape, WorkloadSpec
 from replay.runspec.resolve import FLAGS, Layer, build, workload
 from replay.sim.fleet import FleetConfig
 from replay.sim.runner import SimConfig
+from replay.strict_numbers import Whole
 from replay.workload import DEFAULT_WORKLOAD as W
 from replay.workload import TIMED_WARMUP_S
 
@@ -37,7 +38,7 @@ class SweepSpec(BaseModel):
     workload: WorkloadSpec
     policies: list[str]
     sessions: list[int]
-    seeds: int = Field(ge=1)
+    seeds: Whole = Field(ge=1)
     timing: str
     engine: EngineShape = Field(default_factory=lambda: EngineShape())
     replicas: list[int] = Field(default_factory=list)
