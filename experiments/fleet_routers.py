@@ -35,6 +35,7 @@ from analysis.manifest import Window
 from analysis.replicas import replica_figures
 from replay.fleet import router_names
 from replay.sim.fleet import FleetConfig, simulate_fleet
+from replay.sim.measures import shown
 from replay.traces import load_trace, sample_path
 from replay.traces.model import Trace
 from replay.traces.scale import resolve_token_scale
@@ -80,8 +81,8 @@ def _row(r: dict[str, Any]) -> str:
     imb = f"{r['imbalance']:.2f}" if r.get("imbalance") is not None else "–"
     return (
         f"| {r['engine']} | {r['replicas']} | {r['sessions']} | {r['router']} | {r['requests']:,} "
-        f"| {r['hit_rate']:.1%} | {r['ideal_hit_rate']:.1%} | {r['ttft_p50_s']:.2f} "
-        f"| {r['ttft_p90_s']:.2f} | {r['placement_miss_per_request']:,.0f} | {imb} "
+        f"| {shown(r['hit_rate'])} | {shown(r['ideal_hit_rate'])} | {shown(r['ttft_p50_s'], '.2f')} "
+        f"| {shown(r['ttft_p90_s'], '.2f')} | {shown(r['placement_miss_per_request'], ',.0f')} | {imb} "
         f"| {r['busy_max']:.2f} | {sat} |"
     )
 

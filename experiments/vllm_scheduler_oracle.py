@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.profiles import DEFAULT_MODEL, ProfileError, load_profile
+from replay.sim.measures import shown
 from replay.sim.native.sched_oracle import replay
 from replay.sim.native.worker import NativeError
 from replay.sim.runner import SimConfig
@@ -72,7 +73,10 @@ def print_sweep(sweep: list[tuple[int, int, dict[str, dict[str, Any]]]]) -> None
         cells = []
         for lab in labels:
             s = runs[lab]["summary"]
-            cells.append(f"{s['hit_rate']:.3f} / {s['ttft_p50_s']:.1f} / {s['preemptions']}")
+            cells.append(
+                f"{shown(s['hit_rate'], '.3f')} / {shown(s['ttft_p50_s'], '.1f')} / "
+                f"{s['preemptions']}"
+            )
         print(f"| {sessions} | {seed} | " + " | ".join(cells) + " |")
 
 
@@ -88,9 +92,9 @@ def print_run(
     for label, r in runs.items():
         s = r["summary"]
         print(
-            f"| {label} | {s['hit_rate']:.3f} | {_fmt(s['kv_hit_rate'], '.3f')} | "
-            f"{s.get('ttft_p50_s', float('nan')):.1f} | "
-            f"{s.get('latency_mean_s', float('nan')):.1f} | {s['preemptions']} | "
+            f"| {label} | {shown(s['hit_rate'], '.3f')} | {_fmt(s['kv_hit_rate'], '.3f')} | "
+            f"{shown(s.get('ttft_p50_s', float('nan')), '.1f')} | "
+            f"{shown(s.get('latency_mean_s', float('nan')), '.1f')} | {s['preemptions']} | "
             f"{s['requests']} | {s['wall_seconds']:.1f} |"
         )
     if not series:

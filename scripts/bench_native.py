@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from replay.sim.measures import shown
 from replay.sim.native.worker import NativeError
 from replay.sim.runner import SimConfig, simulate
 from replay.traces import load_trace
@@ -81,8 +82,8 @@ def main() -> int:
             f"{policy:12s} {wall / 60:6.2f} min wall  {cpu / 60:6.2f} min CPU  "
             f"{len(res.records):6,} requests  "
             f"cached {cached:,} of {prompt:,} prompt tokens ({cached / max(prompt, 1):.1%})  "
-            f"hit rate (window) {res.summary['hit_rate']:.1%}  "
-            f"redundant prefill/request {res.summary['redundant_prefill_per_request']:,.0f}",
+            f"hit rate (window) {shown(res.summary['hit_rate'])}  "
+            f"redundant prefill/request {shown(res.summary['redundant_prefill_per_request'], ',.0f')}",
             flush=True,
         )
     by = {r[0]: r for r in rows}

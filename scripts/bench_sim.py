@@ -46,6 +46,7 @@ from replay.runspec.sweep import manifest_spec
 from replay.sim import compiled
 from replay.sim.cache.policies import POLICY_NAMES
 from replay.sim.fleet import FleetConfig
+from replay.sim.measures import shown
 from replay.sim.runner import SimConfig, simulate
 from replay.sim.sweep import plan, run_one, run_sweep
 from replay.traces import load_trace
@@ -130,7 +131,7 @@ def time_policies(
         print(
             f"{pol:>15}: {n:,} requests in {cpu:.2f} s CPU (best of {len(cpus)}; median "
             f"{median:.2f} s; {wall:.2f} s wall; {prefix[best]:.2f} s of it aiperf's prefix "
-            f"counts) = {n / cpu:,.0f} requests/s; hit rate {res.summary['hit_rate']:.1%}; "
+            f"counts) = {n / cpu:,.0f} requests/s; hit rate {shown(res.summary['hit_rate'])}; "
             f"{cpu / TARGET_S:.2f}× the {TARGET_S:.0f} s target{was}"
         )
     return trace, worst
@@ -177,7 +178,7 @@ def time_fleet(trace: Trace, src: str, args: argparse.Namespace) -> float:
             f"{k:>5} × {per:<3} ({k * per} sessions): {n:,} requests in {cpu:.2f} s CPU "
             f"(best of {len(cpus)}; {wall:.2f} s wall; {prefix[best]:.2f} s of it aiperf's "
             f"prefix counts) = {n / cpu:,.0f} requests/s; "
-            f"hit rate {res.summary['hit_rate']:.1%}{target}{today}"
+            f"hit rate {shown(res.summary['hit_rate'])}{target}{today}"
         )
         last = cpu
     return last
@@ -267,7 +268,7 @@ def main() -> int:
     print("\npolicy          " + "".join(f"{n:>8}" for n in sessions) + "   (hit rate)")
     for pol in policies:
         by_n = {r["sessions"]: r for r in rows if r["policy"] == pol}
-        print(f"{pol:<16}" + "".join(f"{by_n[n]['hit_rate']:>8.1%}" for n in sessions))
+        print(f"{pol:<16}" + "".join(f"{shown(by_n[n]['hit_rate']):>8}" for n in sessions))
     return 0 if met else 1
 
 

@@ -168,7 +168,8 @@ def _row(cfg: SimConfig, e: dict[str, Any], rate: float, auto: float | None) -> 
         "engine_kv_share": auto if cfg.host_memory_gb else None,  # what that split is
         "requests": e.get("requests"),
         "hit_rate": e.get("hit_rate"),
-        "host_hit_rate": e.get("host_hit_rate", 0.0),
+        # None with nothing measured (summary.json then has no host figures): not a 0.0.
+        "host_hit_rate": e.get("host_hit_rate", 0.0) if e.get("requests") != 0 else None,
         "ttft_p50_s": e.get("ttft_p50"),
         "ttft_p90_s": e.get("ttft_p90"),
         "profit_per_gpu_hour": profit,
@@ -214,10 +215,14 @@ def _rank(row: dict[str, Any], best: str) -> tuple[float, float, float]:
 
 def mark_best(rows: list[dict[str, Any]], best: str = "profit") -> None:
     """Mark each policy's best row by `best` (`CRITERIA`, `_rank`): a row without the
-    criterion's figure is never best."""
+    criterion's figure, or that measured no request, is never best."""
     key = CRITERIA[best][0]
     for policy in dict.fromkeys(r["policy"] for r in rows):
-        mine = [r for r in rows if r["policy"] == policy and r[key] is not None]
+        mine = [
+            r
+            for r in rows
+            if r["policy"] == policy and r[key] is not None and r.get("requests") != 0
+        ]
         if mine:
             min(mine, key=lambda r: _rank(r, best))["best"] = True
 
@@ -239,6 +244,13 @@ def _share(r: dict[str, Any]) -> str:
 
 def _notes(rows: list[dict[str, Any]], one_pool: list[str], rate: tuple[float, str],
            best: str, out: Path) -> None:  # fmt: skip
+    if blind := [r for r in rows if r.get("requests") == 0]:
+        err_console.print(
+            f"note: {len(blind)} of {len(rows)} points measured no request (none finished ok "
+            "with its first token inside the window): their figures show as – and none of "
+            "them is best; lengthen --duration-min or move --window to measure",
+            highlight=False,
+        )
     for p in one_pool:
         err_console.print(f"note: {p} keeps one host pool (KV blocks and states share it): "
                           "only its size is swept", highlight=False)  # fmt: skip

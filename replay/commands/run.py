@@ -309,6 +309,14 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
             highlight=False,
         )
         return None
+    if band is None or len(band.seeds) < seeds:
+        held = 0 if band is None else len(band.seeds)
+        err_console.print(
+            f"[yellow]note:[/] the seed band holds {held} of {seeds} seeds: on the others an "
+            "engine measured no request (none finished with its first token inside the window)"
+            + ("; no band is shown" if band is None else ""),
+            highlight=False,
+        )
     if band is not None:
         write_band(outcome.run_dir, band)
     return band

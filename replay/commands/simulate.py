@@ -329,6 +329,7 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
     from analysis.summary import summarize_dir
     from replay.commands.sim_child import SweepFailed, SweepInterrupted, run_in_child
     from replay.runspec.sweep import manifest_spec
+    from replay.sim.measures import shown
     from replay.sim.runner import SimResult
     from replay.sim.sweep import run_sweep
 
@@ -345,7 +346,7 @@ def _sweep(tr: Any, trace: str, configs: list[Any], out_dir: Path, workers: int,
         task = progress.add_task("", total=len(configs))
 
         def advance(name: str, s: dict[str, Any]) -> None:
-            progress.update(task, advance=1, description=f"{name}: hit {s['hit_rate']:.1%}")
+            progress.update(task, advance=1, description=f"{name}: hit {shown(s['hit_rate'])}")
 
         def work(on_result: Any) -> list[dict[str, Any]]:
             def summarize(res: SimResult) -> None:
@@ -381,6 +382,8 @@ def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, ou
     import orjson
     from rich.table import Table
 
+    from replay.sim.measures import shown
+
     subagents = spec.workload.subagents
     reused = [r for r in rows if r.get("reused_assignments")]
     if reused:
@@ -415,19 +418,26 @@ def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, ou
     ):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
-        host = (f"{r.get('host_hit_share', 0.0):.1%}",) if tiered else ()
+        host = (shown(r.get("host_hit_share", 0.0)),) if tiered else ()
         table.add_row(
             r["policy"] + (f" ×{r['replicas']} {r['router']}" if r.get("router") else ""),
             str(r["sessions"]),
             str(r["seed"]),
             f"{r['requests']:,}",
-            f"{r['hit_rate']:.1%}",
+            shown(r["hit_rate"]),
             *host,
-            f"{r['ideal_hit_rate']:.1%}",
-            f"{r['redundant_prefill_per_request']:,.0f}",
+            shown(r["ideal_hit_rate"]),
+            shown(r["redundant_prefill_per_request"], ",.0f"),
             f"{r['working_set_ratio']:.2f}",
         )
     console.print(table)
+    if blind := [r for r in rows if r["requests"] == 0]:
+        err_console.print(
+            f"[yellow]note:[/] {len(blind)} of {len(rows)} runs measured no request (none "
+            "finished ok with its first token inside the window): their hit rates and misses "
+            "show as – (empty in summary.csv); lengthen --duration-min or move --window",
+            highlight=False,
+        )
 
 
 def register(app: typer.Typer) -> None:

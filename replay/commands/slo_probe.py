@@ -50,7 +50,7 @@ def _engine_flags(engines: str | None, endpoint: list[str], base: RunFlags) -> d
     from replay.client.config import ConfigError, engines_from_flags
 
     try:
-        specs = engines_from_flags(engines, endpoint)
+        specs = engines_from_flags(engines, endpoint, own_command=False)
     except ConfigError as e:
         fail(str(e))
     raw = {ep.partition("=")[0].strip(): ep for ep in endpoint}
@@ -151,9 +151,12 @@ def run_probe(flags: RunFlags, engine: str, sessions: int, seed: int, run_dir: P
 def say_probe(name: str, p: Probe) -> None:
     """One step of a search as it is printed: `name`'s load, its share within the SLO, the
     verdict (the simulator's search and the runs' alike)."""
+    if p.requests:
+        said = f"{p.share:.1%} of {p.requests} requests within the SLO"
+    else:  # nothing measured: no share to give, and nothing met the SLO
+        said = "no request measured"
     err_console.print(
-        f"  {name}: {p.sessions} sessions → {p.share:.1%} of {p.requests} requests within "
-        f"the SLO: {'holds' if p.met else 'fails'}",
+        f"  {name}: {p.sessions} sessions → {said}: {'holds' if p.met else 'fails'}",
         highlight=False,
     )
 

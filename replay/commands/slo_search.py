@@ -140,19 +140,16 @@ def _confirm(tr: Trace, trace: str, configs: list[SimConfig], slo: Slo, threshol
     return got
 
 
-def _band(answer: EngineAnswer, results: list[SimResult]) -> dict[str, Any]:
-    from replay.band import Band, EngineBand, SeedPoint
+def _band(answer: EngineAnswer, results: list[SimResult]) -> dict[str, Any] | None:
+    """The answer's band over its confirmation seeds; a seed that measured no request has no
+    point in it (`replay.sim.band.seed_point`; its probe missed the SLO). None: no seed has."""
+    from replay.band import Band, EngineBand
+    from replay.sim.band import seed_point
 
-    points = [
-        SeedPoint(
-            seed=r.config.seed,
-            hit_rate=float(r.summary["hit_rate"]),
-            ideal_hit_rate=float(r.summary["ideal_hit_rate"]),
-            ttft_p50_s=float(r.summary["ttft_p50_s"]),
-            output_tokens_per_min=float(r.summary["output_tokens_per_min"]),
-        )
-        for r in sorted(results, key=lambda r: r.config.seed)
-    ]
+    ordered = sorted(results, key=lambda r: r.config.seed)
+    points = [p for r in ordered if (p := seed_point(r.config.seed, r.summary)) is not None]
+    if not points:
+        return None
     band = Band(
         sessions=answer.sessions,
         seeds=[p.seed for p in points],
@@ -161,6 +158,34 @@ def _band(answer: EngineAnswer, results: list[SimResult]) -> dict[str, Any]:
         engines=[EngineBand(answer.engine, answer.policy, points)],
     )
     return band.to_json()
+
+
+def _unmeasured(e: EngineAnswer) -> list[str]:
+    """Notes on an engine's probes and confirmation seeds that measured no request: with no
+    share to judge, each fails the SLO (`Probe.met`), which the table alone cannot tell from
+    a load that was too high."""
+    why = "none finished ok with its first token inside the window"
+    fix = "lengthen --duration-min or move --window to measure"
+    blind = [p for p in e.probes if p.requests == 0]
+    loads = ", ".join(str(p.sessions) for p in blind)
+    notes = []
+    if blind and len(blind) == len(e.probes):
+        notes.append(
+            f"{e.engine}: no probe measured a request ({why}), so none could meet the SLO "
+            f"(tried {loads} sessions); {fix}"
+        )
+    elif blind:
+        notes.append(
+            f"{e.engine}: the probes at {loads} sessions measured no request ({why}) and "
+            f"count as failing the SLO; {fix}"
+        )
+    if seeds := [str(p.seed) for p in e.confirm if p.requests == 0]:
+        notes.append(
+            f"{e.engine}: confirmation seed(s) {', '.join(seeds)} measured no request at "
+            f"{e.sessions} sessions ({why}): each counts as missing the SLO and has no point "
+            "in the band"
+        )
+    return notes
 
 
 def _show(search: SloSearch, out: Path) -> None:
@@ -187,10 +212,14 @@ def _show(search: SloSearch, out: Path) -> None:
         )
     console.print(table)
     for e in search.engines:
+        for note in _unmeasured(e):
+            err_console.print(f"[yellow]note:[/] {note}", highlight=False)
         if e.sessions == 0:
-            err_console.print(
-                f"[yellow]note:[/] {e.engine}: not even one session met the SLO", highlight=False
-            )
+            if any(p.requests for p in e.probes):  # else a note above says why
+                err_console.print(
+                    f"[yellow]note:[/] {e.engine}: not even one session met the SLO",
+                    highlight=False,
+                )
         elif e.capped:
             err_console.print(
                 f"[yellow]note:[/] {e.engine}: --max-sessions {search.limit} itself met the "

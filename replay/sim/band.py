@@ -17,11 +17,24 @@ from replay.sim.sweep import results
 from replay.traces.model import Trace
 
 
+def seed_point(seed: int, summary: Mapping[str, Any]) -> SeedPoint | None:
+    """One seed's point of a band from its run's summary row (`replay.sim.measures`); None
+    where the run measured no request: its hit rates and TTFT are unknown (None in the row),
+    and a point of 0.0 (or NaN) would read as a seed that fell off the cliff."""
+    keys = ("hit_rate", "ideal_hit_rate", "ttft_p50_s", "output_tokens_per_min")
+    figures = [summary[k] for k in keys]
+    if any(x is None for x in figures):
+        return None
+    return SeedPoint(seed, *(float(x) for x in figures))
+
+
 def simulate_band(
     trace: Trace, points: Mapping[str, Sequence[SimConfig]], workers: int | None = None
 ) -> Band | None:
     """The band of a run's point: `points` holds each engine's configs, one per seed (built
-    from the run's spec by `replay.runspec.sweep.band_configs`); None: no engine has any."""
+    from the run's spec by `replay.runspec.sweep.band_configs`). A seed on which any engine
+    measured no request (`seed_point`) is left out for every engine, so the band's seeds and
+    each engine's points stay one list; None: no engine has any config, or no seed is left."""
     configs = [c for engine in points.values() for c in engine]
     if not configs:
         return None
@@ -38,29 +51,30 @@ def simulate_band(
                 offered[c.seed] = p["prompt_per_gpu"] / DEMO_PROMPT_PER_GPU
         else:
             summaries[(c.policy, c.seed)] = res.summary
-    engines = []
-    for name, engine in points.items():
-        seeds = []
-        for c in engine:
-            s = summaries[(c.policy, c.seed)]
-            seeds.append(
-                SeedPoint(
-                    seed=c.seed,
-                    hit_rate=float(s["hit_rate"]),
-                    ideal_hit_rate=float(s["ideal_hit_rate"]),
-                    ttft_p50_s=float(s["ttft_p50_s"]),
-                    output_tokens_per_min=float(s["output_tokens_per_min"]),
-                )
-            )
-        engines.append(EngineBand(engine=name, policy=engine[0].policy, points=seeds))
+    seeds = {
+        name: [(c.seed, seed_point(c.seed, summaries[(c.policy, c.seed)])) for c in engine]
+        for name, engine in points.items()
+    }
+    empty = {s for got in seeds.values() for s, p in got if p is None}
+    kept = [c.seed for c in first if c.seed not in empty]
+    if not kept:
+        return None
+    engines = [
+        EngineBand(
+            engine=name,
+            policy=engine[0].policy,
+            points=[p for s, p in seeds[name] if p is not None and s not in empty],
+        )
+        for name, engine in points.items()
+    ]
     return Band(
         sessions=first[0].sessions,
-        seeds=[c.seed for c in first],
+        seeds=kept,
         timing="engine",
         executor="sim-engine",
         engines=engines,
-        offered_vs_demo=[offered[s] for s in sorted(offered)],
+        offered_vs_demo=[offered[s] for s in sorted(offered) if s not in empty],
     )
 
 
-__all__ = ["simulate_band"]
+__all__ = ["seed_point", "simulate_band"]

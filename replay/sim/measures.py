@@ -29,6 +29,33 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "working_set_ratio",
     "wall_seconds",
 )
+# The row's figures over the measured requests alone (ratios, medians, means and percentiles
+# of them): None where the run measured none, as its summary.json has them null
+# (`analysis.metrics.MEASURED_ONLY`), so "nothing measured" never reads as a 0.0 (an empty
+# cell in summary.csv). Counts and token rates stay numbers: zero of them is a measurement.
+MEASURED_ONLY: tuple[str, ...] = (
+    "hit_rate",
+    "ideal_hit_rate",
+    "median_uncached_tokens",
+    "redundant_prefill_per_request",
+    "placement_miss_per_request",
+    "dependency_miss_per_request",
+    "capacity_miss_per_request",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "latency_p50_s",
+    "latency_mean_s",
+    "host_hit_rate",
+    "host_hit_share",
+    "external_hit_rate",
+    "external_hit_share",
+)
+
+
+def shown(x: float | None, fmt: str = ".1%") -> str:
+    """A figure of a summary row as text: – where the run measured no request (None in its
+    row, `MEASURED_ONLY`), never a 0.0."""
+    return "–" if x is None else format(x, fmt)
 
 
 @dataclass(slots=True)
@@ -129,8 +156,9 @@ def summarize(
     external: bool = False,
 ) -> dict[str, Any]:
     """The summary row: measured requests are the non-priming ones whose first token came
-    inside the window (rates as fractions, misses in tokens per request). The working set
-    is `working_set_blocks` (a `WorkingSet` time average) where given, else the mean of the
+    inside the window (rates as fractions, misses in tokens per request); with none measured,
+    the figures over them (`MEASURED_ONLY`) are None. The working set is
+    `working_set_blocks` (a `WorkingSet` time average) where given, else the mean of the
     occupancy samples."""
     a, b = occ.window
     measured = [
@@ -180,6 +208,8 @@ def summarize(
         row.update(_engine_metrics(measured, records, profile, (a, b), token_scale))
     if any(r.cached_tokens_host is not None for r in records):  # a cache with tiers
         row.update(_tier_metrics(measured, cached, total, external))
+    if not measured:
+        row.update({k: None for k in MEASURED_ONLY if k in row})
     return row
 
 
