@@ -165,6 +165,19 @@ MAX_TOKEN_COUNT = 1 << 24
 _KINDS = {_INT: "a whole number", _F: "a number", _S: "a string", pa.bool_(): "true or false"}
 
 
+def over_context(prompt_tokens: int, output_tokens: int, context_tokens: int | None) -> str | None:
+    """The error of a request too long for the engine's context, or None where it fits (or
+    the context is unknown): what an engine refuses with HTTP 400 (the emulator's
+    `check_context`), so the live client does not send it and records it as an `overflow`,
+    and the simulator records it the same way (`replay.sim.driver.Sessions`)."""
+    if context_tokens is None or prompt_tokens + output_tokens <= context_tokens:
+        return None
+    return (
+        f"prompt {prompt_tokens} + output {output_tokens} tokens exceed the engine's context "
+        f"of {context_tokens} tokens; not sent"
+    )
+
+
 def row_problem(row: dict[str, Any]) -> str | None:
     """What is wrong with a journal row's values for the request schema (None: nothing):
     the first field of the wrong type, or a token count outside 0..MAX_TOKEN_COUNT. Checked

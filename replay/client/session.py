@@ -26,7 +26,7 @@ from replay.client.fleet import ClientFleet, conversation_key
 from replay.client.ideal import AlignRuleIndex, PrefixIndex
 from replay.engines.adapters import Adapter, Body, StreamResult
 from replay.prompts import Context, PromptBuilder
-from replay.records import RequestRecord
+from replay.records import RequestRecord, over_context
 from replay.workload import Assignment, Spawn, Turn, Workload
 
 
@@ -232,7 +232,7 @@ class EngineSessions:
         prompt = ctx.prompt(i)
         extends = ctx.extends_previous(prompt)
         n = len(prompt)
-        if self.context_tokens is not None and n + out > self.context_tokens:
+        if over_context(n, out, self.context_tokens) is not None:
             return prompt, 0, None, extends, None
         ideal = min(self.index.longest_prefix(prompt), max(n - 1, 0))
         rule = None
@@ -275,10 +275,7 @@ class EngineSessions:
             )
             if body is None:
                 rec.status = "overflow"
-                rec.error = (
-                    f"prompt {len(prompt)} + output {out} tokens exceed the engine's context "
-                    f"of {self.context_tokens} tokens; not sent"
-                )
+                rec.error = over_context(len(prompt), out, self.context_tokens)
                 self.emit(rec)
                 ctx.completed(i, prompt, [])
                 return True, time.perf_counter_ns()

@@ -192,7 +192,7 @@ def _load(spec: SweepSpec, token_scale: float | None) -> tuple[Any, float]:
 
 def _note_over_context(tr: Any, profile: str | None, scale: float) -> None:
     """A note where requests exceed the model's context: an engine (and the emulator) refuses
-    them, the simulator computes them all."""
+    them, so the simulator records them as overflows, not sent, as the live client does."""
     from replay.commands.scale_guard import over_context
     from replay.profiles import DEFAULT_MODEL, load_profile
     from replay.sim.engine.scale import scaled_profile
@@ -203,8 +203,8 @@ def _note_over_context(tr: Any, profile: str | None, scale: float) -> None:
         err_console.print(
             f"[yellow]note:[/] {over:,} of the trace's {total:,} requests exceed the model's "
             f"context ({p.context_tokens:,} tokens of prompt and output, --model {p.name}): an "
-            "engine refuses them (HTTP 400), the simulator computes them; choose a model "
-            "with a longer context, or a trace that fits",
+            "engine refuses them (HTTP 400), so they are recorded as overflows, not sent, and "
+            "their sessions go on; choose a model with a longer context, or a trace that fits",
             highlight=False,
         )
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from replay.records import over_context
 from replay.sim.cache.keys import LineagePrefix
 from replay.sim.events import EventLoop
 from replay.traces.lineage import Lineage, common_blocks
@@ -99,6 +100,10 @@ class Sessions:
         # context changes or the conversation ends (the working-set integral).
         self.on_context: Callable[[float, int, int | None], None] | None = None
         self._lineages: dict[Trajectory, Lineage] = {}  # computed once per trajectory
+        # The engine's context in tokens (None: unbounded): a request whose prompt and
+        # output exceed it is not sent and is recorded as an overflow, as the live client
+        # records it (`replay.records.over_context`); the session goes on to its next turn.
+        self.context_tokens: int | None = None
 
     def release(self) -> None:
         """Drop the run's requests, lineages and pending events once it is over and its
@@ -119,7 +124,18 @@ class Sessions:
         if isinstance(cmd, Wait):
             self.loop.at(self.loop.now + cmd.seconds, lambda: self._run(proc))
         else:
-            self.executor.submit(cmd.request, lambda: self._run(proc))
+            req = cmd.request
+            error = over_context(req.n, req.out, self.context_tokens)
+            if error is None:
+                self.executor.submit(req, lambda: self._run(proc))
+            else:
+                req.status, req.error, req.done_s = "overflow", error, self.loop.now
+                self.loop.at(self.loop.now, lambda: self._run(proc))
+
+    def recorded(self) -> list[SimRequest]:
+        """The requests a run records: every one sent, and every one refused before it was
+        sent (too long for the context), as the live client records both."""
+        return [r for r in self.requests if r.sent_s is not None or r.status == "overflow"]
 
     def _session(self, slot: int) -> Process:
         for a in self.workload.session_assignments(slot):

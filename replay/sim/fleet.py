@@ -217,11 +217,9 @@ def _simulate_fleet(trace: Trace, cfg: FleetConfig, profile: ModelProfile | None
             ex.replicas.append(
                 TraceReplica(loop, cache.cache, profile, meter.sample, on_first=ex.first_token)
             )
-    sessions = replay_sessions(trace, cfg, loop, ex, meter)
+    sessions = replay_sessions(trace, cfg, loop, ex, meter, profile)
     records = [
-        _record(r, cfg, ex.routed.get(id(r)), sessions.workload)
-        for r in sessions.requests
-        if r.sent_s is not None
+        _record(r, cfg, ex.routed.get(id(r)), sessions.workload) for r in sessions.recorded()
     ]
     wall = time.perf_counter() - t0
     summary = run_summary(

@@ -233,11 +233,18 @@ class RunMeter:
 
 
 def replay_sessions(
-    trace: Trace, cfg: SimConfig, loop: EventLoop, executor: Executor, meter: RunMeter
+    trace: Trace,
+    cfg: SimConfig,
+    loop: EventLoop,
+    executor: Executor,
+    meter: RunMeter,
+    profile: ModelProfile,
 ) -> Sessions:
     """Replay `trace`'s workload under `cfg`'s rules through `executor` until the run's end,
-    `meter` sampling as it goes; returns the sessions (their requests and assignments)."""
+    `meter` sampling as it goes; returns the sessions (their requests and assignments). A
+    request too long for `profile`'s context is recorded as an overflow, not sent."""
     sessions = Sessions(loop, executor, Workload(trace, cfg.workload()), cfg.duration_s)
+    sessions.context_tokens = profile.context_tokens
     sessions.on_context = meter.ws.update
     sessions.start()
     loop.run(cfg.duration_s)
@@ -324,16 +331,12 @@ def _simulate(trace: Trace, cfg: SimConfig, profile: ModelProfile | None) -> Sim
     else:
         executor = TraceExecutor(loop, cache, profile, meter.sample)
     try:
-        sessions = replay_sessions(trace, cfg, loop, executor, meter)
+        sessions = replay_sessions(trace, cfg, loop, executor, meter, profile)
     finally:
         close = getattr(cache, "close", None)  # a native cache's worker process
         if close is not None:
             close()
-    records = [
-        to_record(r, cfg.policy, sessions.workload)
-        for r in sessions.requests
-        if r.sent_s is not None
-    ]
+    records = [to_record(r, cfg.policy, sessions.workload) for r in sessions.recorded()]
     wall = time.perf_counter() - t0
     summary = run_summary(
         cfg, records, meter, profile, sessions, settings, [sim_cache], wall_seconds=wall

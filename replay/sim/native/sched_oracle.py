@@ -379,14 +379,12 @@ def replay(
     executor_class = compiled.interpreted("engine_timing").EngineExecutor
     executor = executor_class(loop, core, meter.sample, cfg.window)
     try:
-        sessions = replay_sessions(trace, cfg, loop, executor, meter)
+        sessions = replay_sessions(trace, cfg, loop, executor, meter, profile)
     finally:
         if worker is not None:
             worker.close()
     name = ENGINE if oracle else cfg.policy
-    records = [
-        to_record(r, name, sessions.workload) for r in sessions.requests if r.sent_s is not None
-    ]
+    records = [to_record(r, name, sessions.workload) for r in sessions.recorded()]
     summary = summarize(
         records,
         meter.occ,

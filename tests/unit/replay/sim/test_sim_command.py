@@ -292,20 +292,41 @@ def test_a_warm_up_given_past_a_trace_timed_run_names_the_flag(small_corpus, tmp
     )
 
 
-def test_requests_past_the_models_context_are_named_in_a_note(small_corpus, tmp_path):
-    """The emulator refuses a prompt and output over the profile's context (HTTP 400); the
-    simulator computes every request, so the difference is said before the run."""
+@pytest.mark.parametrize("fleet", [[], ["--replicas", "2", "--router", "round_robin"]])
+def test_requests_past_the_models_context_are_overflows_not_computed(small_corpus, tmp_path, fleet):
+    """The emulator refuses a prompt and output over the profile's context (HTTP 400), and
+    the live client, knowing the context, records such a request as an overflow it did not
+    send and goes on to the session's next turn. The simulator does the same (alone and in
+    a fleet), and says so before the run."""
     from pathlib import Path
+
+    import pandas as pd
 
     text = (Path(__file__).parents[4] / "configs/models/glm-5.3-flash.yaml").read_text()
     short = tmp_path / "short-context.yaml"
     short.write_text(text.replace("context_tokens: 1048576", "context_tokens: 160000"))
-    args = ["--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2", *SHORT]
+    args = ["--trace", str(small_corpus), "--policies", "vllm", "--sessions", "2", *SHORT, *fleet]
     res = simulate(*args, "--model", str(short), "--out", str(tmp_path / "a"))
     assert res.exit_code == 0, res.output
     said = " ".join(res.output.split())
     # The corpus is scaled 16×: 160,000 tokens of context are 10,000 of its tokens.
     assert "requests exceed the model's context (10,000 tokens of prompt and output" in said
-    assert "an engine refuses them (HTTP 400), the simulator computes them" in said
+    assert "recorded as overflows, not sent, and their sessions go on" in said
+    run = next(p for p in (tmp_path / "a").iterdir() if p.is_dir())
+    df = pd.read_parquet(run / "requests.parquet")
+    long = df.prompt_tokens + df.expected_output_tokens > 10_000
+    assert long.any() and (~long).any()
+    assert (df[long].status == "overflow").all()
+    assert df[long].sent_s.isna().all() and (df[long].cached_tokens.fillna(0) == 0).all()
+    first = df[long].iloc[0]
+    assert first.error == (
+        f"prompt {first.prompt_tokens} + output {first.expected_output_tokens} tokens exceed "
+        "the engine's context of 10000 tokens; not sent"
+    )
+    assert (df[~long].status != "overflow").all()  # the sessions went on past them
     full = simulate(*args, "--out", str(tmp_path / "b"))
     assert full.exit_code == 0 and "exceed the model's context" not in full.output
+    df = pd.read_parquet(
+        next(p for p in (tmp_path / "b").iterdir() if p.is_dir()) / "requests.parquet"
+    )
+    assert (df.status != "overflow").all()
