@@ -31,17 +31,27 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def redact_url(url: str | None) -> str | None:
-    """`url` with any `user:password@` replaced by `***@`; other parts unchanged."""
+    """`url` with any `user:password@` replaced by `***@`, and the value of a secret-named
+    query parameter (`?key=`, `api_key=`, `token=`, `access_token=`) by `***`; other parts
+    unchanged."""
     if not url:
         return url
     try:
         parts = urlsplit(url)
     except ValueError:
-        return _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
+        return _QUERY_SECRET.sub(
+            _masked_query, _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", url)
+        )
+    if parts.query:
+        parts = parts._replace(query=_QUERY_SECRET.sub(_masked_query, parts.query))
+    if "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{MASK}@{host}")
+    return urlunsplit(parts)
+
+
+def _masked_query(m: re.Match[str]) -> str:
+    return f"{m.group(1)}={MASK}"
 
 
 def redact_urls_in(text: str) -> str:
@@ -104,6 +114,19 @@ def url_with_env_ref(url: str, var: str) -> tuple[str, bool]:
         return url, False
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"${{{var}}}@{host}")), True
+
+
+def query_with_env_ref(url: str, var: str) -> tuple[str, str | None]:
+    """`url` with the value of its secret-named query parameter (`?key=…`, as
+    `redact_url` masks) replaced by `${var}`, and the value replaced (None: none there).
+    One such parameter per URL; a second one is masked by `redact_url` where shown."""
+    parts = urlsplit(url)
+    m = _QUERY_SECRET.search(parts.query)
+    if m is None:
+        return url, None
+    value = m.group(0).split("=", 1)[1]
+    query = parts.query[: m.start()] + f"{m.group(1)}=${{{var}}}" + parts.query[m.end() :]
+    return urlunsplit(parts._replace(query=query)), value
 
 
 def expand_url_env(url: str, where: str) -> str:
@@ -203,6 +226,7 @@ __all__ = [
     "UrlEnvError",
     "encodings",
     "expand_url_env",
+    "query_with_env_ref",
     "redact_url",
     "redact_urls_in",
     "url_secrets",

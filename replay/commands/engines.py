@@ -391,26 +391,38 @@ def run_config_cmd(
         except PathProblem as e:
             fail(str(e))
         console.print(f"wrote {out}; run with: replay run --config {out} ...", highlight=False)
-    for name, var in refs:
+    for name, var, what in refs:
         err_console.print(
             f"[yellow]notice:[/] the URL of {name} carried credentials; they are not written: "
-            f"the URL reads ${{{var}}}@host, so export {var}='user:password' before `replay run`",
+            + (
+                f"the URL reads ${{{var}}}@host, so export {var}='user:password'"
+                if what == "userinfo"
+                else f"its {what} reads ${{{var}}}, so export {var}=<the value>"
+            )
+            + " before `replay run`",
             highlight=False,
             soft_wrap=True,
         )
 
 
-def _credentials_to_env(entries: list[dict[str, object]]) -> list[tuple[str, str]]:
-    """Each entry's URL userinfo replaced by an environment-variable reference (in place);
-    the (engine, variable) pairs replaced."""
-    from replay.redact import url_with_env_ref
+def _credentials_to_env(entries: list[dict[str, object]]) -> list[tuple[str, str, str]]:
+    """Each entry's URL userinfo, and the value of a secret-named query parameter
+    (`?key=…`), replaced by environment-variable references (in place); the (engine,
+    variable, what) triples replaced."""
+    from replay.redact import query_with_env_ref, url_with_env_ref
 
     replaced = []
     for e in entries:
-        var = "REPLAY_AUTH_" + re.sub(r"[^A-Za-z0-9]", "_", str(e["name"])).upper()
+        tag = re.sub(r"[^A-Za-z0-9]", "_", str(e["name"])).upper()
+        var = "REPLAY_AUTH_" + tag
         e["url"], changed = url_with_env_ref(str(e["url"]), var)
         if changed:
-            replaced.append((str(e["name"]), var))
+            replaced.append((str(e["name"]), var, "userinfo"))
+        key = "REPLAY_KEY_" + tag
+        e["url"], value = query_with_env_ref(str(e["url"]), key)
+        if value is not None:
+            param = str(e["url"]).split("?", 1)[1].split("=${", 1)[0].rsplit("&", 1)[-1]
+            replaced.append((str(e["name"]), key, f"query parameter {param}"))
     return replaced
 
 
