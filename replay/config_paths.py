@@ -54,6 +54,23 @@ def config_subdir(kind: str) -> Path:
     return config_dir() / kind
 
 
+def subdir_blame(kind: str) -> str:
+    """Where `configs/<kind>/` is REPLAY_CONFIG_DIR's and it is missing or holds no YAML,
+    the words that say so ('' otherwise): a profile not found under a variable pointing at
+    nothing was blamed on the flag that named it (`--model`, which `replay run` lacks)."""
+    env = os.environ.get("REPLAY_CONFIG_DIR")
+    if not env:
+        return ""
+    sub = Path(env) / kind
+    if sub.is_dir() and any(sub.glob("*.yaml")):
+        return ""
+    what = "holds no NAME.yaml" if sub.is_dir() else "does not exist"
+    return (
+        f"; REPLAY_CONFIG_DIR is {env}, whose {kind} folder {sub} {what}: point it at a folder "
+        "like the project's configs/, or unset it for the bundled configs"
+    )
+
+
 def shipped_config_subdir(kind: str) -> Path:
     """`configs/<kind>/` as shipped beside the package (whatever REPLAY_CONFIG_DIR says)."""
     return _REPO_CONFIGS / kind

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replay.config_paths import config_subdir, read_yaml_mapping
+from replay.config_paths import config_subdir, read_yaml_mapping, subdir_blame
 from replay.field_errors import first_field_error
 from replay.strict_numbers import Number, Whole
 
@@ -127,7 +127,10 @@ def load_profile(name_or_path: str | Path) -> ModelProfile:
         path = profiles_dir() / f"{name_or_path}.yaml"
     if not path.exists():
         known = ", ".join(list_profiles()) or "none"
-        raise ProfileError(f"model profile '{name_or_path}' not found ({path}); known: {known}")
+        raise ProfileError(
+            f"model profile '{name_or_path}' not found ({path}); known: {known}"
+            + (subdir_blame("models") if path.parent == profiles_dir() else "")
+        )
     data = read_yaml_mapping(path, ProfileError, "profile fields")
     data.setdefault("name", path.stem)
     try:

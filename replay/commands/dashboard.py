@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
         runs_dir = runs_dir.expanduser().resolve()
         if not runs_dir.is_dir():
             fail(
-                f"{runs_dir}: no such folder; pass the folder that holds your run directories "
+                f"{runs_dir}: {'a file, not a folder' if runs_dir.exists() else 'no such folder'}; "
+                "pass the folder that holds your run directories "
                 "(e.g. the --out of `replay run`)"
             )
         if (problem := port_problem(port, zero_picks_free=True)) is not None:

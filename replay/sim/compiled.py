@@ -53,6 +53,14 @@ SOURCE_DIR = SIM_DIR  # PACKAGE's sources
 BUILD_DIR = SIM_DIR.parents[1] / ".mypyc"  # at the repository root, git-ignored
 STAMP = BUILD_DIR / "STAMP"
 ENV_OFF = "REPLAY_SIM_INTERPRETED"
+
+
+def interpreted_by_env() -> bool:
+    """Whether `ENV_OFF` asks for the interpreted modules: set, and not to an off value
+    (`0`, `false`, `no`, `off`; `REPLAY_SIM_INTERPRETED=0` used to switch it on)."""
+    return os.environ.get(ENV_OFF, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 EXT_SUFFIX: str = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 # How this process runs the simulator's hot modules (set when `replay.sim` is imported).
@@ -85,7 +93,7 @@ def use_build(package_path: list[str], sub: str = "cache") -> str:
 
 
 def _use_build(package_path: list[str], sub: str = "cache") -> str:
-    if os.environ.get(ENV_OFF):
+    if interpreted_by_env():
         return f"interpreted ({ENV_OFF} is set)"
     if not STAMP.is_file():
         return "interpreted (no compiled build: run scripts/build_sim.py)"

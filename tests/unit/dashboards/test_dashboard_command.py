@@ -26,6 +26,13 @@ def test_missing_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     assert "run directories" in result.output
 
 
+def test_a_file_given_for_the_folder_is_named_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("x")
+    result = CliRunner().invoke(app, ["dashboard", str(tmp_path / "f.txt")])
+    assert result.exit_code == 2
+    assert "f.txt: a file, not a folder" in result.output
+
+
 def test_bad_or_busy_port_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["dashboard", str(tmp_path), "--port", "70000"])
     assert result.exit_code == 2 and "--port 70000" in result.output

@@ -39,3 +39,24 @@ def test_a_config_dir_that_is_a_file_is_named(
 
     with pytest.raises(ConfigDirError, match="REPLAY_CONFIG_DIR is"):
         config_dir()  # a library caller is told the same
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_a_config_dir_without_model_profiles_is_named_beside_the_profile(
+    made: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A REPLAY_CONFIG_DIR that does not exist, or holds no models/, was blamed on `--model`
+    alone (which `replay run` lacks): the refusal now names the variable and its folder."""
+    root = tmp_path / "cfg"
+    if made:
+        root.mkdir()
+    monkeypatch.setenv("REPLAY_CONFIG_DIR", str(root))
+    res = CliRunner().invoke(
+        app, ["simulate", "--policies", "vllm", "--sessions", "2", "--out", str(tmp_path / "o")]
+    )
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2, (res.exit_code, said)
+    assert (
+        f"REPLAY_CONFIG_DIR is {root}, whose models folder {root / 'models'} does not exist: "
+        "point it at a folder like the project's configs/, or unset it" in said
+    ), said

@@ -56,6 +56,15 @@ def test_the_environment_switch_forces_the_interpreted_modules(
     assert compiled._use_build([]) == f"interpreted ({compiled.ENV_OFF} is set)"
 
 
+@pytest.mark.parametrize("value", ["0", "false", "No", " off ", ""])
+def test_an_off_value_of_the_environment_switch_leaves_the_build_in_use(
+    value: str, monkeypatch: pytest.MonkeyPatch
+):
+    """`REPLAY_SIM_INTERPRETED=0` used to force the interpreted modules (any value did)."""
+    monkeypatch.setenv(compiled.ENV_OFF, value)
+    assert not compiled.interpreted_by_env()
+
+
 def test_the_digest_covers_every_compiled_module_and_the_interpreter(
     monkeypatch: pytest.MonkeyPatch,
 ):
@@ -70,7 +79,7 @@ def test_the_digest_covers_every_compiled_module_and_the_interpreter(
 def test_a_fresh_build_is_the_one_in_use():
     """Where setup built it (the test setup must), the cache runs compiled; else interpreted,
     and the mode says why."""
-    if os.environ.get(compiled.ENV_OFF):
+    if compiled.interpreted_by_env():
         pytest.skip(f"{compiled.ENV_OFF} is set")
     fresh = compiled.STAMP.is_file() and compiled.STAMP.read_text().strip() == (
         compiled.source_digest()
