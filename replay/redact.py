@@ -42,12 +42,14 @@ def redact_url(url: str | None) -> str | None:
         return _QUERY_SECRET.sub(
             _masked_query, _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", url)
         )
+    masked = parts
     if parts.query:
-        parts = parts._replace(query=_QUERY_SECRET.sub(_masked_query, parts.query))
+        masked = masked._replace(query=_QUERY_SECRET.sub(_masked_query, parts.query))
     if "@" in parts.netloc:
         host = parts.netloc.rsplit("@", 1)[1]
-        parts = parts._replace(netloc=f"{MASK}@{host}")
-    return urlunsplit(parts)
+        masked = masked._replace(netloc=f"{MASK}@{host}")
+    # Unchanged: the URL as given (`urlunsplit` respells some, e.g. `http:/x` as `http:///x`).
+    return url if masked == parts else urlunsplit(masked)
 
 
 def _masked_query(m: re.Match[str]) -> str:

@@ -20,6 +20,7 @@ def test_redact_url_masks_a_secret_named_query_value_and_keeps_the_rest() -> Non
         "http://***@h:1/v1?a=1&api_key=***&token=***"
     )
     assert redact_url("http://h:1/v1?model=x") == "http://h:1/v1?model=x"
+    assert redact_url("http:/x") == "http:/x"  # a URL with nothing to mask comes back as given
 
 
 def test_query_with_env_ref_replaces_the_value_only() -> None:
