@@ -180,8 +180,11 @@ def over_context(prompt_tokens: int, output_tokens: int, context_tokens: int | N
 
 def row_problem(row: dict[str, Any]) -> str | None:
     """What is wrong with a journal row's values for the request schema (None: nothing):
-    the first field of the wrong type, or a token count outside 0..MAX_TOKEN_COUNT. Checked
-    where the journal is read, so a damaged line is named there, not as an Arrow error."""
+    no engine, the first field of the wrong type, or a token count outside
+    0..MAX_TOKEN_COUNT. Checked where the journal is read, so a damaged line is named there,
+    not as an Arrow error."""
+    if not row.get("engine"):  # every record names its engine; readers group by it
+        return "field 'engine' is missing or empty (every request record names its engine)"
     for f in (*REQUEST_SCHEMA, *TIER_SCHEMA):
         v = row.get(f.name)
         if v is None:

@@ -16,6 +16,7 @@ string, `trace_path`/`trace_sha256`, top-level `window`/`sessions`/`working_set_
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -31,6 +32,7 @@ from pydantic import (
 )
 
 from replay.metric_registry import METRICS as METRIC_REGISTRY
+from replay.strict_numbers import bool_problem
 from replay.tier_limits import tier_size_problem
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -78,6 +80,51 @@ def _window(value: Any) -> tuple[float, float] | None:
     return (start, end)
 
 
+def _not_a_bool(value: Any) -> Any:
+    # a number field typed float (the contract page shows its type): pydantic reads true as 1
+    if isinstance(value, bool):
+        raise ValueError(bool_problem("a number"))
+    return value
+
+
+def _token_scale(value: float | None) -> float | None:
+    """A stored token scale takes the run spec's range (replay.traces.scale): a scale past
+    it ended `replay price` in a decimal traceback, and 0 or a negative priced as 1."""
+    from replay.traces.scale import scale_problem  # numpy: loaded only when a scale is read
+
+    if value is not None and (problem := scale_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+# A window's end may pass the run's duration by float rounding only.
+WINDOW_END_SLACK_S = 1e-6
+
+
+def _window_within(window: tuple[float, float] | None, duration_s: float | None) -> None:
+    """A measured window that ends after the run did measured nothing the run ran."""
+    if window is None or duration_s is None:
+        return
+    if window[1] > duration_s + max(WINDOW_END_SLACK_S, 1e-9 * duration_s):
+        raise ValueError(
+            f"the measured window config.window [{window[0]:g}, {window[1]:g}] s ends after "
+            f"the run's length config.duration_s {duration_s:g} s (a window lies within "
+            "0..duration_s)"
+        )
+
+
+def run_id_problem(value: str) -> str | None:
+    """What is wrong with a run id (None: nothing): it is printed in tables, on the terminal
+    and as report.md's heading, so a control character (a newline, an ESC) is refused."""
+    for ch in value:
+        if unicodedata.category(ch).startswith("C"):
+            return (
+                f"holds {ch!r}, a control character; a run id is printed on the terminal and "
+                "as report headings"
+            )
+    return None
+
+
 class TraceInfo(_Record):
     path: str | None = Field(default=None, description="the trace's source: file, folder or HF id")
     sha256: str | None = Field(default=None, description="checksum of the trace's contents")
@@ -88,6 +135,16 @@ class TraceInfo(_Record):
     token_scale: float | None = Field(
         default=None, description="the trace's token lengths were divided by this (1: full size)"
     )
+
+    @field_validator("token_scale", mode="before")
+    @classmethod
+    def _scale_not_a_bool(cls, value: Any) -> Any:
+        return _not_a_bool(value)
+
+    @field_validator("token_scale")
+    @classmethod
+    def _check_scale(cls, value: float | None) -> float | None:
+        return _token_scale(value)
 
 
 class EngineEntry(_Record):
@@ -231,6 +288,23 @@ class RunConfig(_Record):
     def _check_window(cls, value: Any) -> tuple[float, float] | None:
         return _window(value)
 
+    @field_validator("token_scale", mode="before")
+    @classmethod
+    def _scale_not_a_bool(cls, value: Any) -> Any:
+        return _not_a_bool(value)
+
+    @field_validator("token_scale")
+    @classmethod
+    def _check_scale(cls, value: float | None) -> float | None:
+        return _token_scale(value)
+
+    @field_validator("duration_s")
+    @classmethod
+    def _check_duration(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # `window` is declared (so validated) before `duration_s`: the error names this field
+        _window_within(info.data.get("window"), value)
+        return value
+
 
 class EngineEvent(_Record):
     event: str = Field(description="engine_down")
@@ -367,6 +441,13 @@ class Manifest(_Record):
         if isinstance(engines, list):
             data["engines"] = [_old_engine(e) for e in engines]
         return data
+
+    @field_validator("run_id")
+    @classmethod
+    def _check_run_id(cls, value: str | None) -> str | None:
+        if value is not None and (problem := run_id_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("spec")
     @classmethod

@@ -67,6 +67,14 @@ def _journal_lines(run_dir: Path) -> int:
     return data.count(b"\n")
 
 
+def _modified_after(path: Path, other: Path) -> bool:
+    """`path` was modified after `other` (False when either is missing)."""
+    try:
+        return path.stat().st_mtime_ns > other.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -135,14 +143,28 @@ def read_requests(run_dir: Path) -> pd.DataFrame:
     run_dir = Path(run_dir)
     pq_path = run_dir / REQUESTS
     table: pa.Table | None = None
+    journal = run_dir / JOURNAL
     if pq_path.exists():
         try:
             table = pq.read_table(pq_path)
         except (pa.ArrowInvalid, OSError) as e:
-            raise RunDirError(f"{pq_path}: unreadable parquet ({e})") from e
+            fix = (
+                f"; it is derived from {JOURNAL}: delete {pq_path} and it is rebuilt from the "
+                "journal"
+                if journal.exists()
+                else f", and there is no {JOURNAL} to rebuild it from: restore the file"
+            )
+            raise RunDirError(f"{pq_path}: unreadable parquet ({e}){fix}") from e
     # Parse the journal only when it is ahead of the parquet file: counting its complete
-    # lines is far cheaper than decoding them, and a finished run's journal never is.
-    if table is None or _journal_lines(run_dir) > table.num_rows:
+    # lines is far cheaper than decoding them, and a finished run's journal never is. A
+    # journal changed after the parquet was written (the writer writes the parquet after
+    # the journal's last line: an edited journal, a resume killed before its first
+    # rewrite) is the records' truth too.
+    if (
+        table is None
+        or _journal_lines(run_dir) > table.num_rows
+        or _modified_after(journal, pq_path)
+    ):
         journal_rows = read_journal(run_dir)
         if not journal_rows and table is None:
             raise RunDirError(f"{pq_path}: missing; the run wrote no request records")
