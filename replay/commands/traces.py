@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +35,10 @@ SRC_HELP = (
 # `replay run` and `replay simulate` take seeds up to 2^63 - 1 (replay.runspec.fields.INT64_MAX);
 # the same seed here names the same file there.
 MAX_SEED = 2**63 - 1
+# More sessions than anyone replays: 25,000 times the published corpus (393 sessions), days
+# of generating at any scale (about 150 sessions a second at --scale 1000, 8 at --scale 1)
+# and at least 100 GB even compressed (replay.traces.synth.estimated_bytes).
+MAX_TRAJECTORIES = 10_000_000
 
 OUT_OPTION: Any = typer.Option(
     ..., "--out", help="File to write (.jsonl, or .jsonl.gz to compress)."
@@ -202,15 +210,22 @@ def synth(
 
     if trajectories < 1:
         fail(f"--trajectories must be at least 1, got {trajectories}")
+    if trajectories > MAX_TRAJECTORIES:
+        fail(
+            f"--trajectories {trajectories:,}: must be at most {MAX_TRAJECTORIES:,} (25,000 "
+            "times the published corpus's 393 sessions, days to generate); give fewer"
+        )
     _check_seed(seed)
     try:
         check_scale(scale, "--scale")
     except TraceScaleError as e:
         fail(str(e))
     _check_out(out)
+    _check_room(out, trajectories, scale)
     t0 = time.perf_counter()
     try:
-        n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
+        with _sigterm_stops(out):
+            n = write_synth(out, SynthConfig(n_trajectories=trajectories, seed=seed, scale=scale))
     except PathProblem as e:
         fail(str(e))
     size = out.stat().st_size / 1e6
@@ -265,12 +280,13 @@ def convert(
         except TraceScaleError as exc:
             fail(str(exc))
     try:
-        if to == "mooncake":
-            n = write_mooncake(trace, out)
-            what = f"{n:,} Mooncake rows"
-        else:
-            n = write_weka(trace, out)
-            what = f"{n:,} Weka sessions"
+        with _sigterm_stops(out):
+            if to == "mooncake":
+                n = write_mooncake(trace, out)
+                what = f"{n:,} Mooncake rows"
+            else:
+                n = write_weka(trace, out)
+                what = f"{n:,} Weka sessions"
     except (TraceError, PathProblem) as exc:
         fail(str(exc))
     scaled = f", token lengths ÷ {scale}" if scale > 1 else ""
@@ -278,6 +294,8 @@ def convert(
     if trace.format != to:
         lost = WEKA_LOSSES if trace.format == "weka" else MOONCAKE_LOSSES
         console.print(f"dropped (the {to} format has no place for it): {lost}", highlight=False)
+    if to == "mooncake":
+        _warn_scale_dropped(trace)
     if trace.format == "mooncake" and to == "weka":
         console.print(f"kept: {MOONCAKE_ARRIVALS}", highlight=False)
     if trace.format == "weka":
@@ -290,6 +308,89 @@ def _check_out(out: Path) -> None:
         check_out_file(out, "--out")
     except PathProblem as e:
         fail(f"{e} (a .jsonl or .jsonl.gz file)")
+
+
+def _check_room(out: Path, trajectories: int, scale: float) -> None:
+    """Refuse a synthetic trace larger than the free space where `out` goes (it used to write
+    until the disk was full): the size is `estimated_bytes`' average for the scale."""
+    from replay.traces.synth import estimated_bytes
+
+    if out.exists() and not out.is_file():
+        return  # a device such as /dev/null is written in place
+    where = out.absolute().parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return  # the write names what is wrong with the place
+    gz = out.name.endswith(".gz")
+    need = estimated_bytes(trajectories, scale, gz)
+    if need > free:
+        kind = "compressed " if gz else ""
+        fail(
+            f"--trajectories {trajectories:,}: the {kind}trace would be about "
+            f"{_size(need)} at --scale {scale:g}, more than the {_size(free)} free where "
+            f"--out {out} goes, so it cannot write it whole; give fewer --trajectories, a "
+            "larger --scale"
+            f"{'' if gz else ', a .jsonl.gz name'} or another --out (nothing was written)"
+        )
+
+
+def _size(n: float) -> str:
+    for unit, div in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= div:
+            return f"{n / div:,.1f} {unit}"
+    return f"{n / 1e3:,.1f} kB" if n >= 1e3 else f"{n:,.0f} bytes"
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a trace was being written (a BaseException, as KeyboardInterrupt
+    is, so that no `except Exception` on the way keeps it)."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops(out: Path) -> Iterator[None]:
+    """While the block runs, SIGTERM (`timeout`, `kill`, a scheduler) stops the write the way
+    Ctrl-C does: the exception unwinds `replay.userpaths.written`, which removes the partial
+    `.NAME.part` file (SIGTERM's default ended the process at once and left it, however
+    large), and the command ends with 143 (128 + SIGTERM). The previous handler comes back
+    after the block."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    except _Terminated:
+        fail(f"stopped by SIGTERM before the trace was whole; nothing written to --out {out}", 143)
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _warn_scale_dropped(trace: Trace) -> None:
+    """A Mooncake file has no place for a Weka trace's `token_scale`: say so, and how to
+    replay it at the scale its lengths were made with."""
+    from replay.traces.scale import TraceScaleError, declared_scale
+
+    try:
+        declared = declared_scale(trace)
+    except TraceScaleError:
+        declared = None  # several scales: scale_trace and replay name it where it matters
+    if declared is None or declared == 1:
+        return
+    console.print(
+        f"[yellow]dropped: token_scale {declared:g}[/] (the Mooncake format has no place for "
+        f"it): the file's lengths are full size ÷ {declared:g} and nothing in it says so; "
+        f"replay it with --token-scale {declared:g}, or convert to weka to keep it",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _check_seed(seed: int) -> None:
