@@ -125,7 +125,22 @@ def run_id_problem(value: str) -> str | None:
     return None
 
 
-class TraceInfo(_Record):
+class _TokenScaled(_Record):
+    """A record with a `token_scale` field (declared by each, where it reads best): checked
+    as the run spec checks it (`_token_scale`), a true/false refused."""
+
+    @field_validator("token_scale", mode="before", check_fields=False)
+    @classmethod
+    def _scale_not_a_bool(cls, value: Any) -> Any:
+        return _not_a_bool(value)
+
+    @field_validator("token_scale", check_fields=False)
+    @classmethod
+    def _check_scale(cls, value: float | None) -> float | None:
+        return _token_scale(value)
+
+
+class TraceInfo(_TokenScaled):
     path: str | None = Field(default=None, description="the trace's source: file, folder or HF id")
     sha256: str | None = Field(default=None, description="checksum of the trace's contents")
     format: str | None = Field(default=None, description="weka | mooncake (live runs)")
@@ -135,16 +150,6 @@ class TraceInfo(_Record):
     token_scale: float | None = Field(
         default=None, description="the trace's token lengths were divided by this (1: full size)"
     )
-
-    @field_validator("token_scale", mode="before")
-    @classmethod
-    def _scale_not_a_bool(cls, value: Any) -> Any:
-        return _not_a_bool(value)
-
-    @field_validator("token_scale")
-    @classmethod
-    def _check_scale(cls, value: float | None) -> float | None:
-        return _token_scale(value)
 
 
 class EngineEntry(_Record):
@@ -222,7 +227,7 @@ class Limits(_Record):
     stall_timeout_s: float | None = Field(default=None, description="limit between two tokens")
 
 
-class RunConfig(_Record):
+class RunConfig(_TokenScaled):
     """The resolved configuration. Times are seconds in the records' clock."""
 
     window: tuple[float, float] | None = Field(
@@ -287,16 +292,6 @@ class RunConfig(_Record):
     @classmethod
     def _check_window(cls, value: Any) -> tuple[float, float] | None:
         return _window(value)
-
-    @field_validator("token_scale", mode="before")
-    @classmethod
-    def _scale_not_a_bool(cls, value: Any) -> Any:
-        return _not_a_bool(value)
-
-    @field_validator("token_scale")
-    @classmethod
-    def _check_scale(cls, value: float | None) -> float | None:
-        return _token_scale(value)
 
     @field_validator("duration_s")
     @classmethod
