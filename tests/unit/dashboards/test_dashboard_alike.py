@@ -58,7 +58,7 @@ def test_runs_differing_in_sessions_and_seed_only_are_alike() -> None:
     [
         {"timing": "engine"},  # another executor: the engine clock
         {"duration_s": 2700.0},
-        {"window": [900.0, 2700.0]},
+        {"window": [60.0, 300.0]},
         {
             "token_scale": 1.0,
             "top_trace": {"path": "/x/sample-weka.jsonl.gz", "sha256": SHA, "token_scale": 1.0},
