@@ -474,7 +474,10 @@ def _sweep_table(data: ReportData) -> Table:
 
 def _across(sources: set[str]) -> str:
     """What the paper table's ± spans, for its title: "across seeds" unless a row pools
-    repeats of one seed (run-to-run noise)."""
+    repeats of one seed (run-to-run noise); "from each run's time bins" where no row has two
+    runs (`sources` holds no other source)."""
+    if not sources:
+        return "from each run's time bins"
     if sources <= {"seeds"}:
         return "across seeds"
     if sources == {"repeats"}:

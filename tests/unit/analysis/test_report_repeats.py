@@ -122,6 +122,8 @@ def test_two_simulated_runs_of_one_seed_are_one_measurement(tmp_path: Path) -> N
     md = _md(out)
     assert "a simulation, which is deterministic: the same seed, the same result" in md
     assert "counted once across seeds" in md
+    # one run a row: its ± is the run's own time bins, and the title says so
+    assert "mean ± SE from each run's time bins" in md and "(mean ± SE across seeds)" not in md
 
 
 def test_two_seeds_each_run_twice_are_two_seeds_by_two_repeats(
