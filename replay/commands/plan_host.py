@@ -244,11 +244,12 @@ def _share(r: dict[str, Any]) -> str:
 
 def _notes(rows: list[dict[str, Any]], one_pool: list[str], rate: tuple[float, str],
            best: str, out: Path) -> None:  # fmt: skip
+    from replay.sim.measures import MEASURE_HINT, UNMEASURED_WHY
+
     if blind := [r for r in rows if r.get("requests") == 0]:
         err_console.print(
-            f"note: {len(blind)} of {len(rows)} points measured no request (none finished ok "
-            "with its first token inside the window): their figures show as – and none of "
-            "them is best; lengthen --duration-min or move --window to measure",
+            f"note: {len(blind)} of {len(rows)} points measured no request ({UNMEASURED_WHY}): "
+            f"their figures show as – and none of them is best; {MEASURE_HINT}",
             highlight=False,
         )
     for p in one_pool:

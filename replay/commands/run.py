@@ -289,6 +289,7 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
     from replay.band import write_band
     from replay.runspec.sweep import band_configs
     from replay.sim.band import simulate_band
+    from replay.sim.measures import UNMEASURED_WHY
 
     if outcome is None or outcome.status not in ("completed", "degraded"):
         return None
@@ -313,7 +314,7 @@ def _band(outcome: RunOutcome | None, spec: RunSpec, loaded: Any, seeds: int) ->
         held = 0 if band is None else len(band.seeds)
         err_console.print(
             f"[yellow]note:[/] the seed band holds {held} of {seeds} seeds: on the others an "
-            "engine measured no request (none finished with its first token inside the window)"
+            f"engine measured no request ({UNMEASURED_WHY})"
             + ("; no band is shown" if band is None else ""),
             highlight=False,
         )

@@ -382,7 +382,7 @@ def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, ou
     import orjson
     from rich.table import Table
 
-    from replay.sim.measures import shown
+    from replay.sim.measures import MEASURE_HINT, UNMEASURED_WHY, shown
 
     subagents = spec.workload.subagents
     reused = [r for r in rows if r.get("reused_assignments")]
@@ -433,9 +433,9 @@ def _show(rows: list[dict[str, Any]], tr: Any, spec: SweepSpec, scale: float, ou
     console.print(table)
     if blind := [r for r in rows if r["requests"] == 0]:
         err_console.print(
-            f"[yellow]note:[/] {len(blind)} of {len(rows)} runs measured no request (none "
-            "finished ok with its first token inside the window): their hit rates and misses "
-            "show as – (empty in summary.csv); lengthen --duration-min or move --window",
+            f"[yellow]note:[/] {len(blind)} of {len(rows)} runs measured no request "
+            f"({UNMEASURED_WHY}): their hit rates and misses show as – (empty in "
+            f"summary.csv); {MEASURE_HINT}",
             highlight=False,
         )
 

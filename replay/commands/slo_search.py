@@ -164,8 +164,9 @@ def _unmeasured(e: EngineAnswer) -> list[str]:
     """Notes on an engine's probes and confirmation seeds that measured no request: with no
     share to judge, each fails the SLO (`Probe.met`), which the table alone cannot tell from
     a load that was too high."""
-    why = "none finished ok with its first token inside the window"
-    fix = "lengthen --duration-min or move --window to measure"
+    from replay.sim.measures import MEASURE_HINT as fix
+    from replay.sim.measures import UNMEASURED_WHY as why
+
     blind = [p for p in e.probes if p.requests == 0]
     loads = ", ".join(str(p.sessions) for p in blind)
     notes = []

@@ -52,6 +52,12 @@ MEASURED_ONLY: tuple[str, ...] = (
 )
 
 
+# What "measured no request" means, and what to do, in every note that says it (simulate,
+# plan-host, slo-search, run's seed band).
+UNMEASURED_WHY = "none finished ok with its first token inside the window"
+MEASURE_HINT = "lengthen --duration-min or move --window to measure"
+
+
 def shown(x: float | None, fmt: str = ".1%") -> str:
     """A figure of a summary row as text: – where the run measured no request (None in its
     row, `MEASURED_ONLY`), never a 0.0."""
