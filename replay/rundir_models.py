@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from replay.metric_registry import METRICS as METRIC_REGISTRY
-from replay.strict_numbers import bool_problem
+from replay.strict_numbers import refuse_bool
 from replay.tier_limits import tier_size_problem
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -80,13 +80,6 @@ def _window(value: Any) -> tuple[float, float] | None:
     return (start, end)
 
 
-def _not_a_bool(value: Any) -> Any:
-    # a number field typed float (the contract page shows its type): pydantic reads true as 1
-    if isinstance(value, bool):
-        raise ValueError(bool_problem("a number"))
-    return value
-
-
 def _token_scale(value: float | None) -> float | None:
     """A stored token scale takes the run spec's range (replay.traces.scale): a scale past
     it ended `replay price` in a decimal traceback, and 0 or a negative priced as 1."""
@@ -132,7 +125,8 @@ class _TokenScaled(_Record):
     @field_validator("token_scale", mode="before", check_fields=False)
     @classmethod
     def _scale_not_a_bool(cls, value: Any) -> Any:
-        return _not_a_bool(value)
+        # typed float, not `Number` (the contract page shows its type): true read as 1
+        return refuse_bool(value, "a number")
 
     @field_validator("token_scale", check_fields=False)
     @classmethod

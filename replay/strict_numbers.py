@@ -21,16 +21,19 @@ def bool_problem(kind: str) -> str:
     return f"must be {kind}, not a yes/no value"
 
 
-def _not_a_bool(kind: str) -> BeforeValidator:
-    def check(value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(bool_problem(kind))
-        return value
+def refuse_bool(value: Any, kind: str) -> Any:
+    """`value` as given; ValueError where it is a true/false (a validator's check, for a
+    field that cannot take `Whole` or `Number`)."""
+    if isinstance(value, bool):
+        raise ValueError(bool_problem(kind))
+    return value
 
-    return BeforeValidator(check)
+
+def _not_a_bool(kind: str) -> BeforeValidator:
+    return BeforeValidator(lambda value: refuse_bool(value, kind))
 
 
 Whole = Annotated[int, _not_a_bool("a whole number")]
 Number = Annotated[float, _not_a_bool("a number")]
 
-__all__ = ["Number", "Whole", "bool_problem"]
+__all__ = ["Number", "Whole", "bool_problem", "refuse_bool"]
